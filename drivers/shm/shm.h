@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: Apache-2.0
+// Entry point of the shared-memory driver (intra-host ranks).
+#pragma once
+
+#include <grex/transport.h>
+
+namespace grex::shm {
+
+/// Opens the shm device. Params (env override in brackets):
+///   slots      ring slots per direction per peer [GREX_SHM_SLOTS], default 128
+///   slot_bytes bytes per slot, header included [GREX_SHM_SLOT_BYTES], default 8192
+///   cma        use process_vm_readv/writev for user memory [GREX_SHM_CMA], default 1
+Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts);
+
+}  // namespace grex::shm

@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: Apache-2.0
+// shm fast path: posting, slot rings, tag matching, single-copy transfers, completions.
+//
+// Each direction of a pair is a ring of fixed slots. The sender fills slots
+// in sequence; a slot is reused only after the receiver cleared it. Messages
+// up to a slot's payload travel inline (eager). Larger ones send a
+// rendezvous slot (RTS) naming the source; the matched receiver copies the
+// bytes once, straight into the posted buffer (from the sender's memfd
+// mapping when the source came from allocate(), else with
+// process_vm_readv), then clears the slot, which completes the send.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "drivers/shm/shm_device.h"
+
+namespace grex::shm {
+namespace {
+constexpr uint32_t kMaxPeerMappings = 64;
+constexpr uint64_t kPeerCheckIntervalNs = 5'000'000;  // how often poll() looks for dead peers
+}  // namespace
+
+ShmEndpoint::ShmEndpoint(ShmDevice* dev, int peer, Segment seg, int dir_out, pid_t peer_pid, int pidfd, bool cma_ok,
+                         uint32_t queue_depth)
+    : Endpoint(peer),
+      dev_(dev),
+      seg_(std::move(seg)),
+      dir_out_(dir_out),
+      dir_in_(1 - dir_out),
+      peer_pid_(peer_pid),
+      pidfd_(pidfd),
+      cma_ok_(cma_ok),
+      out_(queue_depth),
+      rts_(seg_.slots()),
+      recvs_(queue_depth),
+      arrived_(seg_.slots()) {}
+
+ShmEndpoint::~ShmEndpoint() {
+  dev_->remove_endpoint(this);
+  for (auto& [k, m] : maps_) ::munmap(m.base, m.bytes);
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+std::string ShmEndpoint::describe_peer() const {
+  return "rank " + std::to_string(peer_) + " (pid " + std::to_string(peer_pid_) + ")";
+}
+
+// ---------------------------------------------------------------- posting
+
+PostResult ShmEndpoint::post_send(std::span<const SendRequest> reqs) noexcept {
+  if (failed_) return {0, Errc::kPeerFailed};
+  size_t n = 0;
+  for (const auto& r : reqs) {
+    if (out_.full()) break;
+    OutOp op;
+    op.send = r;
+    out_.push(op);
+    ++n;
+  }
+  place_out();
+  return {n, Errc::kOk};
+}
+
+PostResult ShmEndpoint::post_write(std::span<const WriteRequest> reqs) noexcept {
+  if (failed_) return {0, Errc::kPeerFailed};
+  size_t n = 0;
+  for (const auto& r : reqs) {
+    if (out_.full()) break;
+    OutOp op;
+    op.is_write = true;
+    op.write = r;
+    out_.push(op);
+    ++n;
+  }
+  place_out();
+  return {n, Errc::kOk};
+}
+
+PostResult ShmEndpoint::post_recv(std::span<const RecvRequest> reqs) noexcept {
+  size_t n = 0;
+  for (const auto& r : reqs) {
+    if (recvs_.full()) break;
+    recvs_.push(r);
+    ++n;
+  }
+  return {n, Errc::kOk};
+}
+
+// ---------------------------------------------------------------- sending
+
+size_t ShmEndpoint::reap_rts() noexcept {
+  // A rendezvous send is done when the receiver cleared its slot; receivers
+  // may finish them out of order (different tags), so look at every one.
+  size_t done = 0;
+  for (size_t i = 0; i < rts_.size();) {
+    PendingRts& p = rts_.at(i);
+    if (seg_.slot(dir_out_, p.slot)->state.load(std::memory_order_acquire) != 0) {
+      ++i;
+      continue;
+    }
+    dev_->complete({p.context, p.length, p.tag, peer_, 0, Op::kSend, Status::kSuccess});
+    dev_->stats.bytes_sent.add(p.length);
+    rts_.erase(i);
+    ++done;
+  }
+  return done;
+}
+
+size_t ShmEndpoint::place_out() noexcept {
+  // Reap first: a slot we are about to reuse may still have a finished,
+  // unreported rendezvous send.
+  size_t placed = rts_.empty() ? 0 : reap_rts();
+  while (!out_.empty()) {
+    OutOp& op = out_.front();
+    if (!(op.is_write ? place_write(op.write) : place_send(op.send))) break;
+    out_.pop();
+    ++placed;
+  }
+  return placed;
+}
+
+bool ShmEndpoint::place_send(const SendRequest& r) noexcept {
+  uint32_t idx = static_cast<uint32_t>(send_seq_ % seg_.slots());
+  SlotHeader* s = seg_.slot(dir_out_, idx);
+  if (s->state.load(std::memory_order_acquire) != 0) return false;
+  if (rts_.full()) return false;
+  const auto* region = static_cast<const ShmRegion*>(r.region);
+  if (r.length > 0 &&
+      (region == nullptr || r.offset > region->length() || r.length > region->length() - r.offset)) {
+    dev_->complete({r.context, 0, r.tag, peer_, 0, Op::kSend, Status::kLocalError});
+    return true;
+  }
+  const uint8_t* src = r.length > 0 ? static_cast<const uint8_t*>(region->addr()) + r.offset : nullptr;
+  s->seq = send_seq_;
+  s->tag = r.tag;
+  s->length = r.length;
+  if (r.length <= seg_.max_inline()) {
+    s->type = SlotType::kEager;
+    s->inline_bytes = static_cast<uint32_t>(r.length);
+    if (r.length > 0) std::memcpy(seg_.payload(s), src, r.length);
+    s->state.store(1, std::memory_order_release);
+    dev_->complete({r.context, r.length, r.tag, peer_, 0, Op::kSend, Status::kSuccess});
+    dev_->stats.bytes_sent.add(r.length);
+    dev_->stats.eager_msgs.add();
+  } else {
+    s->type = SlotType::kRts;
+    s->inline_bytes = 0;
+    s->addr = reinterpret_cast<uint64_t>(src);
+    s->region = region->id();
+    s->aux = r.offset;
+    s->imm = static_cast<uint32_t>(region->memfd() + 1);
+    s->state.store(1, std::memory_order_release);
+    rts_.push({idx, send_seq_, r.context, r.tag, r.length});
+    dev_->stats.rndv_msgs.add();
+  }
+  ++send_seq_;
+  return true;
+}
+
+bool ShmEndpoint::place_write(const WriteRequest& r) noexcept {
+  uint32_t idx = static_cast<uint32_t>(send_seq_ % seg_.slots());
+  SlotHeader* s = seg_.slot(dir_out_, idx);
+  if (r.with_imm && s->state.load(std::memory_order_acquire) != 0) return false;
+  const auto* region = static_cast<const ShmRegion*>(r.region);
+  Status st = Status::kSuccess;
+  if (region == nullptr || r.offset > region->length() || r.length > region->length() - r.offset) {
+    st = Status::kLocalError;
+  } else if (r.remote.owner != static_cast<uint64_t>(peer_pid_) || r.remote_offset > r.remote.length ||
+             r.length > r.remote.length - r.remote_offset) {
+    st = Status::kRemoteAccess;
+  } else if (!write_peer(static_cast<const uint8_t*>(region->addr()) + r.offset, r.remote, r.remote_offset,
+                         r.length)) {
+    st = failed_ ? Status::kPeerGone : Status::kRemoteAccess;
+  }
+  if (st == Status::kSuccess && r.with_imm) {
+    s->seq = send_seq_;
+    s->type = SlotType::kWriteImm;
+    s->tag = r.remote_offset;
+    s->length = r.length;
+    s->region = r.remote.rkey & 0xffff'ffffull;
+    s->imm = r.imm;
+    s->inline_bytes = 0;
+    s->state.store(1, std::memory_order_release);
+    ++send_seq_;
+  }
+  if (st == Status::kSuccess) {
+    dev_->stats.writes.add();
+    dev_->stats.bytes_sent.add(r.length);
+  }
+  dev_->complete({r.context, st == Status::kSuccess ? r.length : 0, 0, peer_, r.imm, Op::kWrite, st});
+  return true;
+}
+
+// ---------------------------------------------------------------- receiving
+
+size_t ShmEndpoint::scan_arrivals() noexcept {
+  size_t n = 0;
+  while (!arrived_.full()) {
+    uint32_t idx = static_cast<uint32_t>(recv_seq_ % seg_.slots());
+    SlotHeader* s = seg_.slot(dir_in_, idx);
+    if (s->state.load(std::memory_order_acquire) == 0) break;
+    if (s->seq != recv_seq_) {
+      GREX_ERROR("shm", "ring from rank %d out of sequence (slot seq %llu, expected %llu)", peer_,
+                 static_cast<unsigned long long>(s->seq), static_cast<unsigned long long>(recv_seq_));
+      failed_ = true;
+      return n;
+    }
+    ++recv_seq_;
+    ++n;
+    if (s->type == SlotType::kWriteImm) {
+      handle_write_imm(s);
+      continue;
+    }
+    arrived_.push(idx);
+  }
+  return n;
+}
+
+void ShmEndpoint::handle_write_imm(SlotHeader* s) noexcept {
+  const ShmRegion* r = dev_->region_by_id(static_cast<uint32_t>(s->region));
+  Status st = (r != nullptr && s->tag <= r->length() && s->length <= r->length() - s->tag) ? Status::kSuccess
+                                                                                          : Status::kRemoteAccess;
+  Completion c{0, s->length, s->tag, peer_, s->imm, Op::kRemoteWrite, st};
+  release(s);
+  dev_->stats.remote_writes.add();
+  dev_->complete(c);
+}
+
+size_t ShmEndpoint::match_arrivals() noexcept {
+  size_t done = 0;
+  // Walk arrived messages oldest first; each takes the oldest posted receive
+  // with its tag. Unmatched ones stay (and hold their slot) until one is posted.
+  for (size_t i = 0; i < arrived_.size();) {
+    SlotHeader* s = seg_.slot(dir_in_, arrived_.at(i));
+    size_t k = 0;
+    while (k < recvs_.size() && recvs_.at(k).tag != s->tag) ++k;
+    if (k == recvs_.size()) {
+      ++i;
+      continue;
+    }
+    RecvRequest r = recvs_.at(k);
+    recvs_.erase(k);
+    arrived_.erase(i);
+    deliver(s, r);
+    ++done;
+  }
+  return done;
+}
+
+bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
+  const auto* region = r.region;
+  uint64_t len = s->length;
+  Status st = Status::kSuccess;
+  if (r.length > 0 &&
+      (region == nullptr || r.offset > region->length() || r.length > region->length() - r.offset)) {
+    st = Status::kLocalError;
+    len = 0;
+  } else if (len > r.length) {
+    st = Status::kTruncated;
+    len = r.length;
+  }
+  uint8_t* dst = region != nullptr && len > 0 ? static_cast<uint8_t*>(region->addr()) + r.offset : nullptr;
+  if (len > 0) {
+    if (s->type == SlotType::kEager) {
+      std::memcpy(dst, seg_.payload(s), len);
+    } else if (!read_peer(dst, s->addr, s->region, s->aux, s->imm, len)) {
+      st = failed_ ? Status::kPeerGone : Status::kLocalError;
+      len = 0;
+    }
+  }
+  uint64_t tag = s->tag;
+  release(s);
+  dev_->stats.bytes_received.add(len);
+  dev_->complete({r.context, len, tag, peer_, 0, Op::kRecv, st});
+  return st == Status::kSuccess;
+}
+
+// ---------------------------------------------------------------- copies
+
+uint8_t* ShmEndpoint::map_peer(uint32_t region, int fd, bool writable) noexcept {
+  uint64_t key = region | (writable ? (1ull << 63) : 0);
+  if (auto it = maps_.find(key); it != maps_.end()) {
+    it->second.last_use = ++map_clock_;
+    return it->second.base;
+  }
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(peer_pid_), fd);
+  int lfd = ::open(path, writable ? O_RDWR : O_RDONLY);
+  if (lfd < 0) return nullptr;
+  off_t size = ::lseek(lfd, 0, SEEK_END);
+  void* p = size > 0 ? ::mmap(nullptr, static_cast<size_t>(size), writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                              MAP_SHARED, lfd, 0)
+                     : MAP_FAILED;
+  ::close(lfd);
+  if (p == MAP_FAILED) return nullptr;
+  if (maps_.size() >= kMaxPeerMappings) {  // evict the least recently used mapping
+    auto victim = maps_.begin();
+    for (auto it = maps_.begin(); it != maps_.end(); ++it)
+      if (it->second.last_use < victim->second.last_use) victim = it;
+    ::munmap(victim->second.base, victim->second.bytes);
+    maps_.erase(victim);
+  }
+  maps_[key] = Mapping{static_cast<uint8_t*>(p), static_cast<size_t>(size), ++map_clock_};
+  return static_cast<uint8_t*>(p);
+}
+
+bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1,
+                            size_t n) noexcept {
+  if (fd_plus1 > 0) {
+    if (uint8_t* base = map_peer(static_cast<uint32_t>(region), static_cast<int>(fd_plus1) - 1, false)) {
+      std::memcpy(dst, base + offset, n);
+      dev_->stats.mapped_bytes.add(n);
+      return true;
+    }
+  }
+  if (!cma_ok_) return false;
+  iovec l{dst, n};
+  iovec r{reinterpret_cast<void*>(src), n};
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
+    if (k <= 0) {
+      if (k < 0 && errno == ESRCH) failed_ = true;
+      return false;
+    }
+    got += static_cast<size_t>(k);
+    l.iov_base = static_cast<uint8_t*>(l.iov_base) + k;
+    l.iov_len -= static_cast<size_t>(k);
+    r.iov_base = static_cast<uint8_t*>(r.iov_base) + k;
+    r.iov_len -= static_cast<size_t>(k);
+  }
+  dev_->stats.cma_bytes.add(n);
+  return true;
+}
+
+bool ShmEndpoint::write_peer(const void* src, const RemoteRegion& dst, uint64_t offset, size_t n) noexcept {
+  if (n == 0) return true;
+  uint32_t fd_plus1 = static_cast<uint32_t>(dst.rkey >> 32);
+  if (fd_plus1 > 0) {
+    if (uint8_t* base = map_peer(static_cast<uint32_t>(dst.rkey), static_cast<int>(fd_plus1) - 1, true)) {
+      std::memcpy(base + offset, src, n);
+      dev_->stats.mapped_bytes.add(n);
+      return true;
+    }
+  }
+  if (!cma_ok_) return false;
+  iovec l{const_cast<void*>(src), n};
+  iovec r{reinterpret_cast<void*>(dst.addr + offset), n};
+  size_t put = 0;
+  while (put < n) {
+    ssize_t k = ::process_vm_writev(peer_pid_, &l, 1, &r, 1, 0);
+    if (k <= 0) {
+      if (k < 0 && errno == ESRCH) failed_ = true;
+      return false;
+    }
+    put += static_cast<size_t>(k);
+    l.iov_base = static_cast<uint8_t*>(l.iov_base) + k;
+    l.iov_len -= static_cast<size_t>(k);
+    r.iov_base = static_cast<uint8_t*>(r.iov_base) + k;
+    r.iov_len -= static_cast<size_t>(k);
+  }
+  dev_->stats.cma_bytes.add(n);
+  return true;
+}
+
+// ---------------------------------------------------------------- progress
+
+void ShmEndpoint::check_peer() noexcept {
+  if (failed_) return;
+  bool dead = false;
+  if (pidfd_ >= 0) {
+    pollfd p{pidfd_, POLLIN, 0};
+    dead = ::poll(&p, 1, 0) > 0;  // readable once the process has exited (zombies included)
+  } else {
+    dead = ::kill(peer_pid_, 0) != 0 && errno == ESRCH;
+  }
+  if (dead) {
+    failed_ = true;
+    dev_->stats.peer_failures.add();
+    GREX_WARN("shm", "rank %d (pid %d) exited", peer_, static_cast<int>(peer_pid_));
+  }
+}
+
+void ShmEndpoint::fail_all() noexcept {
+  // Messages already in our ring can still be delivered; everything that
+  // needs the peer again fails now.
+  while (!out_.empty()) {
+    OutOp& op = out_.front();
+    if (op.is_write)
+      dev_->complete({op.write.context, 0, 0, peer_, op.write.imm, Op::kWrite, Status::kPeerGone});
+    else
+      dev_->complete({op.send.context, 0, op.send.tag, peer_, 0, Op::kSend, Status::kPeerGone});
+    out_.pop();
+  }
+  while (!rts_.empty()) {
+    dev_->complete({rts_.front().context, 0, rts_.front().tag, peer_, 0, Op::kSend, Status::kPeerGone});
+    rts_.pop();
+  }
+  while (!recvs_.empty()) {
+    dev_->complete({recvs_.front().context, 0, recvs_.front().tag, peer_, 0, Op::kRecv, Status::kPeerGone});
+    recvs_.pop();
+  }
+}
+
+size_t ShmEndpoint::progress() noexcept {
+  size_t work = place_out();
+  work += scan_arrivals();
+  if (!arrived_.empty() && !recvs_.empty()) work += match_arrivals();
+  if (failed_) fail_all();
+  return work;
+}
+
+void ShmDevice::complete(const Completion& c) noexcept {
+  if (cq_count_ == cq_.size()) {
+    // Cannot happen while callers respect queue_depth (the CQ is sized for
+    // every outstanding request); count it rather than overwrite.
+    GREX_ERROR("shm", "completion queue overflow; completion for context %llu lost",
+               static_cast<unsigned long long>(c.context));
+    return;
+  }
+  cq_[(cq_head_ + cq_count_) % cq_.size()] = c;
+  ++cq_count_;
+}
+
+size_t ShmDevice::poll(std::span<Completion> out) noexcept {
+  if (++polls_ % 64 == 0) {
+    uint64_t t = now_ns();
+    if (t - last_check_ns_ > kPeerCheckIntervalNs) {
+      last_check_ns_ = t;
+      for (ShmEndpoint* ep : endpoints_) ep->check_peer();
+    }
+  }
+  if (cq_count_ < out.size())
+    for (ShmEndpoint* ep : endpoints_) ep->progress();
+  size_t n = 0;
+  while (n < out.size() && cq_count_ > 0) {
+    out[n++] = cq_[cq_head_];
+    cq_head_ = (cq_head_ + 1) % cq_.size();
+    --cq_count_;
+  }
+  return n;
+}
+
+}  // namespace grex::shm

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: Apache-2.0
+// The shm driver's Device, Endpoint and MemoryRegion types.
+#pragma once
+
+#include <grex/transport.h>
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/counters.h"
+#include "drivers/shm/shm_segment.h"
+
+namespace grex::shm {
+
+class ShmDevice;
+
+/// A registered region. Memory from allocate() is a memfd mapping that peers
+/// map themselves (fd >= 0); other memory is read with CMA.
+class ShmRegion final : public MemoryRegion {
+ public:
+  ShmRegion(ShmDevice* dev, void* addr, size_t length, MemoryDomain domain, uint32_t id, int memfd, pid_t pid);
+  ~ShmRegion() override;
+  uint32_t id() const noexcept { return id_; }
+  int memfd() const noexcept { return memfd_; }
+  void set_owned_mapping(size_t bytes) noexcept { owned_bytes_ = bytes; }
+
+ private:
+  ShmDevice* dev_;
+  uint32_t id_;
+  int memfd_;
+  size_t owned_bytes_ = 0;  // >0: unmap and close on destruction (allocate())
+};
+
+/// rkey layout for shm: low 32 bits region id, high 32 bits memfd + 1 (0: none).
+inline uint64_t make_rkey(uint32_t id, int memfd) noexcept {
+  return (static_cast<uint64_t>(memfd + 1) << 32) | id;
+}
+
+/// Fixed-capacity FIFO used for queues on the data path (no allocation after construction).
+template <class T>
+class Fifo {
+ public:
+  explicit Fifo(size_t cap = 0) : buf_(cap) {}
+  bool empty() const noexcept { return n_ == 0; }
+  bool full() const noexcept { return n_ == buf_.size(); }
+  size_t size() const noexcept { return n_; }
+  T& front() noexcept { return buf_[head_]; }
+  T& at(size_t i) noexcept { return buf_[(head_ + i) % buf_.size()]; }
+  void push(const T& v) noexcept { buf_[(head_ + n_++) % buf_.size()] = v; }
+  void pop() noexcept { head_ = (head_ + 1) % buf_.size(); --n_; }
+  /// Removes element i (order of the rest kept).
+  void erase(size_t i) noexcept {
+    for (size_t k = i; k + 1 < n_; ++k) at(k) = at(k + 1);
+    --n_;
+  }
+
+ private:
+  std::vector<T> buf_;
+  size_t head_ = 0;
+  size_t n_ = 0;
+};
+
+/// One queued outgoing operation (send or write) waiting for a free slot.
+struct OutOp {
+  bool is_write = false;
+  SendRequest send;
+  WriteRequest write;
+};
+
+/// An outstanding rendezvous send: done when the receiver frees its slot.
+struct PendingRts {
+  uint32_t slot;
+  uint64_t seq;
+  uint64_t context;
+  uint64_t tag;
+  uint64_t length;
+};
+
+class ShmEndpoint final : public Endpoint {
+ public:
+  ShmEndpoint(ShmDevice* dev, int peer, Segment seg, int dir_out, pid_t peer_pid, int pidfd, bool cma_ok,
+              uint32_t queue_depth);
+  ~ShmEndpoint() override;
+
+  PostResult post_send(std::span<const SendRequest> reqs) noexcept override;
+  PostResult post_recv(std::span<const RecvRequest> reqs) noexcept override;
+  PostResult post_write(std::span<const WriteRequest> reqs) noexcept override;
+  bool peer_failed() const noexcept override { return failed_; }
+  void announce_abort(int culprit) noexcept override {
+    seg_.header()->abort_culprit[dir_out_].store(culprit + 1, std::memory_order_release);
+  }
+  int peer_abort_culprit() const noexcept override {
+    return seg_.header()->abort_culprit[dir_in_].load(std::memory_order_acquire) - 1;
+  }
+  std::string describe_peer() const override;
+
+  /// Moves data and queues completions on the device. Returns work done.
+  size_t progress() noexcept;
+  /// Checks whether the peer process is alive (pidfd); marks failure.
+  void check_peer() noexcept;
+
+ private:
+  struct Posted {
+    RecvRequest req;
+  };
+  struct Mapping {
+    uint8_t* base = nullptr;
+    size_t bytes = 0;
+    uint64_t last_use = 0;
+  };
+
+  size_t reap_rts() noexcept;
+  size_t place_out() noexcept;
+  bool place_send(const SendRequest& r) noexcept;
+  bool place_write(const WriteRequest& r) noexcept;
+  size_t scan_arrivals() noexcept;
+  size_t match_arrivals() noexcept;
+  bool deliver(SlotHeader* s, const RecvRequest& r) noexcept;
+  void handle_write_imm(SlotHeader* s) noexcept;
+  void release(SlotHeader* s) noexcept { s->state.store(0, std::memory_order_release); }
+  void fail_all() noexcept;
+  /// Copies n bytes from the peer (src = peer VA; memfd mapping when fd_plus1 > 0).
+  bool read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1, size_t n) noexcept;
+  bool write_peer(const void* src, const RemoteRegion& dst, uint64_t offset, size_t n) noexcept;
+  uint8_t* map_peer(uint32_t region, int fd, bool writable) noexcept;
+
+  ShmDevice* dev_;
+  Segment seg_;
+  int dir_out_;
+  int dir_in_;
+  pid_t peer_pid_;
+  int pidfd_;
+  bool cma_ok_;
+  bool failed_ = false;
+  uint64_t send_seq_ = 0;   // next slot sequence we write
+  uint64_t recv_seq_ = 0;   // next slot sequence we read
+  Fifo<OutOp> out_;
+  Fifo<PendingRts> rts_;
+  Fifo<RecvRequest> recvs_;
+  Fifo<uint32_t> arrived_;  // slot indices received but not yet matched, in arrival order
+  std::unordered_map<uint64_t, Mapping> maps_;  // (region | writable<<63) -> peer memfd mapping
+  uint64_t map_clock_ = 0;
+};
+
+class ShmDevice final : public Device {
+ public:
+  explicit ShmDevice(const DeviceOptions& opts);
+  ~ShmDevice() override;
+  Result<void> init();
+
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+  Result<std::string> local_address() override;
+  Result<std::unique_ptr<Endpoint>> connect(int peer, std::string_view peer_address) override;
+  Result<MemoryRegion*> allocate(size_t length) override;
+  Result<void> free(MemoryRegion* region) override;
+  size_t poll(std::span<Completion> out) noexcept override;
+  std::vector<std::pair<std::string, uint64_t>> counters() const override;
+
+  // Used by endpoints.
+  void complete(const Completion& c) noexcept;
+  void add_endpoint(ShmEndpoint* ep);
+  void remove_endpoint(ShmEndpoint* ep) noexcept;
+  const ShmRegion* region_by_id(uint32_t id) const noexcept;
+  int rank() const noexcept { return opts_.rank; }
+
+  struct Stats {
+    Counter bytes_sent, bytes_received, eager_msgs, rndv_msgs, cma_bytes, mapped_bytes, writes, remote_writes,
+        peer_failures;
+  };
+  Stats stats;
+
+ protected:
+  Result<std::unique_ptr<MemoryRegion>> do_register(void* addr, size_t length, MemoryDomain domain) override;
+
+ private:
+  DeviceOptions opts_;
+  Capabilities caps_;
+  uint32_t slots_ = 128;
+  uint32_t slot_bytes_ = 8192;
+  bool cma_ = true;
+  uint32_t next_region_id_ = 1;
+  std::string host_id_;
+  std::vector<ShmEndpoint*> endpoints_;
+  std::vector<Completion> cq_;  // ring of completions not yet returned
+  size_t cq_head_ = 0;
+  size_t cq_count_ = 0;
+  uint64_t polls_ = 0;
+  uint64_t last_check_ns_ = 0;
+  std::unordered_map<uint32_t, ShmRegion*> regions_;  // id -> live registration
+
+  friend class ShmRegion;
+  std::unordered_map<MemoryRegion*, size_t> allocated_;
+  volatile uint64_t probe_word_ = 0;
+
+  friend class ShmEndpoint;
+};
+
+}  // namespace grex::shm

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+// Layout of the shared segment between two ranks: a header and one slot ring per direction.
+#pragma once
+
+#include <grex/result.h>
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace grex::shm {
+
+inline constexpr uint64_t kSegmentMagic = 0x67726578'73686d31ull;  // "grexshm1"
+inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr size_t kSlotHeaderBytes = 64;
+
+/// Message kinds carried in a slot.
+enum class SlotType : uint8_t {
+  kEager = 1,     ///< payload inline; slot freed when matched
+  kRts = 2,       ///< rendezvous: receiver copies from the sender; slot freed when done (the sender's completion)
+  kWriteImm = 3,  ///< notification after a one-sided write landed
+};
+
+/// First 64 bytes of every slot. `state` is written last by the sender
+/// (release) and cleared by the receiver (release) when it is done.
+struct alignas(64) SlotHeader {
+  std::atomic<uint32_t> state;  // 0 free, 1 full
+  SlotType type;
+  uint8_t pad_[3];
+  uint64_t seq;      // sender's message sequence number (checked by the receiver)
+  uint64_t tag;      // kEager/kRts: tag; kWriteImm: remote offset
+  uint64_t length;   // message length in bytes
+  uint64_t addr;     // kRts: source virtual address in the sender
+  uint64_t region;   // kRts: sender region id; kWriteImm: target region id
+  uint64_t aux;      // kRts: offset of the data inside the sender's region
+  uint32_t imm;      // kRts: sender memfd number + 1 (0: not shareable); kWriteImm: immediate
+  uint32_t inline_bytes;
+};
+static_assert(sizeof(SlotHeader) == kSlotHeaderBytes, "slot header is a shared-memory format");
+
+/// Segment header, at offset 0.
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t slots;
+  uint32_t slot_bytes;
+  std::atomic<uint32_t> ready;     // set by the creator after initialising
+  std::atomic<uint32_t> attached;  // set by the opener
+  int32_t pid[2];                  // [0] lower rank, [1] higher rank
+  uint64_t probe_addr[2];          // address of a probe word in each process (CMA check)
+  std::atomic<int32_t> abort_culprit[2];  // culprit rank + 1 announced by each side (0: none)
+};
+static_assert(sizeof(SegmentHeader) == 64, "segment header is a shared-memory format");
+
+/// A mapped segment shared by ranks lo < hi. Ring 0 carries lo -> hi, ring 1 hi -> lo.
+class Segment {
+ public:
+  Segment() = default;
+  ~Segment();
+  Segment(Segment&& o) noexcept { *this = std::move(o); }
+  Segment& operator=(Segment&& o) noexcept;
+
+  /// Creates, sizes and initialises the segment `name` (lower rank).
+  static Result<Segment> create(const std::string& name, uint32_t slots, uint32_t slot_bytes);
+  /// Opens `name` created by the peer, retrying until it is ready or the deadline passes.
+  static Result<Segment> open(const std::string& name, int64_t timeout_ms);
+  /// Bytes needed for a segment with these dimensions.
+  static size_t bytes_for(uint32_t slots, uint32_t slot_bytes) noexcept;
+
+  SegmentHeader* header() const noexcept { return reinterpret_cast<SegmentHeader*>(base_); }
+  /// Slot i (0..slots-1) of ring `dir` (0 or 1).
+  SlotHeader* slot(int dir, uint32_t i) const noexcept {
+    auto* h = header();
+    return reinterpret_cast<SlotHeader*>(base_ + sizeof(SegmentHeader) +
+                                         (static_cast<size_t>(dir) * h->slots + i) * h->slot_bytes);
+  }
+  uint8_t* payload(SlotHeader* s) const noexcept { return reinterpret_cast<uint8_t*>(s) + kSlotHeaderBytes; }
+  uint32_t slots() const noexcept { return header()->slots; }
+  size_t max_inline() const noexcept { return header()->slot_bytes - kSlotHeaderBytes; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t bytes_ = 0;
+  std::string name_;
+};
+
+}  // namespace grex::shm

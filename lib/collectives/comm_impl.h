@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicator internals shared by the algorithm files.
+#pragma once
+
+#include <grex/communicator.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "collectives/engine.h"
+
+namespace grex {
+
+struct Communicator::Impl {
+  std::shared_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<Device> device;
+  std::vector<std::unique_ptr<Endpoint>> endpoints;  // [rank]; null for self
+  std::unique_ptr<detail::Engine> engine;
+  CommOptions opts;
+  CommStats stats;
+  int rank = 0;
+  int size = 1;
+  uint32_t seq = 0;                  // collective sequence number, for tags
+  std::optional<Error> broken;       // set by the first failed collective
+  MemoryRegion* scratch = nullptr;   // reduction landing zone (allocate())
+  size_t scratch_bytes = 0;
+  std::map<void*, MemoryRegion*> user_allocs;  // alloc() results
+
+  /// Fresh tag space for one collective: bit 63 set, sequence in bits 32..62.
+  uint64_t next_tag_base() noexcept { return (1ull << 63) | (static_cast<uint64_t>(++seq & 0x7fffffff) << 32); }
+  Deadline deadline() const noexcept { return Deadline::after_ms(opts.timeout_ms); }
+  /// Makes sure scratch holds at least `bytes`.
+  Result<void> ensure_scratch(size_t bytes);
+  /// Fails fast if an earlier error broke the communicator.
+  Result<void> check_usable(const char* what) const;
+  /// Records a collective's outcome (marks the communicator broken on error).
+  Result<void> finish(Result<void> r, const char* what);
+
+  // Algorithms (one file each).
+  Result<void> ring_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  Result<void> tree_broadcast(void* buf, size_t bytes, int root);
+  Result<void> dissemination_barrier();
+};
+
+/// A registration held for the duration of one call (released on scope exit).
+class ScopedRegistration {
+ public:
+  ScopedRegistration(Device* dev) : dev_(dev) {}
+  ~ScopedRegistration() {
+    if (mr_ != nullptr) (void)dev_->deregister_memory(mr_);
+  }
+  ScopedRegistration(const ScopedRegistration&) = delete;
+  ScopedRegistration& operator=(const ScopedRegistration&) = delete;
+  Result<MemoryRegion*> acquire(const void* p, size_t bytes) {
+    auto r = dev_->register_memory(const_cast<void*>(p), bytes);
+    if (r) mr_ = *r;
+    return r;
+  }
+  MemoryRegion* get() const noexcept { return mr_; }
+  /// Offset of p inside the registration.
+  uint64_t offset(const void* p) const noexcept {
+    return static_cast<uint64_t>(static_cast<const char*>(p) - static_cast<const char*>(mr_->addr()));
+  }
+
+ private:
+  Device* dev_;
+  MemoryRegion* mr_ = nullptr;
+};
+
+}  // namespace grex

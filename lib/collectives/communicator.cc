@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicator setup (device, endpoints to every peer), point-to-point calls, argument checks.
+#include <openssl/rand.h>
+
+#include <cstring>
+
+#include "collectives/comm_impl.h"
+#include "collectives/reduce.h"
+#include "core/config.h"
+#include "core/log.h"
+
+namespace grex {
+namespace {
+
+constexpr const char* kSubsys = "comm";
+
+std::string random_hex(size_t bytes) {
+  unsigned char buf[32];
+  RAND_bytes(buf, static_cast<int>(bytes));
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < bytes; ++i) {
+    s += kHex[buf[i] >> 4];
+    s += kHex[buf[i] & 15];
+  }
+  return s;
+}
+
+std::string sanitize(std::string_view name) {
+  std::string s;
+  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+  return s.substr(0, 40);
+}
+
+Result<void> apply_env(CommOptions* o) {
+  if (o->backend.empty()) o->backend = "shm";
+  GREX_TRY(config::env_string("GREX_BACKEND", &o->backend));
+  GREX_TRY(config::env_int("GREX_TIMEOUT_MS", &o->timeout_ms, 1, INT64_MAX / 1'000'000));
+  uint64_t chunk = o->chunk_bytes;
+  GREX_TRY(config::env_size("GREX_CHUNK_BYTES", &chunk, 4096, 1ull << 30));
+  o->chunk_bytes = chunk;
+  GREX_TRY(config::env_string("GREX_COMM_NAME", &o->name));
+  return ok();
+}
+
+}  // namespace
+
+size_t dtype_size(DataType t) noexcept {
+  switch (t) {
+    case DataType::kFloat32: return 4;
+    case DataType::kFloat64: return 8;
+    case DataType::kInt32: return 4;
+    case DataType::kInt64: return 8;
+    case DataType::kUint8: return 1;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DataType t) noexcept {
+  switch (t) {
+    case DataType::kFloat32: return "f32";
+    case DataType::kFloat64: return "f64";
+    case DataType::kInt32: return "i32";
+    case DataType::kInt64: return "i64";
+    case DataType::kUint8: return "u8";
+  }
+  return "?";
+}
+
+std::string_view reduce_op_name(ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kProd: return "prod";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kAvg: return "avg";
+  }
+  return "?";
+}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Communicator::~Communicator() {
+  if (!impl_) return;
+  for (auto& [p, mr] : impl_->user_allocs) (void)impl_->device->free(mr);
+  if (impl_->scratch != nullptr) (void)impl_->device->free(impl_->scratch);
+  impl_->endpoints.clear();
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::from_env(CommOptions opts) {
+  BootstrapConfig cfg = GREX_TRY(bootstrap_from_env());
+  std::shared_ptr<Bootstrap> bs = GREX_TRY(Bootstrap::create(cfg));
+  return create(std::move(bs), std::move(opts));
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Bootstrap> bootstrap, CommOptions opts) {
+  if (!bootstrap) return Error(Errc::kInvalidArgument, "Communicator::create: null bootstrap");
+  auto impl = std::make_unique<Impl>();
+  Impl& c = *impl;
+  c.rank = bootstrap->rank();
+  c.size = bootstrap->world_size();
+  log::set_rank(c.rank);
+  GREX_TRY(apply_env(&opts));
+  c.opts = opts;
+  c.bootstrap = std::move(bootstrap);
+  const std::string prefix = c.opts.name;
+
+  // Rank 0's random id names this communicator's shared resources.
+  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", random_hex(8)), "communicator setup");
+  DeviceOptions dopts = c.opts.device;
+  dopts.driver = c.opts.backend;
+  dopts.rank = c.rank;
+  dopts.world_size = c.size;
+  dopts.job_id = ids[0] + "-" + sanitize(prefix);
+  if (dopts.connect_timeout_ms == DeviceOptions{}.connect_timeout_ms) dopts.connect_timeout_ms = c.opts.timeout_ms;
+  c.device = GREX_TRY(Device::open(dopts));
+
+  std::string addr = GREX_TRY(c.device->local_address());
+  auto addrs = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/addr", addr), "communicator setup");
+  c.endpoints.resize(static_cast<size_t>(c.size));
+  for (int p = 0; p < c.size; ++p) {
+    if (p == c.rank) continue;
+    c.endpoints[static_cast<size_t>(p)] = GREX_TRY(c.device->connect(p, addrs[static_cast<size_t>(p)]));
+  }
+  GREX_TRY_CTX(c.bootstrap->barrier(prefix + "/connected"), "communicator setup");
+  c.engine = std::make_unique<detail::Engine>(c.device.get(), &c.endpoints, c.rank);
+  c.engine->set_timeout_ms(c.opts.timeout_ms);
+  GREX_INFO(kSubsys, "communicator '%s' ready: %d ranks over %s", prefix.c_str(), c.size, c.opts.backend.c_str());
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+int Communicator::rank() const noexcept { return impl_->rank; }
+int Communicator::size() const noexcept { return impl_->size; }
+Device& Communicator::device() noexcept { return *impl_->device; }
+const CommStats& Communicator::stats() const noexcept {
+  impl_->stats.bytes_sent = impl_->engine->posted_bytes();
+  impl_->stats.wait_ns = impl_->engine->wait_ns();
+  return impl_->stats;
+}
+const CommOptions& Communicator::options() const noexcept { return impl_->opts; }
+
+Result<void> Communicator::Impl::check_usable(const char* what) const {
+  if (broken)
+    return Error(broken->code(), std::string(what) + ": communicator unusable after an earlier error: " +
+                                     broken->message())
+        .rank(rank);
+  return ok();
+}
+
+Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
+  if (!r) {
+    Error e = std::move(r).error().context(what);
+    GREX_WARN(kSubsys, "%s", e.message().c_str());
+    // Tell every peer which rank is to blame, so they stop waiting and name it.
+    int culprit = e.code() == Errc::kPeerFailed && e.peer_rank() >= 0 ? e.peer_rank() : rank;
+    for (auto& ep : endpoints)
+      if (ep) ep->announce_abort(culprit);
+    broken = e;
+    return e;
+  }
+  ++stats.collectives;
+  return ok();
+}
+
+Result<void> Communicator::Impl::ensure_scratch(size_t bytes) {
+  if (scratch_bytes >= bytes) return ok();
+  if (scratch != nullptr) GREX_TRY(device->free(scratch));
+  scratch = nullptr;
+  scratch_bytes = 0;
+  scratch = GREX_TRY(device->allocate(bytes));
+  scratch_bytes = bytes;
+  return ok();
+}
+
+static Error bad_arg(int rank, const char* what, std::string msg) {
+  return Error(Errc::kInvalidArgument, std::string(what) + ": " + msg).rank(rank);
+}
+
+Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_t tag) {
+  Impl& c = *impl_;
+  GREX_TRY(c.check_usable("send"));
+  if (peer < 0 || peer >= c.size || peer == c.rank)
+    return bad_arg(c.rank, "send", "peer " + std::to_string(peer) + " is not another rank of 0.." +
+                                       std::to_string(c.size - 1));
+  if (buf == nullptr && bytes > 0) return bad_arg(c.rank, "send", "null buffer");
+  ScopedRegistration reg(c.device.get());
+  GREX_TRY(reg.acquire(buf, bytes));
+  auto run = [&]() -> Result<void> {
+    auto id = GREX_TRY(c.engine->send(peer, reg.get(), reg.offset(buf), bytes, tag));
+    return c.engine->wait(id, c.deadline(), "send");
+  };
+  return c.finish(run(), "send");
+}
+
+Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag) {
+  Impl& c = *impl_;
+  GREX_TRY(c.check_usable("recv"));
+  if (peer < 0 || peer >= c.size || peer == c.rank)
+    return bad_arg(c.rank, "recv", "peer " + std::to_string(peer) + " is not another rank of 0.." +
+                                       std::to_string(c.size - 1));
+  if (buf == nullptr && bytes > 0) return bad_arg(c.rank, "recv", "null buffer");
+  ScopedRegistration reg(c.device.get());
+  GREX_TRY(reg.acquire(buf, bytes));
+  auto run = [&]() -> Result<void> {
+    auto id = GREX_TRY(c.engine->recv(peer, reg.get(), reg.offset(buf), bytes, tag));
+    GREX_TRY(c.engine->wait(id, c.deadline(), "recv"));
+    if (c.engine->bytes(id) != bytes)
+      return Error(Errc::kMismatch, "expected " + std::to_string(bytes) + " bytes, got " +
+                                        std::to_string(c.engine->bytes(id)))
+          .rank(c.rank)
+          .peer(peer);
+    return ok();
+  };
+  return c.finish(run(), "recv");
+}
+
+Result<void> Communicator::barrier() {
+  Impl& c = *impl_;
+  GREX_TRY(c.check_usable("barrier"));
+  if (c.size == 1) return ok();
+  return c.finish(c.dissemination_barrier(), "barrier");
+}
+
+Result<void> Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
+  Impl& c = *impl_;
+  GREX_TRY(c.check_usable("broadcast"));
+  if (root < 0 || root >= c.size)
+    return bad_arg(c.rank, "broadcast", "root " + std::to_string(root) + " is outside 0.." +
+                                            std::to_string(c.size - 1));
+  size_t bytes = count * dtype_size(type);
+  if (buf == nullptr && bytes > 0) return bad_arg(c.rank, "broadcast", "null buffer");
+  if (c.size == 1 || bytes == 0) return ok();
+  return c.finish(c.tree_broadcast(buf, bytes, root), "broadcast");
+}
+
+Result<void> Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op) {
+  Impl& c = *impl_;
+  GREX_TRY(c.check_usable("allreduce"));
+  size_t bytes = count * dtype_size(type);
+  if (bytes > 0 && (sendbuf == nullptr || recvbuf == nullptr)) return bad_arg(c.rank, "allreduce", "null buffer");
+  if (bytes == 0) return ok();
+  if (c.size == 1) {
+    if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
+    return ok();
+  }
+  return c.finish(c.ring_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
+}
+
+Result<void*> Communicator::alloc(size_t bytes) {
+  MemoryRegion* mr = GREX_TRY(impl_->device->allocate(bytes));
+  impl_->user_allocs[mr->addr()] = mr;
+  return mr->addr();
+}
+
+Result<void> Communicator::free(void* ptr) {
+  auto it = impl_->user_allocs.find(ptr);
+  if (it == impl_->user_allocs.end())
+    return Error(Errc::kInvalidArgument, "free: pointer was not returned by Communicator::alloc").rank(impl_->rank);
+  MemoryRegion* mr = it->second;
+  impl_->user_allocs.erase(it);
+  return impl_->device->free(mr);
+}
+
+}  // namespace grex

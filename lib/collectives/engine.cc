@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// Engine: request tracking, polling, failure and timeout reporting.
+#include "collectives/engine.h"
+
+#include <sched.h>
+
+#include <set>
+#include <string>
+
+#include "core/log.h"
+
+namespace grex::detail {
+
+Engine::Engine(Device* dev, std::vector<std::unique_ptr<Endpoint>>* endpoints, int rank)
+    : dev_(dev), eps_(endpoints), rank_(rank), recs_(kTrack), pending_per_peer_(endpoints->size(), 0) {}
+
+Result<OpId> Engine::track(int peer, bool is_recv) {
+  OpId id = next_;
+  Record& r = recs_[id % kTrack];
+  if (r.pending)
+    return Error(Errc::kInternal, "more than " + std::to_string(kTrack) + " requests in flight").rank(rank_);
+  r = Record{id, peer, true, is_recv, 0};
+  ++next_;
+  ++pending_;
+  ++pending_per_peer_[static_cast<size_t>(peer)];
+  return id;
+}
+
+static Error post_error(Errc e, int rank, int peer, const Endpoint* ep) {
+  if (e == Errc::kPeerFailed)
+    return Error(Errc::kPeerFailed, (ep != nullptr ? ep->describe_peer() : "peer") + " has failed")
+        .rank(rank)
+        .peer(peer)
+        .hint("look at rank " + std::to_string(peer) + "'s output for its own error");
+  return Error(e, "transport refused the request").rank(rank).peer(peer);
+}
+
+Result<OpId> Engine::send(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag) {
+  Endpoint* ep = (*eps_)[static_cast<size_t>(peer)].get();
+  OpId id = GREX_TRY(track(peer, false));
+  SendRequest req{mr, offset, length, tag, id};
+  for (;;) {
+    PostResult pr = ep->post_send({&req, 1});
+    if (pr.count == 1) break;
+    if (pr.error != Errc::kOk) {
+      recs_[id % kTrack].pending = false;
+      --pending_;
+      --pending_per_peer_[static_cast<size_t>(peer)];
+      return post_error(pr.error, rank_, peer, ep);
+    }
+    GREX_TRY(progress());  // queue full: make room
+  }
+  posted_bytes_ += length;
+  return id;
+}
+
+Result<OpId> Engine::recv(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag) {
+  Endpoint* ep = (*eps_)[static_cast<size_t>(peer)].get();
+  OpId id = GREX_TRY(track(peer, true));
+  RecvRequest req{mr, offset, length, tag, id};
+  for (;;) {
+    PostResult pr = ep->post_recv({&req, 1});
+    if (pr.count == 1) break;
+    if (pr.error != Errc::kOk) {
+      recs_[id % kTrack].pending = false;
+      --pending_;
+      --pending_per_peer_[static_cast<size_t>(peer)];
+      return post_error(pr.error, rank_, peer, ep);
+    }
+    GREX_TRY(progress());
+  }
+  return id;
+}
+
+bool Engine::done(OpId id) const noexcept {
+  const Record& r = recs_[id % kTrack];
+  return r.id != id || !r.pending;
+}
+
+uint64_t Engine::bytes(OpId id) const noexcept {
+  const Record& r = recs_[id % kTrack];
+  return r.id == id ? r.bytes : 0;
+}
+
+Error Engine::peer_error(int peer, const Endpoint* ep) const {
+  int culprit = ep != nullptr ? ep->peer_abort_culprit() : -1;
+  if (culprit >= 0 && culprit != peer) {
+    const Endpoint* cep = static_cast<size_t>(culprit) < eps_->size() ? (*eps_)[static_cast<size_t>(culprit)].get()
+                                                                      : nullptr;
+    std::string who = cep != nullptr ? cep->describe_peer() : "rank " + std::to_string(culprit);
+    return Error(Errc::kPeerFailed, who + " failed (reported by rank " + std::to_string(peer) + ")")
+        .rank(rank_)
+        .peer(culprit)
+        .hint("look at rank " + std::to_string(culprit) + "'s output for its own error");
+  }
+  std::string who = ep != nullptr ? ep->describe_peer() : "rank " + std::to_string(peer);
+  return Error(Errc::kPeerFailed, who + (culprit == peer ? " aborted" : " exited or failed"))
+      .rank(rank_)
+      .peer(peer)
+      .hint("look at rank " + std::to_string(peer) + "'s output for its own error");
+}
+
+Result<void> Engine::check_peers() const {
+  // A peer that announced an abort fails the collective wherever we wait, so
+  // every survivor names the rank that died first. A peer that merely exited
+  // matters only if we still wait on it (it may have finished normally).
+  for (const auto& ep : *eps_) {
+    if (!ep) continue;
+    if (ep->peer_abort_culprit() >= 0) return peer_error(ep->peer(), ep.get());
+    if (ep->peer_failed() && pending_per_peer_[static_cast<size_t>(ep->peer())] > 0)
+      return peer_error(ep->peer(), ep.get());
+  }
+  return ok();
+}
+
+Error Engine::failure(const Completion& c) const {
+  const Endpoint* ep = c.peer >= 0 && static_cast<size_t>(c.peer) < eps_->size()
+                           ? (*eps_)[static_cast<size_t>(c.peer)].get()
+                           : nullptr;
+  if (c.status == Status::kPeerGone) return peer_error(c.peer, ep);
+  std::string who = ep != nullptr ? ep->describe_peer() : "rank " + std::to_string(c.peer);
+  std::string what = c.op == Op::kRecv ? "receive from " : "send to ";
+  Errc code = c.status == Status::kPeerGone ? Errc::kPeerFailed
+              : c.status == Status::kTruncated ? Errc::kMismatch
+                                               : Errc::kInternal;
+  std::string cause = what + who + " failed: " + std::string(status_name(c.status));
+  if (c.status == Status::kPeerGone) cause = who + " exited or failed";
+  Error e(code, cause);
+  e.rank(rank_).peer(c.peer);
+  if (c.status == Status::kTruncated)
+    e.hint("ranks disagree on the message size (count or dtype differ between ranks?)");
+  else if (c.status == Status::kPeerGone)
+    e.hint("look at rank " + std::to_string(c.peer) + "'s output for its own error");
+  return e;
+}
+
+Result<void> Engine::progress() {
+  Completion cs[64];
+  size_t n = dev_->poll(cs);
+  for (size_t i = 0; i < n; ++i) {
+    const Completion& c = cs[i];
+    if (c.op == Op::kRemoteWrite) continue;  // not used by these collectives
+    Record& r = recs_[c.context % kTrack];
+    if (r.id != c.context || !r.pending) continue;
+    r.pending = false;
+    r.bytes = c.bytes;
+    --pending_;
+    --pending_per_peer_[static_cast<size_t>(r.peer)];
+    if (c.status != Status::kSuccess) return failure(c);
+  }
+  if (n > 0) {
+    idle_polls_ = 0;
+  } else if (++idle_polls_ > kSpinPolls) {
+    // More ranks than cores: let the rank we wait for run.
+    sched_yield();
+  }
+  if (n == 0) GREX_TRY(check_peers());
+  return ok();
+}
+
+Error Engine::timeout_error(const char* what) const {
+  std::set<int> peers;
+  for (const Record& r : recs_)
+    if (r.pending) peers.insert(r.peer);
+  std::string list;
+  for (int p : peers) list += (list.empty() ? "" : ", ") + std::to_string(p);
+  return Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(timeout_ms_) +
+                                   " ms waiting on rank" + (peers.size() == 1 ? " " : "s ") +
+                                   (list.empty() ? "?" : list))
+      .rank(rank_)
+      .hint("a rank is slower, stuck, or called a different collective; raise GREX_TIMEOUT_MS if it is just slow");
+}
+
+Result<void> Engine::wait(OpId id, const Deadline& deadline, const char* what) {
+  return wait_all({&id, 1}, deadline, what);
+}
+
+Result<void> Engine::wait_all(std::span<const OpId> ids, const Deadline& deadline, const char* what) {
+  uint64_t t0 = now_ns();
+  size_t spins = 0;
+  for (;;) {
+    bool all = true;
+    for (OpId id : ids)
+      if (!done(id)) {
+        all = false;
+        break;
+      }
+    if (all) break;
+    GREX_TRY(progress());
+    if ((++spins & 255) == 0 && deadline.expired()) {
+      wait_ns_ += now_ns() - t0;
+      return timeout_error(what);
+    }
+  }
+  wait_ns_ += now_ns() - t0;
+  return ok();
+}
+
+}  // namespace grex::detail

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// Engine: posts transport requests for the collectives and waits for them with
+// deadlines, turning failed completions and dead peers into Errors.
+#pragma once
+
+#include <grex/result.h>
+#include <grex/transport.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/clock.h"
+
+namespace grex::detail {
+
+/// Handle of one posted request.
+using OpId = uint64_t;
+
+class Engine {
+ public:
+  Engine(Device* dev, std::vector<std::unique_ptr<Endpoint>>* endpoints, int rank);
+
+  /// Posts a send / receive; kOk unless the endpoint refuses (peer failed, bad args).
+  Result<OpId> send(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag);
+  Result<OpId> recv(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag);
+
+  /// True once the request finished (successfully: errors surface from progress()).
+  bool done(OpId id) const noexcept;
+  /// Polls once. Returns an error for any failed request or dead peer.
+  Result<void> progress();
+  /// Polls until `id` is done or the deadline passes.
+  Result<void> wait(OpId id, const Deadline& deadline, const char* what);
+  /// Polls until every id is done.
+  Result<void> wait_all(std::span<const OpId> ids, const Deadline& deadline, const char* what);
+  /// Error for a wait that ran past its deadline: names the peers still awaited.
+  Error timeout_error(const char* what) const;
+  /// The timeout quoted in timeout errors.
+  void set_timeout_ms(int64_t ms) noexcept { timeout_ms_ = ms; }
+  /// Bytes received by a finished receive.
+  uint64_t bytes(OpId id) const noexcept;
+  uint64_t posted_bytes() const noexcept { return posted_bytes_; }
+  uint64_t wait_ns() const noexcept { return wait_ns_; }
+
+ private:
+  static constexpr size_t kTrack = 1u << 16;  // requests tracked at once
+  struct Record {
+    OpId id = 0;
+    int32_t peer = -1;
+    bool pending = false;
+    bool is_recv = false;
+    uint64_t bytes = 0;
+  };
+  Result<OpId> track(int peer, bool is_recv);
+  Error failure(const Completion& c) const;
+  Error peer_error(int peer, const Endpoint* ep) const;
+  Result<void> check_peers() const;
+
+  Device* dev_;
+  std::vector<std::unique_ptr<Endpoint>>* eps_;
+  int rank_;
+  OpId next_ = 1;
+  std::vector<Record> recs_;
+  std::vector<uint32_t> pending_per_peer_;
+  size_t pending_ = 0;
+  uint64_t posted_bytes_ = 0;
+  uint64_t wait_ns_ = 0;
+  int64_t timeout_ms_ = 0;
+  uint32_t idle_polls_ = 0;
+  static constexpr uint32_t kSpinPolls = 256;  // empty polls before yielding the CPU
+};
+
+}  // namespace grex::detail

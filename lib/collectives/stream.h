@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// One pipelined exchange step: send a byte range to one peer while receiving a
+// byte range from another, in chunks, with a bounded window of each in flight.
+#pragma once
+
+#include <algorithm>
+
+#include "collectives/comm_impl.h"
+
+namespace grex::detail {
+
+/// Where received chunks land: a fixed range (dst != nullptr) or the scratch ring.
+struct StreamSide {
+  int peer = -1;
+  const MemoryRegion* mr = nullptr;  // nullptr for the receive side: scratch ring
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+inline constexpr size_t kStreamWindow = 8;
+
+/// Runs the step. `on_chunk(index, data, offset_in_range, length)` is called in
+/// chunk order as each received chunk lands (data points at it).
+template <class OnChunk>
+Result<void> stream(Communicator::Impl& c, const StreamSide& send, const StreamSide& recv, size_t chunk,
+                    uint64_t tag, OnChunk on_chunk) {
+  Engine& e = *c.engine;
+  const size_t ns = send.peer < 0 ? 0 : (send.length + chunk - 1) / chunk;
+  const size_t nr = recv.peer < 0 ? 0 : (recv.length + chunk - 1) / chunk;
+  OpId sids[kStreamWindow];
+  OpId rids[kStreamWindow];
+  size_t ps = 0, ds = 0, pr = 0, dr = 0;
+  uint8_t* scratch = c.scratch != nullptr ? static_cast<uint8_t*>(c.scratch->addr()) : nullptr;
+  Deadline deadline = c.deadline();
+  size_t spins = 0;
+  while (dr < nr || ds < ns) {
+    while (pr < nr && pr - dr < kStreamWindow) {
+      uint64_t off = pr * chunk;
+      uint64_t len = std::min<uint64_t>(chunk, recv.length - off);
+      if (recv.mr != nullptr)
+        rids[pr % kStreamWindow] = GREX_TRY(e.recv(recv.peer, recv.mr, recv.offset + off, len, tag));
+      else
+        rids[pr % kStreamWindow] = GREX_TRY(e.recv(recv.peer, c.scratch, (pr % kStreamWindow) * chunk, len, tag));
+      ++pr;
+    }
+    while (ps < ns && ps - ds < kStreamWindow) {
+      uint64_t off = ps * chunk;
+      uint64_t len = std::min<uint64_t>(chunk, send.length - off);
+      sids[ps % kStreamWindow] = GREX_TRY(e.send(send.peer, send.mr, send.offset + off, len, tag));
+      ++ps;
+    }
+    GREX_TRY(e.progress());
+    while (dr < pr && e.done(rids[dr % kStreamWindow])) {
+      uint64_t off = dr * chunk;
+      uint64_t len = std::min<uint64_t>(chunk, recv.length - off);
+      const uint8_t* data = recv.mr != nullptr
+                                ? static_cast<const uint8_t*>(recv.mr->addr()) + recv.offset + off
+                                : scratch + (dr % kStreamWindow) * chunk;
+      on_chunk(dr, data, off, len);
+      ++dr;
+    }
+    while (ds < ps && e.done(sids[ds % kStreamWindow])) ++ds;
+    if ((++spins & 1023) == 0 && deadline.expired()) return e.timeout_error("exchange");
+  }
+  return ok();
+}
+
+}  // namespace grex::detail

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file communicator.h
+/// grex::Communicator: a group of ranks connected over one backend, and the
+/// collective operations on it.
+///
+/// Every rank of the group calls the same collectives in the same order.
+/// Calls block until the operation finished on this rank, or return an Error:
+/// kTimeout (naming the ranks still awaited), kPeerFailed (naming the rank
+/// that died), kInvalidArgument (before any byte moves). A Communicator is
+/// used by one thread at a time.
+#pragma once
+
+#include <grex/bootstrap.h>
+#include <grex/result.h>
+#include <grex/transport.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace grex {
+
+/// Element types.
+enum class DataType : uint8_t {
+  kFloat32 = 0,
+  kFloat64 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kUint8 = 4,
+};
+/// Reduction operators. kAvg divides the sum by the group size.
+enum class ReduceOp : uint8_t { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 4 };
+
+/// Bytes per element.
+size_t dtype_size(DataType t) noexcept;
+/// "f32", "f64", "i32", "i64", "u8".
+std::string_view dtype_name(DataType t) noexcept;
+/// "sum", "prod", "min", "max", "avg".
+std::string_view reduce_op_name(ReduceOp op) noexcept;
+
+/// Options for Communicator::create. Environment overrides in brackets.
+struct CommOptions {
+  /// Backend: "shm", "dpdk", "verbs" [GREX_BACKEND]; default shm.
+  std::string backend;
+  /// Every collective and point-to-point call gives up after this [GREX_TIMEOUT_MS].
+  int64_t timeout_ms = 60'000;
+  /// Pipeline chunk for large messages [GREX_CHUNK_BYTES].
+  size_t chunk_bytes = 256 * 1024;
+  /// Passed to Device::open (driver params, queue depth). driver/rank/job_id are set for you.
+  DeviceOptions device;
+  /// Store key prefix, unique per communicator of a job [GREX_COMM_NAME].
+  std::string name = "grex";
+};
+
+/// Counters of one communicator (cumulative).
+struct CommStats {
+  uint64_t collectives = 0;   ///< calls completed
+  uint64_t bytes_sent = 0;    ///< payload bytes this rank posted for sending
+  uint64_t wait_ns = 0;       ///< time spent polling in collectives
+};
+
+class Communicator {
+ public:
+  /// Opens the backend and connects every pair of ranks through `bootstrap`.
+  static Result<std::unique_ptr<Communicator>> create(std::shared_ptr<Bootstrap> bootstrap,
+                                                      CommOptions opts = {});
+  /// bootstrap_from_env() + Bootstrap::create() + create(): the one-liner for
+  /// programs started by grex-run, torchrun, mpirun or srun.
+  static Result<std::unique_ptr<Communicator>> from_env(CommOptions opts = {});
+  ~Communicator();
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  /// The transport device (for registering memory, counters).
+  Device& device() noexcept;
+  const CommStats& stats() const noexcept;
+  /// Options in force (after environment overrides).
+  const CommOptions& options() const noexcept;
+
+  /// Sends `bytes` bytes to `peer`; returns when the buffer may be reused.
+  Result<void> send(const void* buf, size_t bytes, int peer, uint32_t tag = 0);
+  /// Receives exactly `bytes` bytes from `peer` with `tag`.
+  Result<void> recv(void* buf, size_t bytes, int peer, uint32_t tag = 0);
+  /// Returns on every rank after all ranks entered it.
+  Result<void> barrier();
+  /// Copies `count` elements from `root`'s buf to every rank's buf.
+  Result<void> broadcast(void* buf, size_t count, DataType type, int root);
+  /// recvbuf = op over ranks of sendbuf. sendbuf == recvbuf is in-place.
+  Result<void> allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  /// In-place allreduce.
+  Result<void> allreduce(void* buf, size_t count, DataType type, ReduceOp op) {
+    return allreduce(buf, buf, count, type, op);
+  }
+
+  /// Memory the backend moves fastest (shm: shared between processes, read by
+  /// peers in place). Optional: collectives work on any host memory.
+  Result<void*> alloc(size_t bytes);
+  /// Releases memory from alloc().
+  Result<void> free(void* ptr);
+
+  struct Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace grex

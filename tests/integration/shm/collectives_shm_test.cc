@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicator over shm across real processes: allreduce against a reference
+// for 1..8 ranks and counts 0, 1, 7, 1 M; broadcast, barrier, send/recv; a
+// rank killed mid-allreduce; argument errors.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/clock.h"
+#include "harness.h"
+
+namespace grex::test {
+namespace {
+
+// Rank r's input element i: small integers, so float sums are exact in any order.
+template <class T>
+T input(int r, size_t i) {
+  return static_cast<T>(static_cast<int64_t>((i * 31 + static_cast<size_t>(r) * 17) % 1000) - 500);
+}
+
+template <class T>
+int check_allreduce(Communicator& c, size_t count, DataType dt, ReduceOp op, bool in_place) {
+  std::vector<T> in(count), out(count, T(-12345));
+  for (size_t i = 0; i < count; ++i) in[i] = input<T>(c.rank(), i);
+  if (in_place) {
+    RANK_OK(c.allreduce(in.data(), count, dt, op));
+    out = in;
+  } else {
+    RANK_OK(c.allreduce(in.data(), out.data(), count, dt, op));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    T want = input<T>(0, i);
+    for (int r = 1; r < c.size(); ++r) {
+      T v = input<T>(r, i);
+      switch (op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg: want = want + v; break;
+        case ReduceOp::kMin: want = std::min(want, v); break;
+        case ReduceOp::kMax: want = std::max(want, v); break;
+        case ReduceOp::kProd: want = want * v; break;
+      }
+    }
+    if (op == ReduceOp::kAvg) want = want / static_cast<T>(c.size());
+    bool good = std::is_floating_point_v<T> ? std::fabs(double(out[i]) - double(want)) <= 1e-6 * (1 + std::fabs(double(want)))
+                                            : out[i] == want;
+    if (!good) {
+      std::fprintf(stderr, "rank %d: count %zu element %zu: got %g want %g\n", c.rank(), count, i, double(out[i]),
+                   double(want));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+class AllreduceRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(AllreduceRanks, MatchesReference) {
+  int n = GetParam();
+  auto res = run_ranks(n, [](Rank& r) -> int {
+    auto c = make_comm(r);
+    RANK_CHECK(c != nullptr);
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1} << 20}) {
+      RANK_CHECK(check_allreduce<float>(*c, count, DataType::kFloat32, ReduceOp::kSum, false) == 0);
+      RANK_CHECK(check_allreduce<double>(*c, count, DataType::kFloat64, ReduceOp::kSum, true) == 0);
+    }
+    RANK_CHECK(check_allreduce<int32_t>(*c, 1001, DataType::kInt32, ReduceOp::kMax, false) == 0);
+    RANK_CHECK(check_allreduce<int64_t>(*c, 999, DataType::kInt64, ReduceOp::kMin, true) == 0);
+    RANK_CHECK(check_allreduce<float>(*c, 4099, DataType::kFloat32, ReduceOp::kAvg, false) == 0);
+    return 0;
+  }, 240);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, AllreduceRanks, ::testing::Range(1, 9),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+TEST(Collectives, RepeatedRunsAreBitwiseIdentical) {
+  auto res = run_ranks(3, [](Rank& r) -> int {
+    auto c = make_comm(r);
+    RANK_CHECK(c != nullptr);
+    std::vector<float> in(100003), a(in.size()), b(in.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = 1.0f / static_cast<float>(i + 1 + r.rank);
+    RANK_OK(c->allreduce(in.data(), a.data(), in.size(), DataType::kFloat32, ReduceOp::kSum));
+    RANK_OK(c->allreduce(in.data(), b.data(), in.size(), DataType::kFloat32, ReduceOp::kSum));
+    RANK_CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+    // Every rank holds the same bits.
+    std::vector<float> root = a;
+    RANK_OK(c->broadcast(root.data(), root.size(), DataType::kFloat32, 0));
+    RANK_CHECK(std::memcmp(a.data(), root.data(), a.size() * 4) == 0);
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+TEST(Collectives, BroadcastBarrierSendRecv) {
+  auto res = run_ranks(5, [](Rank& r) -> int {
+    auto c = make_comm(r);
+    RANK_CHECK(c != nullptr);
+    for (int root = 0; root < 5; ++root) {
+      for (size_t count : {size_t{1}, size_t{1000}, size_t{3} << 20}) {
+        std::vector<int32_t> v(count, -1);
+        if (r.rank == root)
+          for (size_t i = 0; i < count; ++i) v[i] = static_cast<int32_t>(i * 3 + static_cast<size_t>(root));
+        RANK_OK(c->broadcast(v.data(), count, DataType::kInt32, root));
+        for (size_t i = 0; i < count; ++i) RANK_CHECK(v[i] == static_cast<int32_t>(i * 3 + static_cast<size_t>(root)));
+      }
+    }
+    for (int i = 0; i < 20; ++i) RANK_OK(c->barrier());
+    // Ring of send/recv with tags, 0 bytes and 2 MiB.
+    int next = (r.rank + 1) % 5, prev = (r.rank + 4) % 5;
+    std::vector<uint8_t> out(2 << 20, static_cast<uint8_t>(r.rank)), in(2 << 20, 0xff);
+    if (r.rank % 2 == 0) {
+      RANK_OK(c->send(out.data(), out.size(), next, 7));
+      RANK_OK(c->recv(in.data(), in.size(), prev, 7));
+    } else {
+      RANK_OK(c->recv(in.data(), in.size(), prev, 7));
+      RANK_OK(c->send(out.data(), out.size(), next, 7));
+    }
+    for (uint8_t b : in) RANK_CHECK(b == static_cast<uint8_t>(prev));
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+TEST(Collectives, BadArgumentsRejectedBeforeAnyByteMoves) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto c = make_comm(r);
+    RANK_CHECK(c != nullptr);
+    float x = 1;
+    auto e1 = c->send(&x, 4, 5, 0);
+    RANK_CHECK(!e1.ok() && e1.error().code() == Errc::kInvalidArgument);
+    auto e2 = c->send(&x, 4, r.rank, 0);
+    RANK_CHECK(!e2.ok() && e2.error().code() == Errc::kInvalidArgument);
+    auto e3 = c->broadcast(&x, 1, DataType::kFloat32, 2);
+    RANK_CHECK(!e3.ok() && e3.error().message().find("root 2") != std::string::npos);
+    auto e4 = c->allreduce(nullptr, &x, 1, DataType::kFloat32, ReduceOp::kSum);
+    RANK_CHECK(!e4.ok() && e4.error().code() == Errc::kInvalidArgument);
+    // Still usable afterwards.
+    RANK_OK(c->allreduce(&x, 1, DataType::kFloat32, ReduceOp::kSum));
+    RANK_CHECK(x == 2.0f);
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Rank 2 of 4 is killed during a stream of allreduces: every survivor must
+// return kPeerFailed naming rank 2 within 2x the timeout.
+TEST(Collectives, RankKilledMidAllreduceIsNamedBySurvivors) {
+  constexpr int64_t kTimeoutMs = 3000;
+  auto res = run_ranks(4, [&](Rank& r) -> int {
+    CommOptions o;
+    o.timeout_ms = kTimeoutMs;
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    std::vector<float> v(1 << 20, 1.0f);
+    for (int it = 0; it < 100000; ++it) {
+      if (r.rank == 2 && it == 5) ::raise(SIGKILL);
+      uint64_t t0 = now_ns();
+      auto st = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+      if (!st.ok()) {
+        uint64_t ms = (now_ns() - t0) / 1'000'000;
+        const std::string m = st.error().message();
+        std::fprintf(stderr, "rank %d got (after %llu ms): %s\n", r.rank, static_cast<unsigned long long>(ms),
+                     m.c_str());
+        RANK_CHECK(st.error().code() == Errc::kPeerFailed);
+        RANK_CHECK(m.find("rank 2") != std::string::npos);
+        RANK_CHECK(ms < 2 * kTimeoutMs);
+        // A later call fails fast with the same cause.
+        auto again = c->barrier();
+        RANK_CHECK(!again.ok() && again.error().message().find("rank 2") != std::string::npos);
+        return 0;
+      }
+      std::fill(v.begin(), v.end(), 1.0f);
+    }
+    return 1;  // never noticed
+  }, 60);
+  ASSERT_EQ(res.codes.size(), 4u);
+  EXPECT_EQ(res.codes[0], 0);
+  EXPECT_EQ(res.codes[1], 0);
+  EXPECT_EQ(res.codes[2], 128 + SIGKILL);
+  EXPECT_EQ(res.codes[3], 0);
+}
+
+}  // namespace
+}  // namespace grex::test

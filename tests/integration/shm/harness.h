@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// Multi-process test harness: runs a function in N forked ranks that rendezvous
+// through a real StoreServer hosted by the test process.
+#pragma once
+
+#include <grex/bootstrap.h>
+#include <grex/communicator.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace grex::test {
+
+/// What a rank's function sees.
+struct Rank {
+  int rank;
+  int size;
+  std::shared_ptr<Bootstrap> bootstrap;
+};
+
+/// Fails the rank's process with a message naming the file and line.
+#define RANK_CHECK(cond)                                                                   \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      std::fprintf(stderr, "%s:%d: rank check failed: %s\n", __FILE__, __LINE__, #cond);  \
+      return 1;                                                                            \
+    }                                                                                      \
+  } while (0)
+
+/// Like RANK_CHECK for a Result: prints its error.
+#define RANK_OK(expr)                                                                       \
+  do {                                                                                      \
+    const auto& rank_ok_r_ = (expr);                                                               \
+    if (!rank_ok_r_.ok()) {                                                                 \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr,             \
+                   rank_ok_r_.error().message().c_str());                                   \
+      return 1;                                                                             \
+    }                                                                                       \
+  } while (0)
+
+/// Exit status of each rank: 0..255, or 128+signal; -1 if it had to be killed.
+struct RunResult {
+  std::vector<int> codes;
+  bool all_ok() const {
+    for (int c : codes)
+      if (c != 0) return false;
+    return true;
+  }
+  std::string describe() const {
+    std::string s;
+    for (size_t i = 0; i < codes.size(); ++i) s += "rank " + std::to_string(i) + "=" + std::to_string(codes[i]) + " ";
+    return s;
+  }
+};
+
+/// Forks n ranks running fn; kills them all after timeout_s.
+inline RunResult run_ranks(int n, const std::function<int(Rank&)>& fn, int timeout_s = 60) {
+  const std::string token = "test-token-" + std::to_string(::getpid());
+  auto server = StoreServer::start("127.0.0.1", 0, token);
+  RunResult res;
+  res.codes.assign(static_cast<size_t>(n), -1);
+  if (!server) {
+    std::fprintf(stderr, "store server: %s\n", server.error().message().c_str());
+    return res;
+  }
+  uint16_t port = (*server)->port();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      BootstrapConfig cfg;
+      cfg.rank = r;
+      cfg.world_size = n;
+      cfg.store_host = "127.0.0.1";
+      cfg.store_port = port;
+      cfg.host_store = false;
+      cfg.job_token = token;
+      cfg.timeout_ms = 30'000;
+      cfg.launcher = "test";
+      auto bs = Bootstrap::create(cfg);
+      if (!bs) {
+        std::fprintf(stderr, "rank %d bootstrap: %s\n", r, bs.error().message().c_str());
+        ::_exit(90);
+      }
+      Rank ctx{r, n, std::shared_ptr<Bootstrap>(std::move(*bs))};
+      int code = fn(ctx);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ctx.bootstrap.reset();
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  size_t left = pids.size();
+  while (left > 0) {
+    int status = 0;
+    pid_t p = ::waitpid(-1, &status, WNOHANG);
+    if (p > 0) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (pids[i] == p) {
+          res.codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          pids[i] = -1;
+          --left;
+        }
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (pid_t q : pids)
+        if (q > 0) {
+          std::fprintf(stderr, "harness: killing rank pid %d after %d s\n", q, timeout_s);
+          ::kill(q, SIGKILL);
+          ::waitpid(q, nullptr, 0);
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return res;
+}
+
+/// A communicator for a rank, or nullptr after printing why.
+inline std::unique_ptr<Communicator> make_comm(Rank& r, CommOptions opts = {}) {
+  auto c = Communicator::create(r.bootstrap, std::move(opts));
+  if (!c) {
+    std::fprintf(stderr, "rank %d communicator: %s\n", r.rank, c.error().message().c_str());
+    return nullptr;
+  }
+  return std::move(*c);
+}
+
+}  // namespace grex::test

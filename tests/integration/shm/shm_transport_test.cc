@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: Apache-2.0
+// The shm driver across real processes, through the transport contract only:
+// sizes 0 B..64 MiB, many in flight, tag matching, ordering, write-with-imm,
+// truncation, peer death. Payloads are checked by checksum.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/clock.h"
+#include "harness.h"
+
+namespace grex::test {
+namespace {
+
+struct Link {
+  std::unique_ptr<Device> dev;
+  std::vector<std::unique_ptr<Endpoint>> eps;
+  Endpoint& to(int peer) { return *eps[static_cast<size_t>(peer)]; }
+};
+
+Result<Link> open_link(Rank& r, const char* name, DeviceOptions o = {}) {
+  auto ids = GREX_TRY(r.bootstrap->all_gather(std::string(name) + "/id", std::to_string(::getpid())));
+  o.driver = "shm";
+  o.rank = r.rank;
+  o.world_size = r.size;
+  o.job_id = "t" + ids[0] + "-" + name;
+  o.connect_timeout_ms = 10'000;
+  Link l;
+  l.dev = GREX_TRY(Device::open(o));
+  auto addrs = GREX_TRY(r.bootstrap->all_gather(std::string(name) + "/addr", GREX_TRY(l.dev->local_address())));
+  l.eps.resize(static_cast<size_t>(r.size));
+  for (int p = 0; p < r.size; ++p)
+    if (p != r.rank) l.eps[static_cast<size_t>(p)] = GREX_TRY(l.dev->connect(p, addrs[static_cast<size_t>(p)]));
+  GREX_TRY(r.bootstrap->barrier(std::string(name) + "/up"));
+  return l;
+}
+
+// Deterministic payload: byte i of message `seed` is a simple mix of both.
+void fill(uint8_t* p, size_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    p[i] = static_cast<uint8_t>(x);
+  }
+}
+
+uint64_t checksum(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// Polls until `want` completions arrived (or 20 s pass); appends them to out.
+bool drain(Device& dev, size_t want, std::vector<Completion>* out) {
+  Deadline dl = Deadline::after_ms(20'000);
+  Completion cs[32];
+  while (out->size() < want) {
+    size_t n = dev.poll(cs);
+    out->insert(out->end(), cs, cs + n);
+    if (dl.expired()) return false;
+  }
+  return true;
+}
+
+const size_t kSizes[] = {0, 1, 7, 8128, 8129, 65536, (1u << 20) + 3, 64u << 20};
+
+// Rank 0 sends every size from `use_alloc` memory (mapped path) or malloc
+// memory (CMA path); rank 1 receives and compares checksums.
+int sizes_rank(Rank& r, bool use_alloc) {
+  auto link = open_link(r, use_alloc ? "sz-alloc" : "sz-malloc");
+  RANK_OK(link);
+  Device& dev = *link->dev;
+  size_t total = 0;
+  for (size_t s : kSizes) total += s;
+  MemoryRegion* mr = nullptr;
+  std::vector<uint8_t> heap;
+  if (use_alloc) {
+    auto a = dev.allocate(total);
+    RANK_OK(a);
+    mr = *a;
+  } else {
+    heap.resize(total);
+    auto reg = dev.register_memory(heap.data(), heap.size());
+    RANK_OK(reg);
+    mr = *reg;
+  }
+  auto* base = static_cast<uint8_t*>(mr->addr());
+  std::vector<Completion> done;
+  size_t off = 0;
+  if (r.rank == 0) {
+    std::vector<SendRequest> reqs;
+    for (size_t i = 0; i < std::size(kSizes); ++i) {
+      fill(base + off, kSizes[i], i);
+      reqs.push_back({mr, off, kSizes[i], 100 + i, i});
+      off += kSizes[i];
+    }
+    PostResult pr = link->to(1).post_send(reqs);
+    RANK_CHECK(pr.count == reqs.size());
+    RANK_CHECK(drain(dev, reqs.size(), &done));
+    for (auto& c : done) RANK_CHECK(c.status == Status::kSuccess && c.op == Op::kSend);
+  } else {
+    std::vector<RecvRequest> reqs;
+    for (size_t i = 0; i < std::size(kSizes); ++i) {
+      std::memset(base + off, 0xee, kSizes[i]);
+      reqs.push_back({mr, off, kSizes[i], 100 + i, i});
+      off += kSizes[i];
+    }
+    RANK_CHECK(link->to(0).post_recv(reqs).count == reqs.size());
+    RANK_CHECK(drain(dev, reqs.size(), &done));
+    std::vector<uint8_t> want;
+    for (auto& c : done) {
+      RANK_CHECK(c.status == Status::kSuccess && c.op == Op::kRecv && c.peer == 0);
+      size_t i = c.context;
+      RANK_CHECK(c.bytes == kSizes[i] && c.tag == 100 + i);
+      want.resize(kSizes[i]);
+      fill(want.data(), want.size(), i);
+      RANK_CHECK(checksum(base + reqs[i].offset, kSizes[i]) == checksum(want.data(), want.size()));
+    }
+  }
+  RANK_OK(r.bootstrap->barrier("sz-done"));
+  return 0;
+}
+
+TEST(ShmTransport, SizesFromUserMemoryOverCma) {
+  auto res = run_ranks(2, [](Rank& r) { return sizes_rank(r, false); });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+TEST(ShmTransport, SizesFromAllocatedMemoryOverMapping) {
+  auto res = run_ranks(2, [](Rank& r) { return sizes_rank(r, true); });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// 3000 messages of varied size in flight at once on 4 tags; within a tag they
+// must arrive in order (payload carries its sequence number).
+TEST(ShmTransport, ManyInFlightKeepPerTagOrder) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    DeviceOptions o;
+    o.queue_depth = 4096;
+    auto link = open_link(r, "many", o);
+    RANK_OK(link);
+    Device& dev = *link->dev;
+    constexpr size_t kMsgs = 3000, kMax = 20000;
+    auto a = dev.allocate(kMsgs * kMax);
+    RANK_OK(a);
+    auto* base = static_cast<uint8_t*>((*a)->addr());
+    auto size_of = [](size_t i) { return 8 + (i * 7919) % (kMax - 8); };
+    std::vector<Completion> done;
+    if (r.rank == 0) {
+      std::vector<SendRequest> reqs;
+      for (size_t i = 0; i < kMsgs; ++i) {
+        uint64_t seq = i / 4;
+        std::memcpy(base + i * kMax, &seq, 8);
+        fill(base + i * kMax + 8, size_of(i) - 8, i);
+        reqs.push_back({*a, i * kMax, size_of(i), i % 4, i});
+      }
+      RANK_CHECK(link->to(1).post_send(reqs).count == kMsgs);
+      RANK_CHECK(drain(dev, kMsgs, &done));
+    } else {
+      std::vector<RecvRequest> reqs;
+      for (size_t i = 0; i < kMsgs; ++i) reqs.push_back({*a, i * kMax, kMax, i % 4, i});
+      RANK_CHECK(link->to(0).post_recv(reqs).count == kMsgs);
+      RANK_CHECK(drain(dev, kMsgs, &done));
+      std::vector<uint8_t> want(kMax);
+      for (auto& c : done) {
+        RANK_CHECK(c.status == Status::kSuccess);
+        size_t i = c.context;
+        uint64_t seq;
+        std::memcpy(&seq, base + i * kMax, 8);
+        RANK_CHECK(seq == i / 4);  // i-th receive on tag i%4 got the i/4-th send on that tag
+        RANK_CHECK(c.bytes == size_of(i));
+        fill(want.data(), c.bytes - 8, i);
+        RANK_CHECK(std::memcmp(base + i * kMax + 8, want.data(), c.bytes - 8) == 0);
+      }
+    }
+    RANK_OK(r.bootstrap->barrier("many-done"));
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Sends on tags 1,2,3 (small and large); receives posted 3,2,1 after the
+// messages arrived: each receive gets its own tag's payload.
+TEST(ShmTransport, TagMatchingOutOfOrder) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto link = open_link(r, "tags");
+    RANK_OK(link);
+    Device& dev = *link->dev;
+    std::vector<uint8_t> buf(3 * 100000);
+    auto mr = dev.register_memory(buf.data(), buf.size());
+    RANK_OK(mr);
+    const size_t len[] = {10, 100000, 5000};
+    std::vector<Completion> done;
+    if (r.rank == 0) {
+      std::vector<SendRequest> reqs;
+      for (int t = 1; t <= 3; ++t) {
+        fill(buf.data() + (t - 1) * 100000, len[t - 1], t);
+        reqs.push_back({*mr, static_cast<uint64_t>(t - 1) * 100000, len[t - 1], static_cast<uint64_t>(t), 0});
+      }
+      RANK_CHECK(link->to(1).post_send(reqs).count == 3);
+      RANK_OK(r.bootstrap->barrier("tags-sent"));
+      RANK_CHECK(drain(dev, 3, &done));
+    } else {
+      RANK_OK(r.bootstrap->barrier("tags-sent"));
+      // Let them arrive as unexpected messages first.
+      Completion cs[4];
+      for (int i = 0; i < 1000; ++i) RANK_CHECK(dev.poll(cs) == 0);
+      for (int t = 3; t >= 1; --t) {
+        RecvRequest rr{*mr, static_cast<uint64_t>(t - 1) * 100000, 100000, static_cast<uint64_t>(t),
+                       static_cast<uint64_t>(t)};
+        RANK_CHECK(link->to(0).post_recv({&rr, 1}).count == 1);
+      }
+      RANK_CHECK(drain(dev, 3, &done));
+      std::vector<uint8_t> want(100000);
+      for (auto& c : done) {
+        int t = static_cast<int>(c.context);
+        RANK_CHECK(c.tag == c.context && c.bytes == len[t - 1]);
+        fill(want.data(), len[t - 1], t);
+        RANK_CHECK(std::memcmp(buf.data() + (t - 1) * 100000, want.data(), len[t - 1]) == 0);
+      }
+    }
+    RANK_OK(r.bootstrap->barrier("tags-done"));
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Rank 1 advertises an allocated and a malloc'd region; rank 0 writes into
+// both with immediates; rank 1 sees kRemoteWrite completions and the bytes.
+TEST(ShmTransport, WriteWithImmediate) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto link = open_link(r, "wimm");
+    RANK_OK(link);
+    Device& dev = *link->dev;
+    constexpr size_t kLen = (1u << 20) + 17;
+    auto shared = dev.allocate(2 * kLen);
+    RANK_OK(shared);
+    std::vector<uint8_t> heap(2 * kLen);
+    auto hreg = dev.register_memory(heap.data(), heap.size());
+    RANK_OK(hreg);
+    RemoteRegion mine[2] = {(*shared)->remote(), (*hreg)->remote()};
+    auto all = r.bootstrap->all_gather("wimm/regions", std::string(reinterpret_cast<char*>(mine), sizeof(mine)));
+    RANK_OK(all);
+    std::vector<Completion> done;
+    if (r.rank == 0) {
+      RemoteRegion theirs[2];
+      std::memcpy(theirs, (*all)[1].data(), sizeof(theirs));
+      auto* src = static_cast<uint8_t*>((*shared)->addr());
+      fill(src, kLen, 42);
+      WriteRequest w[3] = {{*shared, 0, kLen, theirs[0], kLen, 42, true, 1},
+                           {*shared, 0, kLen, theirs[1], 3, 43, true, 2},
+                           {*shared, 0, 16, theirs[1], 2 * kLen - 8, 44, true, 3}};  // out of range
+      RANK_CHECK(link->to(1).post_write(w).count == 3);
+      RANK_CHECK(drain(dev, 3, &done));
+      for (auto& c : done) {
+        RANK_CHECK(c.op == Op::kWrite);
+        RANK_CHECK((c.context == 3) == (c.status == Status::kRemoteAccess));
+      }
+    } else {
+      RANK_CHECK(drain(dev, 2, &done));
+      std::vector<uint8_t> want(kLen);
+      fill(want.data(), kLen, 42);
+      for (auto& c : done) {
+        RANK_CHECK(c.op == Op::kRemoteWrite && c.status == Status::kSuccess && c.bytes == kLen);
+        RANK_CHECK(c.imm == 42 || c.imm == 43);
+      }
+      RANK_CHECK(std::memcmp(static_cast<uint8_t*>((*shared)->addr()) + kLen, want.data(), kLen) == 0);
+      RANK_CHECK(std::memcmp(heap.data() + 3, want.data(), kLen) == 0);
+    }
+    RANK_OK(r.bootstrap->barrier("wimm-done"));
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+TEST(ShmTransport, TruncationIsReported) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto link = open_link(r, "trunc");
+    RANK_OK(link);
+    Device& dev = *link->dev;
+    std::vector<uint8_t> buf(100000, 7);
+    auto mr = dev.register_memory(buf.data(), buf.size());
+    RANK_OK(mr);
+    std::vector<Completion> done;
+    if (r.rank == 0) {
+      SendRequest s[2] = {{*mr, 0, 100, 5, 1}, {*mr, 0, 100000, 6, 2}};
+      RANK_CHECK(link->to(1).post_send(s).count == 2);
+    } else {
+      RecvRequest q[2] = {{*mr, 0, 50, 5, 1}, {*mr, 0, 4096, 6, 2}};
+      RANK_CHECK(link->to(0).post_recv(q).count == 2);
+    }
+    RANK_CHECK(drain(dev, 2, &done));
+    for (auto& c : done)
+      if (r.rank == 1) RANK_CHECK(c.status == Status::kTruncated && c.bytes == (c.context == 1 ? 50u : 4096u));
+    RANK_OK(r.bootstrap->barrier("trunc-done"));
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Rank 1 dies (SIGKILL) while rank 0 waits on a receive from it: the receive
+// completes with kPeerGone within a second and later posts are refused.
+TEST(ShmTransport, PeerDeathFailsPendingRequests) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto link = open_link(r, "death");
+    RANK_OK(link);
+    if (r.rank == 1) ::raise(SIGKILL);
+    Device& dev = *link->dev;
+    std::vector<uint8_t> buf(1 << 20);
+    auto mr = dev.register_memory(buf.data(), buf.size());
+    RANK_OK(mr);
+    RecvRequest q{*mr, 0, buf.size(), 9, 77};
+    RANK_CHECK(link->to(1).post_recv({&q, 1}).count == 1);
+    uint64_t t0 = now_ns();
+    std::vector<Completion> done;
+    RANK_CHECK(drain(dev, 1, &done));
+    RANK_CHECK(done[0].context == 77 && done[0].status == Status::kPeerGone && done[0].peer == 1);
+    RANK_CHECK(now_ns() - t0 < 1'000'000'000ull);
+    RANK_CHECK(link->to(1).peer_failed());
+    SendRequest s{*mr, 0, 10, 1, 1};
+    PostResult pr = link->to(1).post_send({&s, 1});
+    RANK_CHECK(pr.count == 0 && pr.error == Errc::kPeerFailed);
+    return 0;
+  });
+  ASSERT_EQ(res.codes.size(), 2u);
+  EXPECT_EQ(res.codes[0], 0);
+  EXPECT_EQ(res.codes[1], 128 + SIGKILL);
+}
+
+TEST(ShmTransport, UnknownAndUnbuiltDriversNameTheAlternatives) {
+  DeviceOptions o;
+  o.driver = "nosuch";
+  o.job_id = "x";
+  auto d = Device::open(o);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().code(), Errc::kNotFound);
+  EXPECT_NE(d.error().message().find("shm"), std::string::npos) << d.error().message();
+  o.driver = "shm";
+  o.job_id = "";
+  auto e = Device::open(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().code(), Errc::kInvalidArgument);
+}
+
+TEST(ShmTransport, RegistrationCacheReusesCoveringRegion) {
+  DeviceOptions o;
+  o.job_id = "cache-" + std::to_string(::getpid());
+  auto d = Device::open(o);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  Device& dev = **d;
+  std::vector<uint8_t> buf(1 << 16);
+  auto a = dev.register_memory(buf.data(), buf.size());
+  ASSERT_TRUE(a.ok());
+  auto b = dev.register_memory(buf.data() + 100, 1000);  // inside a
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ(dev.registration_count(), 1u);
+  EXPECT_TRUE(dev.deregister_memory(*b).ok());
+  EXPECT_EQ(dev.registration_count(), 1u);  // a still holds it
+  EXPECT_TRUE(dev.deregister_memory(*a).ok());
+  EXPECT_EQ(dev.registration_count(), 0u);
+  EXPECT_EQ(dev.deregister_memory(*a).error().code(), Errc::kNotFound);
+  auto big = dev.allocate(1 << 20);
+  ASSERT_TRUE(big.ok());
+  EXPECT_TRUE(dev.capabilities().allocate_shared);
+  EXPECT_TRUE(dev.free(*big).ok());
+  EXPECT_EQ(dev.registration_count(), 0u);
+}
+
+}  // namespace
+}  // namespace grex::test
