@@ -328,7 +328,7 @@ bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t o
   while (got < n) {
     ssize_t k = ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
     if (k <= 0) {
-      if (k < 0 && errno == ESRCH) failed_ = true;
+      cma_failed(k < 0 ? errno : EIO);
       return false;
     }
     got += static_cast<size_t>(k);
@@ -358,7 +358,7 @@ bool ShmEndpoint::write_peer(const void* src, const RemoteRegion& dst, uint64_t 
   while (put < n) {
     ssize_t k = ::process_vm_writev(peer_pid_, &l, 1, &r, 1, 0);
     if (k <= 0) {
-      if (k < 0 && errno == ESRCH) failed_ = true;
+      cma_failed(k < 0 ? errno : EIO);
       return false;
     }
     put += static_cast<size_t>(k);
@@ -369,6 +369,18 @@ bool ShmEndpoint::write_peer(const void* src, const RemoteRegion& dst, uint64_t 
   }
   dev_->stats.cma_bytes.add(n);
   return true;
+}
+
+void ShmEndpoint::cma_failed(int err) noexcept {
+  // The peer advertised this memory and keeps it until we finish, so a fault
+  // means it is exiting (its address space is being torn down) or gone.
+  if (err == ESRCH || err == EFAULT) {
+    if (!failed_) dev_->stats.peer_failures.add();
+    failed_ = true;
+    GREX_WARN("shm", "copy from rank %d failed (%s): treating the peer as gone", peer_, strerror(err));
+  } else {
+    GREX_ERROR("shm", "copy with rank %d failed: %s", peer_, strerror(err));
+  }
 }
 
 // ---------------------------------------------------------------- progress

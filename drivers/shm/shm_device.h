@@ -123,6 +123,7 @@ class ShmEndpoint final : public Endpoint {
   void handle_write_imm(SlotHeader* s) noexcept;
   void release(SlotHeader* s) noexcept { s->state.store(0, std::memory_order_release); }
   void fail_all() noexcept;
+  void cma_failed(int err) noexcept;
   /// Copies n bytes from the peer (src = peer VA; memfd mapping when fd_plus1 > 0).
   bool read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1, size_t n) noexcept;
   bool write_peer(const void* src, const RemoteRegion& dst, uint64_t offset, size_t n) noexcept;

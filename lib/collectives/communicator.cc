@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Communicator setup (device, endpoints to every peer), point-to-point calls, argument checks.
 #include <openssl/rand.h>
+#include <sched.h>
 
 #include <cstring>
 
@@ -40,6 +41,10 @@ Result<void> apply_env(CommOptions* o) {
   GREX_TRY(config::env_size("GREX_CHUNK_BYTES", &chunk, 4096, 1ull << 30));
   o->chunk_bytes = chunk;
   GREX_TRY(config::env_string("GREX_COMM_NAME", &o->name));
+  GREX_TRY(config::env_string("GREX_PROGRESS", &o->progress));
+  if (o->progress != "auto" && o->progress != "spin" && o->progress != "adaptive")
+    return Error(Errc::kInvalidArgument, "progress mode '" + o->progress + "' is not one of auto, spin, adaptive")
+        .hint("GREX_PROGRESS=auto|spin|adaptive");
   return ok();
 }
 
@@ -125,6 +130,16 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   GREX_TRY_CTX(c.bootstrap->barrier(prefix + "/connected"), "communicator setup");
   c.engine = std::make_unique<detail::Engine>(c.device.get(), &c.endpoints, c.rank);
   c.engine->set_timeout_ms(c.opts.timeout_ms);
+  // Ranks of this host: all of them for shm; others count the addresses that share our host part.
+  int local = 0;
+  std::string host = addr.substr(addr.find(':', 4) + 1);
+  for (const auto& a : addrs) local += a.size() > 4 && a.substr(a.find(':', 4) + 1) == host ? 1 : 0;
+  if (c.opts.backend != "shm") local = c.size;  // conservative until other drivers say where they run
+  cpu_set_t cpus;
+  int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  bool adaptive = c.opts.progress == "adaptive" || (c.opts.progress == "auto" && local > cores);
+  c.engine->set_adaptive(adaptive);
+  GREX_DEBUG(kSubsys, "%d local ranks on %d cores: %s progress", local, cores, adaptive ? "adaptive" : "spin");
   GREX_INFO(kSubsys, "communicator '%s' ready: %d ranks over %s", prefix.c_str(), c.size, c.opts.backend.c_str());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }

@@ -3,6 +3,9 @@
 #include "collectives/engine.h"
 
 #include <sched.h>
+#include <time.h>
+
+#include <algorithm>
 
 #include <set>
 #include <string>
@@ -117,7 +120,10 @@ Error Engine::failure(const Completion& c) const {
   const Endpoint* ep = c.peer >= 0 && static_cast<size_t>(c.peer) < eps_->size()
                            ? (*eps_)[static_cast<size_t>(c.peer)].get()
                            : nullptr;
-  if (c.status == Status::kPeerGone) return peer_error(c.peer, ep);
+  // A peer that gave up tells us whom it blames: name that rank, not the
+  // symptom we saw on this connection.
+  if (c.status == Status::kPeerGone || (ep != nullptr && ep->peer_abort_culprit() >= 0))
+    return peer_error(c.peer, ep);
   std::string who = ep != nullptr ? ep->describe_peer() : "rank " + std::to_string(c.peer);
   std::string what = c.op == Op::kRecv ? "receive from " : "send to ";
   Errc code = c.status == Status::kPeerGone ? Errc::kPeerFailed
@@ -151,8 +157,14 @@ Result<void> Engine::progress() {
   if (n > 0) {
     idle_polls_ = 0;
   } else if (++idle_polls_ > kSpinPolls) {
-    // More ranks than cores: let the rank we wait for run.
-    sched_yield();
+    if (adaptive_ && idle_polls_ > kYieldPolls) {
+      // Nap, growing from 1 us to kMaxNapNs while nothing arrives.
+      long ns = std::min<long>(kMaxNapNs, 1000L << std::min<uint32_t>((idle_polls_ - kYieldPolls) / 64, 6));
+      timespec ts{0, ns};
+      nanosleep(&ts, nullptr);
+    } else {
+      sched_yield();  // let the rank we wait for run
+    }
   }
   if (n == 0) GREX_TRY(check_peers());
   return ok();

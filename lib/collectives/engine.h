@@ -36,6 +36,9 @@ class Engine {
   Result<void> wait_all(std::span<const OpId> ids, const Deadline& deadline, const char* what);
   /// Error for a wait that ran past its deadline: names the peers still awaited.
   Error timeout_error(const char* what) const;
+  /// Oversubscribed hosts (more ranks than cores): after spinning a while, a
+  /// waiting rank sleeps in short naps so the rank it waits for can run.
+  void set_adaptive(bool on) noexcept { adaptive_ = on; }
   /// The timeout quoted in timeout errors.
   void set_timeout_ms(int64_t ms) noexcept { timeout_ms_ = ms; }
   /// Bytes received by a finished receive.
@@ -68,7 +71,10 @@ class Engine {
   uint64_t wait_ns_ = 0;
   int64_t timeout_ms_ = 0;
   uint32_t idle_polls_ = 0;
-  static constexpr uint32_t kSpinPolls = 256;  // empty polls before yielding the CPU
+  bool adaptive_ = false;
+  static constexpr uint32_t kSpinPolls = 256;     // empty polls before yielding the CPU
+  static constexpr uint32_t kYieldPolls = 2048;   // adaptive: empty polls before napping
+  static constexpr long kMaxNapNs = 50'000;       // adaptive: longest nap
 };
 
 }  // namespace grex::detail

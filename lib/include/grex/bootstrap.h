@@ -113,6 +113,8 @@ class Bootstrap {
   /// Uses an existing store (e.g. torch's), no server.
   static std::unique_ptr<Bootstrap> with_store(std::shared_ptr<Store> store, int rank,
                                                int world_size, int64_t timeout_ms);
+  /// The rank hosting the store first waits (up to min(timeout_ms, 5 s)) for the
+  /// other ranks to disconnect, so their last request is answered, then stops it.
   ~Bootstrap();
 
   int rank() const noexcept { return rank_; }

@@ -45,6 +45,9 @@ struct CommOptions {
   std::string backend;
   /// Every collective and point-to-point call gives up after this [GREX_TIMEOUT_MS].
   int64_t timeout_ms = 60'000;
+  /// Waiting: "spin" (busy poll), "adaptive" (spin, then nap), or "auto":
+  /// adaptive when this host runs more ranks than it has cores [GREX_PROGRESS].
+  std::string progress = "auto";
   /// Pipeline chunk for large messages [GREX_CHUNK_BYTES].
   size_t chunk_bytes = 256 * 1024;
   /// Passed to Device::open (driver params, queue depth). driver/rank/job_id are set for you.

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: Apache-2.0
+// grex-run: command line, the job's in-process rendezvous store, and the hand-off to the Launcher.
+#include "launcher.h"
+
+#include "grex_version.h"
+
+#include <grex/bootstrap.h>
+
+#include <openssl/rand.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+
+namespace grex::run {
+namespace {
+
+constexpr int kMaxRanks = 1024;          // pipes and store connections cost ~3 fds per rank
+constexpr size_t kJobTokenBytes = 32;
+constexpr size_t kJobIdBytes = 8;
+constexpr const char* kStoreHost = "127.0.0.1";
+constexpr const char* kDefaultBackend = "shm";
+
+constexpr const char* kUsage =
+    "Usage: grex-run -n N [options] [--] PROGRAM [ARGS...]\n"
+    "Starts N ranks of PROGRAM on this host with a rendezvous store for them.\n"
+    "\n"
+    "  -n, --nproc N          number of ranks to start (1-1024)\n"
+    "  --backend NAME         GREX_BACKEND for the ranks (default: inherited, else shm)\n"
+    "  --timeout SEC          stop the job after SEC seconds, exit 124 (default: none)\n"
+    "  --kill-grace SEC       wait this long after SIGTERM before SIGKILL (default: 5)\n"
+    "  --tag-output           prefix each output line with \"[RANK] \" (default)\n"
+    "  --no-tag-output        ranks write straight to grex-run's stdout and stderr\n"
+    "  -h, --help             print this help\n"
+    "  --version              print the version\n"
+    "\n"
+    "Each rank gets GREX_RANK, GREX_WORLD_SIZE, GREX_LOCAL_RANK, GREX_LOCAL_SIZE,\n"
+    "GREX_STORE_ADDR, GREX_STORE_EXTERNAL=1, GREX_JOB_TOKEN, GREX_JOB_ID, GREX_BACKEND\n"
+    "and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
+    "MASTER_PORT. Rank 0 keeps grex-run's stdin unless it is a terminal; other\n"
+    "ranks read /dev/null.\n"
+    "\n"
+    "The first rank to fail stops the others (SIGTERM to their process groups,\n"
+    "SIGKILL after --kill-grace); SIGINT, SIGTERM and SIGHUP to grex-run are\n"
+    "forwarded the same way.\n"
+    "Exit status: 0 if every rank exited 0; else the first failing rank's code\n"
+    "(128+N if killed by signal N), 124 on --timeout, 127 if PROGRAM cannot be\n"
+    "executed, 128+N if grex-run got signal N, 2 for usage errors, 1 if the job\n"
+    "could not be set up.\n";
+
+struct Cli {
+  LaunchOptions launch;
+  std::optional<std::string> backend;
+  bool help = false;
+  bool version = false;
+};
+
+Result<int> parse_ranks(std::string_view text) {
+  std::string s(text);
+  char* end = nullptr;
+  errno = 0;
+  long n = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || n < 1 || n > kMaxRanks)
+    return Error(Errc::kInvalidArgument,
+                 "-n needs a number of ranks from 1 to " + std::to_string(kMaxRanks) +
+                     ", got '" + s + "'");
+  return static_cast<int>(n);
+}
+
+Result<double> parse_seconds(std::string_view option, std::string_view text) {
+  std::string s(text);
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0)
+    return Error(Errc::kInvalidArgument,
+                 std::string(option) + " needs a number of seconds >= 0, got '" + s + "'");
+  return v;
+}
+
+/// Parses argv into cli. Options end at "--" or at the first non-option.
+Result<void> parse_args(int argc, char** argv, Cli* cli) {
+  bool have_n = false;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-') break;
+    std::string_view name = arg;
+    std::optional<std::string_view> inline_value;
+    if (arg.starts_with("--") && arg.find('=') != std::string_view::npos) {
+      name = arg.substr(0, arg.find('='));
+      inline_value = arg.substr(arg.find('=') + 1);
+    } else if (arg.starts_with("-n") && arg.size() > 2 && arg[2] != '-') {
+      name = "-n";
+      inline_value = arg.substr(2);
+    }
+    auto value = [&]() -> Result<std::string_view> {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= argc)
+        return Error(Errc::kInvalidArgument, std::string(name) + " needs a value");
+      return std::string_view(argv[++i]);
+    };
+    auto flag = [&](bool* target, bool setting) -> Result<void> {
+      if (inline_value)
+        return Error(Errc::kInvalidArgument, std::string(name) + " takes no value");
+      *target = setting;
+      return ok();
+    };
+    if (name == "-n" || name == "--nproc") {
+      cli->launch.nprocs = GREX_TRY(parse_ranks(GREX_TRY(value())));
+      have_n = true;
+    } else if (name == "--backend") {
+      cli->backend = std::string(GREX_TRY(value()));
+      if (cli->backend->empty()) return Error(Errc::kInvalidArgument, "--backend needs a name");
+    } else if (name == "--timeout") {
+      cli->launch.timeout_s = GREX_TRY(parse_seconds(name, GREX_TRY(value())));
+    } else if (name == "--kill-grace") {
+      cli->launch.kill_grace_s = GREX_TRY(parse_seconds(name, GREX_TRY(value())));
+    } else if (name == "--tag-output") {
+      GREX_TRY(flag(&cli->launch.tag_output, true));
+    } else if (name == "--no-tag-output") {
+      GREX_TRY(flag(&cli->launch.tag_output, false));
+    } else if (name == "-h" || name == "--help") {
+      return flag(&cli->help, true);
+    } else if (name == "--version") {
+      return flag(&cli->version, true);
+    } else {
+      return Error(Errc::kInvalidArgument, "unknown option '" + std::string(arg) + "'");
+    }
+  }
+  for (; i < argc; ++i) cli->launch.argv.emplace_back(argv[i]);
+  if (!have_n) return Error(Errc::kInvalidArgument, "-n N (number of ranks) is required");
+  if (cli->launch.argv.empty()) return Error(Errc::kInvalidArgument, "no program to run");
+  return ok();
+}
+
+Result<std::string> random_hex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1)
+    return Error(Errc::kSystem, "RAND_bytes failed; is the OpenSSL entropy source available?");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : raw) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 0xf];
+  }
+  return hex;
+}
+
+/// Opens /dev/null on any of fds 0-2 that is closed, so pipes never land there.
+void ensure_std_fds() {
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) (void)::open("/dev/null", O_RDWR);
+}
+
+/// The variables every rank shares: store, token, job id, backend.
+Result<std::vector<std::string>> job_env(const Cli& cli, const std::string& token,
+                                         uint16_t port) {
+  std::string addr = std::string(kStoreHost) + ":" + std::to_string(port);
+  std::vector<std::string> env = {
+      "GREX_JOB_TOKEN=" + token,
+      "GREX_JOB_ID=" + GREX_TRY(random_hex(kJobIdBytes)),
+      "GREX_STORE_ADDR=" + addr,
+      "GREX_STORE_EXTERNAL=1",
+      std::string("MASTER_ADDR=") + kStoreHost,
+      "MASTER_PORT=" + std::to_string(port),
+  };
+  if (cli.backend) env.push_back("GREX_BACKEND=" + *cli.backend);
+  else if (std::getenv("GREX_BACKEND") == nullptr)
+    env.push_back(std::string("GREX_BACKEND=") + kDefaultBackend);
+  return env;
+}
+
+int run_main(int argc, char** argv) {
+  ensure_std_fds();
+  Cli cli;
+  Result<void> parsed = parse_args(argc, argv, &cli);
+  if (cli.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (cli.version) {
+    std::printf("grex-run %s\n", GREX_VERSION);
+    return 0;
+  }
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "grex-run: %s\nTry 'grex-run --help'.\n", parsed.error().cause().c_str());
+    return kExitUsage;
+  }
+
+  // Before the store starts its thread, so that thread inherits the blocked signals.
+  Result<std::unique_ptr<Launcher>> launcher = Launcher::create();
+  if (!launcher.ok()) {
+    std::fprintf(stderr, "%s\n", launcher.error().message().c_str());
+    return 1;
+  }
+  Result<std::string> token = random_hex(kJobTokenBytes);
+  if (!token.ok()) {
+    std::fprintf(stderr, "grex-run: %s\n", token.error().message().c_str());
+    return 1;
+  }
+  Result<std::unique_ptr<StoreServer>> store = StoreServer::start(kStoreHost, 0, *token);
+  if (!store.ok()) {
+    std::fprintf(stderr, "grex-run: cannot start the job's store on %s: %s\n", kStoreHost,
+                 store.error().message().c_str());
+    return 1;
+  }
+  Result<std::vector<std::string>> env = job_env(cli, *token, (*store)->port());
+  if (!env.ok()) {
+    std::fprintf(stderr, "grex-run: %s\n", env.error().message().c_str());
+    return 1;
+  }
+  cli.launch.job_env = std::move(*env);
+  int code = (*launcher)->run(cli.launch);
+  (*store)->stop();
+  return code;
+}
+
+}  // namespace
+}  // namespace grex::run
+
+int main(int argc, char** argv) { return grex::run::run_main(argc, argv); }

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+// grex-store: a standalone rendezvous store server for jobs that run with GREX_STORE_EXTERNAL=1.
+#include "bootstrap/store_socket.h"
+#include "core/config.h"
+
+#include <grex/bootstrap.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace {
+
+constexpr uint16_t kDefaultPort = 29500;
+
+void usage(FILE* to) {
+  std::fprintf(to,
+               "usage: grex-store [--host H] [--port P]\n"
+               "\n"
+               "Serves the grex rendezvous store until SIGINT or SIGTERM.\n"
+               "  --host H   address to listen on (default 0.0.0.0: every interface)\n"
+               "  --port P   TCP port (default %u; 0 picks a free one and prints it)\n"
+               "  --help     this text\n"
+               "\n"
+               "GREX_JOB_TOKEN (required) is the shared secret every rank must present.\n"
+               "Ranks find the store with GREX_STORE_ADDR=host:port and GREX_STORE_EXTERNAL=1.\n",
+               static_cast<unsigned>(kDefaultPort));
+}
+
+// Reads "--name V" or "--name=V" at argv[*i]; true (and *out set) when it matched.
+bool take_opt(int argc, char** argv, int* i, std::string_view name, std::string* out, bool* missing) {
+  std::string_view a = argv[*i];
+  if (a == name) {
+    if (*i + 1 >= argc) {
+      *missing = true;
+      return true;
+    }
+    *out = argv[++*i];
+    return true;
+  }
+  if (a.size() > name.size() && a.substr(0, name.size()) == name && a[name.size()] == '=') {
+    *out = std::string(a.substr(name.size() + 1));
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string host = "0.0.0.0";
+  std::string port_text = std::to_string(kDefaultPort);
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    bool missing = false;
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      return 0;
+    }
+    if (take_opt(argc, argv, &i, "--host", &host, &missing) || take_opt(argc, argv, &i, "--port", &port_text, &missing)) {
+      if (!missing) continue;
+      std::fprintf(stderr, "grex-store: %s needs a value\n", argv[i]);
+      return 2;
+    }
+    std::fprintf(stderr, "grex-store: unknown argument '%s'\n", argv[i]);
+    usage(stderr);
+    return 2;
+  }
+  auto port = grex::config::parse_int(port_text, "--port");
+  if (!port.ok() || *port < 0 || *port > 65535) {
+    std::fprintf(stderr, "grex-store: --port '%s' is not a port in 0..65535\n", port_text.c_str());
+    return 2;
+  }
+  std::string token = grex::config::env_or_empty("GREX_JOB_TOKEN");
+  if (token.empty()) {
+    std::fprintf(stderr, "grex-store: GREX_JOB_TOKEN is not set; export the job's token (every rank must use the same)\n");
+    return 2;
+  }
+
+  // Block the stop signals before the server thread starts, so only sigwait() below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto server = grex::StoreServer::start(host, static_cast<uint16_t>(*port), token);
+  if (!server.ok()) {
+    std::fprintf(stderr, "grex-store: %s\n", server.error().message().c_str());
+    return 1;
+  }
+  std::printf("grex-store listening on %s\n", grex::detail::store::host_port(host, (*server)->port()).c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "grex-store: %s, stopping\n", strsignal(sig));
+  (*server)->stop();
+  return 0;
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Configures (once) and builds grex.   build.sh [--sanitize] [BUILD_DIR]
+# --sanitize builds with AddressSanitizer + UndefinedBehaviorSanitizer in build-sanitize/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+sanitize=0
+if [[ "${1:-}" == "--sanitize" ]]; then sanitize=1; shift; fi
+dir=${1:-$root/$([[ $sanitize == 1 ]] && echo build-sanitize || echo build)}
+if [[ ! -f "$dir/build.ninja" ]]; then
+  args=(--buildtype=release)
+  [[ $sanitize == 1 ]] && args=(--buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false)
+  mkdir -p "$dir"
+  if ! meson setup "$dir" "$root" "${args[@]}" > "$dir/../.meson-setup-$(basename "$dir").log" 2>&1; then
+    cat "$dir/../.meson-setup-$(basename "$dir").log" >&2
+    exit 1
+  fi
+fi
+if ! ninja -C "$dir" > "$dir/ninja.log" 2>&1; then
+  tail -60 "$dir/ninja.log" >&2
+  exit 1
+fi
+echo "$dir"

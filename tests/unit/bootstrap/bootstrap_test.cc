@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bootstrap: create() with rank 0 hosting the store, all_gather/barrier, missing ranks, Store::wait's default.
+#include "bootstrap/store_util.h"
+#include "bootstrap_test_util.h"
+
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace grex::testing {
+namespace {
+
+BootstrapConfig config(int rank, int world, uint16_t port, int64_t timeout_ms) {
+  BootstrapConfig c;
+  c.rank = rank;
+  c.world_size = world;
+  c.store_port = port;
+  c.job_token = kToken;
+  c.timeout_ms = timeout_ms;
+  c.launcher = "explicit";
+  return c;
+}
+
+// Runs fn(rank) on `world` threads and returns each result.
+template <class F>
+auto on_ranks(int world, F fn) {
+  std::vector<std::future<decltype(fn(0))>> fs;
+  for (int r = 0; r < world; ++r) fs.push_back(std::async(std::launch::async, fn, r));
+  std::vector<decltype(fn(0))> out;
+  for (auto& f : fs) out.push_back(f.get());
+  return out;
+}
+
+TEST(BootstrapTest, AllGatherAndBarrierWithReusedNames) {
+  const int kWorld = 3;
+  uint16_t port = free_port();
+  auto errors = on_ranks(kWorld, [&](int rank) -> std::string {
+    auto b = Bootstrap::create(config(rank, kWorld, port, 5000));
+    if (!b.ok()) return b.error().message();
+    if ((*b)->rank() != rank || (*b)->world_size() != kWorld) return "wrong rank/world";
+    for (int round = 0; round < 3; ++round) {
+      auto all = (*b)->all_gather("addr", "r" + std::to_string(rank) + "." + std::to_string(round));
+      if (!all.ok()) return all.error().message();
+      for (int r = 0; r < kWorld; ++r)
+        if ((*all)[r] != "r" + std::to_string(r) + "." + std::to_string(round)) return "bad value " + (*all)[r];
+      auto bar = (*b)->barrier("sync");
+      if (!bar.ok()) return bar.error().message();
+    }
+    // Rank 0 hosts the store; its destructor lets the others finish this last barrier.
+    auto done = (*b)->barrier("done");
+    return done.ok() ? "" : done.error().message();
+  });
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(BootstrapTest, RankThatNeverArrivesTimesOutNamingIt) {
+  const int kWorld = 3;
+  const int64_t kTimeoutMs = 300;
+  uint16_t port = free_port();
+  auto start = std::chrono::steady_clock::now();
+  auto results = on_ranks(2, [&](int rank) -> Result<std::vector<std::string>> {
+    auto b = Bootstrap::create(config(rank, kWorld, port, kTimeoutMs));
+    if (!b.ok()) return std::move(b).error();
+    return (*b)->all_gather("hello", "x");
+  });
+  EXPECT_LT(ms_since(start), 3000) << "a missing rank must not hang the others";
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(results[r].ok()) << "rank " << r;
+    EXPECT_EQ(results[r].error().code(), Errc::kTimeout);
+    const std::string m = results[r].error().message();
+    EXPECT_NE(m.find("rank 2 never arrived at 'hello' within 300 ms (store 127.0.0.1:" + std::to_string(port) + ")"),
+              std::string::npos) << m;
+  }
+}
+
+TEST(BootstrapTest, CreateRejectsBadConfigs) {
+  for (auto [rank, world] : {std::pair{0, 0}, std::pair{0, -1}, std::pair{4, 4}}) {
+    auto b = Bootstrap::create(config(rank, world, 29500, 100));
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.error().code(), Errc::kInvalidArgument) << b.error().message();
+  }
+  BootstrapConfig c = config(0, 1, 29500, 100);
+  c.job_token.clear();
+  auto b = Bootstrap::create(c);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code(), Errc::kAuthFailed);
+}
+
+TEST(BootstrapTest, CreateReportsPortInUse) {
+  auto s = StoreServer::start("127.0.0.1", 0, kToken);
+  ASSERT_TRUE(s.ok());
+  auto b = Bootstrap::create(config(0, 2, (*s)->port(), 200));
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code(), Errc::kAddressInUse);
+  EXPECT_NE(b.error().message().find(std::to_string((*s)->port())), std::string::npos) << b.error().message();
+}
+
+// A Store that keeps keys in memory, to exercise the base class's wait().
+class MapStore final : public Store {
+ public:
+  Result<void> set(std::string_view k, std::string_view v) override {
+    std::lock_guard<std::mutex> l(mu_);
+    kv_[std::string(k)] = std::string(v);
+    return ok();
+  }
+  Result<std::string> get(std::string_view k, int64_t timeout_ms) override {
+    std::vector<std::string> keys = {std::string(k)};
+    GREX_TRY(wait(keys, timeout_ms));
+    std::lock_guard<std::mutex> l(mu_);
+    return kv_[std::string(k)];
+  }
+  Result<int64_t> add(std::string_view, int64_t) override { return Error(Errc::kNotSupported, "no add"); }
+  Result<std::vector<bool>> check(std::span<const std::string> keys) override {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<bool> out;
+    for (const auto& k : keys) out.push_back(kv_.count(k) != 0);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> kv_;
+};
+
+TEST(BootstrapTest, WithStoreAndTheDefaultWait) {
+  auto store = std::make_shared<MapStore>();
+  auto b0 = Bootstrap::with_store(store, 0, 2, 2000);
+  auto b1 = Bootstrap::with_store(store, 1, 2, 2000);
+  auto f = std::async(std::launch::async, [&] { return b1->all_gather("ids", "one"); });
+  auto all0 = b0->all_gather("ids", "zero");
+  auto all1 = f.get();
+  ASSERT_TRUE(all0.ok()) << all0.error().message();
+  ASSERT_TRUE(all1.ok()) << all1.error().message();
+  EXPECT_EQ(*all0, (std::vector<std::string>{"zero", "one"}));
+  EXPECT_EQ(*all1, *all0);
+
+  std::vector<std::string> keys = {"a", "b"};
+  ASSERT_TRUE(store->set("a", "1").ok());
+  auto w = store->wait(keys, 100);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code(), Errc::kTimeout);
+  EXPECT_NE(w.error().message().find("key 'b' never appeared within 100 ms"), std::string::npos)
+      << w.error().message();
+
+  auto lonely = Bootstrap::with_store(store, 0, 3, 150);
+  auto r = lonely->barrier("b");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("ranks 1, 2 never arrived at 'b' within 150 ms"), std::string::npos)
+      << r.error().message();
+}
+
+TEST(BootstrapTest, CompactRankLists) {
+  using detail::store::compact_ranks;
+  EXPECT_EQ(compact_ranks({2}), "2");
+  EXPECT_EQ(compact_ranks({2, 5}), "2, 5");
+  EXPECT_EQ(compact_ranks({1, 2, 3, 4, 9}), "1-4, 9");
+  EXPECT_EQ(compact_ranks({1, 2, 7, 8}), "1, 2, 7, 8");
+  std::vector<int> many;
+  for (int r = 0; r < 100; r += 2) many.push_back(r);
+  std::string s = compact_ranks(many);
+  EXPECT_NE(s.find("... (50 in all)"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace grex::testing

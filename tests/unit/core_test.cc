@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// Config/env parsing, the replaceable clock and Deadline, log level parsing.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/log.h"
+
+namespace grex {
+namespace {
+
+TEST(Config, ParsesIntegersStrictly) {
+  EXPECT_EQ(*config::parse_int("42", "X"), 42);
+  EXPECT_EQ(*config::parse_int("-7", "X"), -7);
+  for (const char* bad : {"", "4x", "abc", "99999999999999999999", " 1"}) {
+    auto r = config::parse_int(bad, "GREX_X");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code(), Errc::kInvalidArgument);
+    EXPECT_NE(r.error().message().find("GREX_X"), std::string::npos);
+  }
+}
+
+TEST(Config, ParsesSizesWithSuffixes) {
+  EXPECT_EQ(*config::parse_size("4096", "S"), 4096u);
+  EXPECT_EQ(*config::parse_size("64K", "S"), 65536u);
+  EXPECT_EQ(*config::parse_size("1M", "S"), 1u << 20);
+  EXPECT_EQ(*config::parse_size("2GiB", "S"), 2ull << 30);
+  EXPECT_EQ(*config::parse_size("3mb", "S"), 3u << 20);
+  EXPECT_FALSE(config::parse_size("1Q", "S").ok());
+  EXPECT_FALSE(config::parse_size("K", "S").ok());
+  EXPECT_FALSE(config::parse_size("99999999999G", "S").ok());
+}
+
+TEST(Config, ParsesBooleans) {
+  for (const char* t : {"1", "true", "YES", "on"}) EXPECT_TRUE(*config::parse_bool(t, "B")) << t;
+  for (const char* f : {"0", "false", "No", "off"}) EXPECT_FALSE(*config::parse_bool(f, "B")) << f;
+  EXPECT_FALSE(config::parse_bool("maybe", "B").ok());
+}
+
+TEST(Config, EnvOverridesOnlyWhenSetAndChecksRange) {
+  ::unsetenv("GREX_TEST_INT");
+  int64_t v = 5;
+  ASSERT_TRUE(config::env_int("GREX_TEST_INT", &v, 0, 10).ok());
+  EXPECT_EQ(v, 5);
+  ::setenv("GREX_TEST_INT", "9", 1);
+  ASSERT_TRUE(config::env_int("GREX_TEST_INT", &v, 0, 10).ok());
+  EXPECT_EQ(v, 9);
+  ::setenv("GREX_TEST_INT", "11", 1);
+  auto r = config::env_int("GREX_TEST_INT", &v, 0, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("GREX_TEST_INT=11 is outside [0, 10]"), std::string::npos) << r.error().message();
+  EXPECT_EQ(v, 9);  // unchanged on error
+  ::setenv("GREX_TEST_INT", "ten", 1);
+  EXPECT_FALSE(config::env_int("GREX_TEST_INT", &v, 0, 10).ok());
+  ::unsetenv("GREX_TEST_INT");
+
+  uint64_t s = 1;
+  ::setenv("GREX_TEST_SIZE", "2M", 1);
+  ASSERT_TRUE(config::env_size("GREX_TEST_SIZE", &s, 0, 1ull << 30).ok());
+  EXPECT_EQ(s, 2u << 20);
+  ::unsetenv("GREX_TEST_SIZE");
+}
+
+TEST(Clock, ManualClockDrivesDeadlines) {
+  ManualClock fake(1'000'000'000);
+  set_clock_for_testing(&fake);
+  Deadline d = Deadline::after_ms(100);
+  EXPECT_FALSE(d.expired());
+  EXPECT_EQ(d.remaining_ms(), 100);
+  fake.advance_ns(99'000'000);
+  EXPECT_FALSE(d.expired());
+  EXPECT_EQ(d.remaining_ms(), 1);
+  fake.advance_ns(1'000'000);
+  EXPECT_TRUE(d.expired());
+  EXPECT_EQ(d.remaining_ms(), 0);
+  EXPECT_FALSE(Deadline::never().expired());
+  EXPECT_FALSE(Deadline::after_ms(-1).expired());
+  EXPECT_EQ(now_ns(), 1'100'000'000u);
+  set_clock_for_testing(nullptr);
+  uint64_t a = now_ns();
+  uint64_t b = now_ns();
+  EXPECT_LE(a, b);
+  EXPECT_GT(a, 0u);
+}
+
+TEST(Log, ParsesLevelsByNameAndNumber) {
+  log::Level l;
+  ASSERT_TRUE(log::parse_level("debug", &l));
+  EXPECT_EQ(l, log::Level::kDebug);
+  ASSERT_TRUE(log::parse_level("WARN", &l));
+  EXPECT_EQ(l, log::Level::kWarn);
+  ASSERT_TRUE(log::parse_level("4", &l));
+  EXPECT_EQ(l, log::Level::kTrace);
+  EXPECT_FALSE(log::parse_level("loud", &l));
+  log::set_level(log::Level::kError);
+  EXPECT_FALSE(log::enabled(log::Level::kWarn));
+  EXPECT_TRUE(log::enabled(log::Level::kError));
+  log::set_level(log::Level::kWarn);
+}
+
+TEST(Log, LinesCarryRankAndSubsystem) {
+  log::set_level(log::Level::kInfo);
+  log::set_rank(3);
+  testing::internal::CaptureStderr();
+  GREX_INFO("shm", "hello %d", 7);
+  GREX_DEBUG("shm", "hidden");
+  std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(out, "[rank 3 shm] INFO hello 7\n");
+  log::set_rank(-1);
+  log::set_level(log::Level::kWarn);
+}
+
+}  // namespace
+}  // namespace grex
