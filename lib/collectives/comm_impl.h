@@ -26,6 +26,8 @@ struct Communicator::Impl {
   std::optional<Error> broken;       // set by the first failed collective
   MemoryRegion* scratch = nullptr;   // reduction landing zone (allocate())
   size_t scratch_bytes = 0;
+  MemoryRegion* staging = nullptr;   // send-side staging ring (allocate()), shm only
+  size_t staging_bytes = 0;
   std::map<void*, MemoryRegion*> user_allocs;  // alloc() results
 
   /// Fresh tag space for one collective: bit 63 set, sequence in bits 32..62.
@@ -33,6 +35,16 @@ struct Communicator::Impl {
   Deadline deadline() const noexcept { return Deadline::after_ms(opts.timeout_ms); }
   /// Makes sure scratch holds at least `bytes`.
   Result<void> ensure_scratch(size_t bytes);
+  /// Whether sends from `mr` should be staged through shared memory (the
+  /// backend serves allocate()d memory faster than arbitrary user memory).
+  bool should_stage(const MemoryRegion* mr, size_t bytes) const;
+  /// Large point-to-point messages travel as a stream of chunks (both ranks
+  /// decide alike from the size), so the sender can stage them.
+  bool p2p_chunked(size_t bytes) const noexcept {
+    return device->capabilities().allocate_shared && bytes >= opts.stage_min_bytes && bytes > opts.chunk_bytes;
+  }
+  /// Makes sure the staging ring holds at least `bytes`.
+  Result<void> ensure_staging(size_t bytes);
   /// Fails fast if an earlier error broke the communicator.
   Result<void> check_usable(const char* what) const;
   /// Records a collective's outcome (marks the communicator broken on error).

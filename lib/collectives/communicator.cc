@@ -7,6 +7,7 @@
 
 #include "collectives/comm_impl.h"
 #include "collectives/reduce.h"
+#include "collectives/stream.h"
 #include "core/config.h"
 #include "core/log.h"
 
@@ -42,6 +43,13 @@ Result<void> apply_env(CommOptions* o) {
   o->chunk_bytes = chunk;
   GREX_TRY(config::env_string("GREX_COMM_NAME", &o->name));
   GREX_TRY(config::env_string("GREX_PROGRESS", &o->progress));
+  GREX_TRY(config::env_string("GREX_STAGE_SENDS", &o->stage_sends));
+  uint64_t stage_min = o->stage_min_bytes;
+  GREX_TRY(config::env_size("GREX_STAGE_MIN_BYTES", &stage_min, 0, UINT64_MAX / 2));
+  o->stage_min_bytes = stage_min;
+  if (o->stage_sends != "auto" && o->stage_sends != "always" && o->stage_sends != "never")
+    return Error(Errc::kInvalidArgument, "stage mode '" + o->stage_sends + "' is not one of auto, always, never")
+        .hint("GREX_STAGE_SENDS=auto|always|never");
   if (o->progress != "auto" && o->progress != "spin" && o->progress != "adaptive")
     return Error(Errc::kInvalidArgument, "progress mode '" + o->progress + "' is not one of auto, spin, adaptive")
         .hint("GREX_PROGRESS=auto|spin|adaptive");
@@ -89,6 +97,7 @@ Communicator::~Communicator() {
   if (!impl_) return;
   for (auto& [p, mr] : impl_->user_allocs) (void)impl_->device->free(mr);
   if (impl_->scratch != nullptr) (void)impl_->device->free(impl_->scratch);
+  if (impl_->staging != nullptr) (void)impl_->device->free(impl_->staging);
   impl_->endpoints.clear();
 }
 
@@ -187,6 +196,26 @@ Result<void> Communicator::Impl::ensure_scratch(size_t bytes) {
   return ok();
 }
 
+bool Communicator::Impl::should_stage(const MemoryRegion* mr, size_t bytes) const {
+  if (!device->capabilities().allocate_shared || opts.stage_sends == "never") return false;
+  if (opts.stage_sends == "always") return true;
+  if (bytes < opts.stage_min_bytes) return false;
+  // Memory that is already device-allocated is read in place by peers.
+  for (const auto& [p, a] : user_allocs)
+    if (a == mr) return false;
+  return mr != scratch && mr != staging;
+}
+
+Result<void> Communicator::Impl::ensure_staging(size_t bytes) {
+  if (staging_bytes >= bytes) return ok();
+  if (staging != nullptr) GREX_TRY(device->free(staging));
+  staging = nullptr;
+  staging_bytes = 0;
+  staging = GREX_TRY(device->allocate(bytes));
+  staging_bytes = bytes;
+  return ok();
+}
+
 static Error bad_arg(int rank, const char* what, std::string msg) {
   return Error(Errc::kInvalidArgument, std::string(what) + ": " + msg).rank(rank);
 }
@@ -201,6 +230,13 @@ Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_
   ScopedRegistration reg(c.device.get());
   GREX_TRY(reg.acquire(buf, bytes));
   auto run = [&]() -> Result<void> {
+    if (c.p2p_chunked(bytes)) {
+      bool stage = c.should_stage(reg.get(), bytes);
+      if (stage) GREX_TRY(c.ensure_staging(c.opts.chunk_bytes * detail::kStreamWindow));
+      detail::StreamSide snd{peer, reg.get(), reg.offset(buf), bytes, stage};
+      return detail::stream(c, snd, detail::StreamSide{}, c.opts.chunk_bytes, tag,
+                            [](size_t, const uint8_t*, uint64_t, uint64_t) {});
+    }
     auto id = GREX_TRY(c.engine->send(peer, reg.get(), reg.offset(buf), bytes, tag));
     return c.engine->wait(id, c.deadline(), "send");
   };
@@ -217,6 +253,11 @@ Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag)
   ScopedRegistration reg(c.device.get());
   GREX_TRY(reg.acquire(buf, bytes));
   auto run = [&]() -> Result<void> {
+    if (c.p2p_chunked(bytes)) {
+      detail::StreamSide rcv{peer, reg.get(), reg.offset(buf), bytes};
+      return detail::stream(c, detail::StreamSide{}, rcv, c.opts.chunk_bytes, tag,
+                            [](size_t, const uint8_t*, uint64_t, uint64_t) {});
+    }
     auto id = GREX_TRY(c.engine->recv(peer, reg.get(), reg.offset(buf), bytes, tag));
     GREX_TRY(c.engine->wait(id, c.deadline(), "recv"));
     if (c.engine->bytes(id) != bytes)

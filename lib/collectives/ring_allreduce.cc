@@ -24,6 +24,8 @@ Result<void> Communicator::Impl::ring_allreduce(const void* sendbuf, void* recvb
   GREX_TRY(rreg.acquire(recvbuf, count * es));
   const uint64_t soff = sreg.offset(sendbuf);
   const uint64_t roff = rreg.offset(recvbuf);
+  const bool stage_in = should_stage(sreg.get(), count * es), stage_out = should_stage(rreg.get(), count * es);
+  if (stage_in || stage_out) GREX_TRY(ensure_staging(chunk * detail::kStreamWindow));
 
   // Segment i: elements [first[i], first[i] + len[i]).
   std::vector<size_t> first(static_cast<size_t>(n) + 1, 0);
@@ -42,7 +44,7 @@ Result<void> Communicator::Impl::ring_allreduce(const void* sendbuf, void* recvb
   for (int k = 0; k < n - 1; ++k) {
     int ss = mod(r - k), rs = mod(r - k - 1);
     detail::StreamSide snd{next, k == 0 ? sreg.get() : rreg.get(), (k == 0 ? soff : roff) + seg_first(ss) * es,
-                           seg_len(ss) * es};
+                           seg_len(ss) * es, k == 0 ? stage_in : stage_out};
     detail::StreamSide rcv{prev, nullptr, 0, seg_len(rs) * es};
     size_t base = seg_first(rs) * es;
     GREX_TRY(detail::stream(*this, snd, rcv, chunk, tag | static_cast<uint64_t>(k),
@@ -56,7 +58,7 @@ Result<void> Communicator::Impl::ring_allreduce(const void* sendbuf, void* recvb
   // Allgather: at step k send segment r+1-k, receive segment r-k in place.
   for (int k = 0; k < n - 1; ++k) {
     int ss = mod(r + 1 - k), rs = mod(r - k);
-    detail::StreamSide snd{next, rreg.get(), roff + seg_first(ss) * es, seg_len(ss) * es};
+    detail::StreamSide snd{next, rreg.get(), roff + seg_first(ss) * es, seg_len(ss) * es, stage_out};
     detail::StreamSide rcv{prev, rreg.get(), roff + seg_first(rs) * es, seg_len(rs) * es};
     GREX_TRY(detail::stream(*this, snd, rcv, chunk, tag | (1ull << 16) | static_cast<uint64_t>(k),
                             [](size_t, const uint8_t*, uint64_t, uint64_t) {}));

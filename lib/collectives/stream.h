@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 
 #include "collectives/comm_impl.h"
 
@@ -15,6 +16,9 @@ struct StreamSide {
   const MemoryRegion* mr = nullptr;  // nullptr for the receive side: scratch ring
   uint64_t offset = 0;
   uint64_t length = 0;
+  /// Send side: copy each chunk into the shared staging ring first, so the
+  /// peer reads it through its mapping instead of with a slower CMA copy.
+  bool stage = false;
 };
 
 inline constexpr size_t kStreamWindow = 8;
@@ -46,7 +50,14 @@ Result<void> stream(Communicator::Impl& c, const StreamSide& send, const StreamS
     while (ps < ns && ps - ds < kStreamWindow) {
       uint64_t off = ps * chunk;
       uint64_t len = std::min<uint64_t>(chunk, send.length - off);
-      sids[ps % kStreamWindow] = GREX_TRY(e.send(send.peer, send.mr, send.offset + off, len, tag));
+      if (send.stage) {
+        uint64_t slot = (ps % kStreamWindow) * chunk;
+        std::memcpy(static_cast<uint8_t*>(c.staging->addr()) + slot,
+                    static_cast<const uint8_t*>(send.mr->addr()) + send.offset + off, len);
+        sids[ps % kStreamWindow] = GREX_TRY(e.send(send.peer, c.staging, slot, len, tag));
+      } else {
+        sids[ps % kStreamWindow] = GREX_TRY(e.send(send.peer, send.mr, send.offset + off, len, tag));
+      }
       ++ps;
     }
     GREX_TRY(e.progress());

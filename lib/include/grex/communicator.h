@@ -48,6 +48,13 @@ struct CommOptions {
   /// Waiting: "spin" (busy poll), "adaptive" (spin, then nap), or "auto":
   /// adaptive when this host runs more ranks than it has cores [GREX_PROGRESS].
   std::string progress = "auto";
+  /// Collective sends from user memory: "auto" copies each chunk into shared
+  /// staging memory when the backend reads that faster (shm: a cached memcpy
+  /// beats a CMA copy), "always", or "never" [GREX_STAGE_SENDS].
+  std::string stage_sends = "auto";
+  /// "auto" stages vectors of at least this many bytes (below it data stays
+  /// in cache and a direct copy wins) [GREX_STAGE_MIN_BYTES].
+  size_t stage_min_bytes = 8u << 20;
   /// Pipeline chunk for large messages [GREX_CHUNK_BYTES].
   size_t chunk_bytes = 256 * 1024;
   /// Passed to Device::open (driver params, queue depth). driver/rank/job_id are set for you.

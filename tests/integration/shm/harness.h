@@ -61,17 +61,52 @@ struct RunResult {
   }
 };
 
+/// The store runs in a process of its own, so the ranks are forked from a
+/// single-threaded parent (forking a process with a running server thread can
+/// leave a lock held in the child, e.g. inside the sanitizers' allocator).
+class StoreProcess {
+ public:
+  explicit StoreProcess(const std::string& token) {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(fds[0]);
+      auto server = StoreServer::start("127.0.0.1", 0, token);
+      uint16_t port = server ? (*server)->port() : 0;
+      if (!server) std::fprintf(stderr, "store server: %s\n", server.error().message().c_str());
+      ssize_t w = ::write(fds[1], &port, sizeof(port));
+      (void)w;
+      ::close(fds[1]);
+      for (;;) ::pause();  // until the test kills it
+    }
+    ::close(fds[1]);
+    if (pid_ > 0 && ::read(fds[0], &port_, sizeof(port_)) != sizeof(port_)) port_ = 0;
+    ::close(fds[0]);
+  }
+  ~StoreProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
 /// Forks n ranks running fn; kills them all after timeout_s.
 inline RunResult run_ranks(int n, const std::function<int(Rank&)>& fn, int timeout_s = 60) {
   const std::string token = "test-token-" + std::to_string(::getpid());
-  auto server = StoreServer::start("127.0.0.1", 0, token);
+  StoreProcess store(token);
   RunResult res;
   res.codes.assign(static_cast<size_t>(n), -1);
-  if (!server) {
-    std::fprintf(stderr, "store server: %s\n", server.error().message().c_str());
-    return res;
-  }
-  uint16_t port = (*server)->port();
+  if (store.port() == 0) return res;
+  uint16_t port = store.port();
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
@@ -104,17 +139,17 @@ inline RunResult run_ranks(int n, const std::function<int(Rank&)>& fn, int timeo
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   size_t left = pids.size();
   while (left > 0) {
-    int status = 0;
-    pid_t p = ::waitpid(-1, &status, WNOHANG);
-    if (p > 0) {
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (pids[i] == p) {
-          res.codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-          pids[i] = -1;
-          --left;
-        }
-      continue;
+    bool reaped = false;
+    for (size_t i = 0; i < pids.size(); ++i) {
+      int status = 0;
+      if (pids[i] > 0 && ::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        res.codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        pids[i] = -1;
+        --left;
+        reaped = true;
+      }
     }
+    if (reaped) continue;
     if (std::chrono::steady_clock::now() > deadline) {
       for (pid_t q : pids)
         if (q > 0) {

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// grex-perf: parses the command line, connects the job's Communicator and runs one mode.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "perf_common.h"
+
+namespace grex::perf {
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+/// Mode -> entry point; a new mode adds a row here and a case in perf_args.
+struct ModeEntry {
+  Mode mode;
+  Result<int> (*run)(Communicator& comm, const PerfArgs& args);
+};
+
+constexpr ModeEntry kModeTable[] = {
+    {Mode::kAllreduce, run_allreduce},
+    {Mode::kSendBw, run_send_bw},
+    {Mode::kSendLat, run_send_lat},
+};
+
+int fail(const Error& e, int code) {
+  std::fprintf(stderr, "grex-perf: %s\n", e.message().c_str());
+  return code;
+}
+
+int perf_main(int argc, char** argv) {
+  std::vector<std::string_view> argv_views(argv + 1, argv + argc);
+  auto parsed = parse_args(argv_views);
+  if (!parsed) return fail(parsed.error(), kExitUsage);
+  const PerfArgs& args = *parsed;
+  if (args.help) {
+    std::fputs(usage().data(), stdout);
+    return 0;
+  }
+  if (!args.backend.empty()) ::setenv("GREX_BACKEND", args.backend.c_str(), 1);
+
+  auto comm = Communicator::from_env();
+  if (!comm) return fail(comm.error(), kExitError);
+  for (const auto& entry : kModeTable) {
+    if (entry.mode != args.mode) continue;
+    auto rc = entry.run(**comm, args);
+    if (!rc) return fail(rc.error(), kExitError);
+    return *rc;
+  }
+  return fail(Error(Errc::kInternal, "no entry point for mode " + std::string(mode_name(args.mode))), kExitError);
+}
+
+}  // namespace
+}  // namespace grex::perf
+
+int main(int argc, char** argv) { return grex::perf::perf_main(argc, argv); }

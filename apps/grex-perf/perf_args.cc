@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: Apache-2.0
+// grex-perf's command-line parser: an option table shared by all modes, each
+// option tagged with the modes it applies to.
+#include "perf_args.h"
+
+#include <array>
+#include <charconv>
+#include <limits>
+
+namespace grex::perf {
+namespace {
+
+// Bit per mode, for the option table.
+constexpr unsigned kColl = 1u << static_cast<unsigned>(Mode::kAllreduce);
+constexpr unsigned kBw = 1u << static_cast<unsigned>(Mode::kSendBw);
+constexpr unsigned kLat = 1u << static_cast<unsigned>(Mode::kSendLat);
+constexpr unsigned kP2p = kBw | kLat;
+constexpr unsigned kAny = kColl | kP2p;
+
+struct OptionSpec {
+  char short_name;          // '\0' when long-only
+  std::string_view long_name;
+  bool takes_value;
+  unsigned modes;
+};
+
+constexpr std::array kOptions = {
+    OptionSpec{'b', "minbytes", true, kColl},
+    OptionSpec{'e', "maxbytes", true, kAny},
+    OptionSpec{'i', "stepbytes", true, kColl},
+    OptionSpec{'f', "stepfactor", true, kColl},
+    OptionSpec{'n', "iters", true, kAny},
+    OptionSpec{'w', "warmup_iters", true, kAny},
+    OptionSpec{'d', "datatype", true, kColl},
+    OptionSpec{'o', "op", true, kColl},
+    OptionSpec{'c', "check", true, kColl},
+    OptionSpec{'\0', "inplace", true, kColl},
+    OptionSpec{'s', "size", true, kP2p},
+    OptionSpec{'a', "all", false, kP2p},
+    OptionSpec{'t', "tx-depth", true, kBw},
+    OptionSpec{'\0', "report_gbits", false, kBw},
+    OptionSpec{'\0', "memcpy-ref", false, kBw},
+    OptionSpec{'\0', "alloc", false, kAny},
+    OptionSpec{'\0', "backend", true, kAny},
+    OptionSpec{'\0', "json", true, kAny},
+    OptionSpec{'h', "help", false, kAny},
+};
+
+constexpr std::array<std::pair<std::string_view, Mode>, 3> kModes = {{
+    {"allreduce", Mode::kAllreduce},
+    {"send_bw", Mode::kSendBw},
+    {"send_lat", Mode::kSendLat},
+}};
+
+Error bad(std::string msg) {
+  return Error(Errc::kInvalidArgument, std::move(msg)).hint("see grex-perf --help");
+}
+
+std::string spelled(const OptionSpec& o) {
+  return o.short_name != '\0' ? std::string("-") + o.short_name : "--" + std::string(o.long_name);
+}
+
+Result<int64_t> parse_int(std::string_view text, const OptionSpec& o, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
+    return bad("option " + spelled(o) + " needs an integer from " + std::to_string(lo) + " to " +
+               std::to_string(hi) + ", got '" + std::string(text) + "'");
+  return v;
+}
+
+Result<std::vector<DataType>> parse_types(std::string_view text) {
+  constexpr std::array<std::pair<std::string_view, DataType>, 10> kNames = {{
+      {"float", DataType::kFloat32}, {"float32", DataType::kFloat32}, {"f32", DataType::kFloat32},
+      {"double", DataType::kFloat64}, {"float64", DataType::kFloat64}, {"f64", DataType::kFloat64},
+      {"int32", DataType::kInt32}, {"int", DataType::kInt32},
+      {"int64", DataType::kInt64}, {"uint8", DataType::kUint8},
+  }};
+  if (text == "all")
+    return std::vector<DataType>{DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64,
+                                 DataType::kUint8};
+  for (const auto& [name, t] : kNames)
+    if (text == name) return std::vector<DataType>{t};
+  return bad("option -d: unknown data type '" + std::string(text) +
+             "'; use float, double, int32, int64, uint8 or all");
+}
+
+Result<std::vector<ReduceOp>> parse_ops(std::string_view text) {
+  constexpr std::array<std::pair<std::string_view, ReduceOp>, 5> kNames = {{
+      {"sum", ReduceOp::kSum}, {"prod", ReduceOp::kProd}, {"min", ReduceOp::kMin},
+      {"max", ReduceOp::kMax}, {"avg", ReduceOp::kAvg},
+  }};
+  if (text == "all")
+    return std::vector<ReduceOp>{ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg};
+  for (const auto& [name, op] : kNames)
+    if (text == name) return std::vector<ReduceOp>{op};
+  return bad("option -o: unknown reduction '" + std::string(text) + "'; use sum, prod, min, max, avg or all");
+}
+
+// What parse_args saw besides the values themselves, for cross-checks.
+struct Seen {
+  bool max_bytes = false;
+  bool size = false;
+};
+
+Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_view v) {
+  constexpr int64_t kMaxIters = 100'000'000;
+  switch (o.short_name) {
+    case 'b': a.min_bytes = GREX_TRY(parse_size(v)); return ok();
+    case 'e': {
+      size_t s = GREX_TRY(parse_size(v));
+      a.max_bytes = a.all_max_bytes = s;
+      seen.max_bytes = true;
+      return ok();
+    }
+    case 'i': a.step_bytes = GREX_TRY(parse_size(v)); return ok();
+    case 'f': a.step_factor = static_cast<uint64_t>(GREX_TRY(parse_int(v, o, 1, 1 << 20))); return ok();
+    case 'n': a.iters = static_cast<int>(GREX_TRY(parse_int(v, o, 1, kMaxIters))); return ok();
+    case 'w': a.warmup_iters = static_cast<int>(GREX_TRY(parse_int(v, o, 0, kMaxIters))); return ok();
+    case 'd': a.types = GREX_TRY(parse_types(v)); return ok();
+    case 'o': a.ops = GREX_TRY(parse_ops(v)); return ok();
+    case 'c': a.check = GREX_TRY(parse_int(v, o, 0, 1)) == 1; return ok();
+    case 's': a.size_bytes = GREX_TRY(parse_size(v)); seen.size = true; return ok();
+    case 'a': a.all_sizes = true; return ok();
+    case 't': a.tx_depth = static_cast<int>(GREX_TRY(parse_int(v, o, 1, 1 << 16))); return ok();
+    case 'h': a.help = true; return ok();
+    default: break;
+  }
+  if (o.long_name == "inplace") {
+    a.placement = GREX_TRY(parse_int(v, o, 0, 1)) == 1 ? Placement::kInPlace : Placement::kOutOfPlace;
+  } else if (o.long_name == "report_gbits") {
+    a.report_gbits = true;
+  } else if (o.long_name == "memcpy-ref") {
+    a.memcpy_ref = true;
+  } else if (o.long_name == "alloc") {
+    a.shared_buffers = true;
+  } else if (o.long_name == "backend") {
+    if (v.empty()) return bad("option --backend needs a backend name (shm, dpdk, verbs)");
+    a.backend = std::string(v);
+  } else if (o.long_name == "json") {
+    if (v.empty()) return bad("option --json needs a file name");
+    a.json_path = std::string(v);
+  }
+  return ok();
+}
+
+Result<void> validate(const PerfArgs& a, const Seen& seen) {
+  if (a.mode == Mode::kAllreduce) {
+    if (a.min_bytes > a.max_bytes)
+      return bad("-b " + std::to_string(a.min_bytes) + " is larger than -e " + std::to_string(a.max_bytes));
+    if (a.step_factor == 1 && a.step_bytes == 0) return bad("-f 1 needs a step of at least 1 byte (-i)");
+    return ok();
+  }
+  if (seen.size && a.all_sizes) return bad("-s and -a exclude each other");
+  if (seen.max_bytes && !a.all_sizes) return bad("-e sets the largest size of -a; add -a or use -s");
+  if (a.all_sizes && a.all_max_bytes < kAllSizesMinBytes) return bad("-e must be at least 2 bytes");
+  if (seen.size && a.size_bytes == 0) return bad("-s must be at least 1 byte");
+  return ok();
+}
+
+}  // namespace
+
+int PerfArgs::effective_iters() const noexcept {
+  if (iters > 0) return iters;
+  return mode == Mode::kAllreduce ? kDefaultCollectiveIters : kDefaultP2pIters;
+}
+
+int PerfArgs::effective_warmup() const noexcept {
+  if (warmup_iters >= 0) return warmup_iters;
+  return mode == Mode::kAllreduce ? kDefaultCollectiveWarmupIters : kDefaultP2pWarmupIters;
+}
+
+Result<size_t> parse_size(std::string_view text) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end == text.data())
+    return bad("bad size '" + std::string(text) + "'; use a byte count with an optional K, M or G suffix");
+  std::string_view rest(end, static_cast<size_t>(text.data() + text.size() - end));
+  unsigned shift = 0;
+  if (!rest.empty()) {
+    switch (rest.front()) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      case 't': case 'T': shift = 40; break;
+      default: break;
+    }
+    if (shift != 0) rest.remove_prefix(1);
+    if (rest == "B" || (shift != 0 && rest == "iB")) rest = {};
+  }
+  if (!rest.empty())
+    return bad("bad size '" + std::string(text) + "'; use a byte count with an optional K, M or G suffix");
+  if (v > (std::numeric_limits<uint64_t>::max() >> shift)) return bad("size '" + std::string(text) + "' is too large");
+  return static_cast<size_t>(v << shift);
+}
+
+Result<PerfArgs> parse_args(std::span<const std::string_view> args) {
+  PerfArgs a;
+  if (args.empty()) return bad("missing MODE (allreduce, send_bw, send_lat)");
+  if (args[0] == "-h" || args[0] == "--help") {
+    a.help = true;
+    return a;
+  }
+  bool known = false;
+  for (const auto& [name, m] : kModes)
+    if (args[0] == name) {
+      a.mode = m;
+      known = true;
+    }
+  if (!known) return bad("unknown mode '" + std::string(args[0]) + "'; use allreduce, send_bw or send_lat");
+
+  Seen seen;
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string_view tok = args[i];
+    const OptionSpec* spec = nullptr;
+    std::string_view inline_value;
+    bool has_inline = false;
+    if (tok.starts_with("--") && tok.size() > 2) {
+      std::string_view name = tok.substr(2);
+      if (auto eq = name.find('='); eq != std::string_view::npos) {
+        inline_value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_inline = true;
+      }
+      for (const auto& o : kOptions)
+        if (o.long_name == name) spec = &o;
+    } else if (tok.size() >= 2 && tok[0] == '-' && tok[1] != '-') {
+      for (const auto& o : kOptions)
+        if (o.short_name == tok[1]) spec = &o;
+      if (tok.size() > 2) {
+        inline_value = tok.substr(2);
+        has_inline = true;
+      }
+    }
+    if (spec == nullptr) return bad("unknown option '" + std::string(tok) + "'");
+    if (!(spec->modes & (1u << static_cast<unsigned>(a.mode))))
+      return bad("option " + spelled(*spec) + " does not apply to " + std::string(mode_name(a.mode)));
+    std::string_view value;
+    if (spec->takes_value) {
+      if (has_inline) {
+        value = inline_value;
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        return bad("option " + spelled(*spec) + " needs a value");
+      }
+    } else if (has_inline) {
+      return bad("option " + spelled(*spec) + " takes no value, got '" + std::string(tok) + "'");
+    }
+    GREX_TRY(apply(a, seen, *spec, value));
+    if (a.help) return a;
+  }
+  GREX_TRY(validate(a, seen));
+  if (a.size_bytes == 0) a.size_bytes = a.mode == Mode::kSendLat ? kDefaultLatBytes : kDefaultBwBytes;
+  return a;
+}
+
+std::string_view mode_name(Mode m) noexcept {
+  for (const auto& [name, mode] : kModes)
+    if (mode == m) return name;
+  return "?";
+}
+
+std::string_view type_label(DataType t) noexcept {
+  switch (t) {
+    case DataType::kFloat32: return "float";
+    case DataType::kFloat64: return "double";
+    case DataType::kInt32: return "int32";
+    case DataType::kInt64: return "int64";
+    case DataType::kUint8: return "uint8";
+  }
+  return "?";
+}
+
+std::vector<size_t> collective_sizes(const PerfArgs& a) {
+  std::vector<size_t> out;
+  for (size_t s = a.min_bytes; s <= a.max_bytes;) {
+    out.push_back(s);
+    size_t next = a.step_factor > 1 ? s * a.step_factor : s + a.step_bytes;
+    bool overflowed = a.step_factor > 1 ? (s != 0 && next / a.step_factor != s) : next < s;
+    if (next <= s || overflowed) break;
+    s = next;
+  }
+  return out;
+}
+
+std::vector<size_t> p2p_sizes(const PerfArgs& a) {
+  if (!a.all_sizes) return {a.size_bytes};
+  std::vector<size_t> out;
+  for (size_t s = kAllSizesMinBytes; s <= a.all_max_bytes && s != 0; s *= 2) out.push_back(s);
+  return out;
+}
+
+std::string_view usage() noexcept {
+  return "Usage: grex-run -n N [--] grex-perf MODE [options]\n"
+         "Measures grex on every rank of a job; rank 0 prints.\n"
+         "\n"
+         "Modes:\n"
+         "  allreduce   nccl-tests all_reduce_perf: time, algbw, busbw, #wrong per size\n"
+         "  send_bw     perftest ib_send_bw: rank 0 streams messages to rank 1\n"
+         "  send_lat    perftest ib_send_lat: ping-pong between ranks 0 and 1 (half round trip)\n"
+         "\n"
+         "allreduce options (nccl-tests):\n"
+         "  -b, --minbytes SIZE     smallest size (default 8); sizes take K, M, G suffixes\n"
+         "  -e, --maxbytes SIZE     largest size (default 64M)\n"
+         "  -f, --stepfactor N      multiply the size by N each step (default 2)\n"
+         "  -i, --stepbytes SIZE    add SIZE each step when -f is 1 (default 1M)\n"
+         "  -n, --iters N           timed iterations per size (default 20)\n"
+         "  -w, --warmup_iters N    untimed iterations per size (default 5)\n"
+         "  -d, --datatype TYPE     float, double, int32, int64, uint8 or all (default float)\n"
+         "  -o, --op OP             sum, prod, min, max, avg or all (default sum)\n"
+         "  -c, --check 0|1         count wrong elements (default 1); exit 1 if any\n"
+         "  --inplace 0|1           only out-of-place (0) or only in-place (1); default both\n"
+         "\n"
+         "send_bw / send_lat options (perftest):\n"
+         "  -s, --size SIZE         message size (default 65536 for send_bw, 2 for send_lat)\n"
+         "  -a, --all               every power of two from 2 B to 8M (or -e)\n"
+         "  -e, --maxbytes SIZE     largest size of -a\n"
+         "  -n, --iters N           messages (send_bw) or round trips (send_lat) per size (default 1000)\n"
+         "  -w, --warmup_iters N    untimed messages per size (default 5)\n"
+         "  -t, --tx-depth N        send window; this version sends blocking (window 1) and reports it\n"
+         "  --report_gbits          send_bw in Gb/sec instead of GB/sec\n"
+         "  --memcpy-ref            send_bw: add single-core memcpy bandwidth of each size and the ratio\n"
+         "\n"
+         "Common options:\n"
+         "  --alloc                 buffers from Communicator::alloc (backend-shared memory), not malloc\n"
+         "  --backend NAME          set GREX_BACKEND (shm, dpdk, verbs) before connecting\n"
+         "  --json FILE             also write the result rows to FILE as JSON\n"
+         "  -h, --help              print this help\n"
+         "\n"
+         "Timeouts follow GREX_TIMEOUT_MS (default 60 s per call).\n"
+         "Exit status: 0 on success, 1 on a grex error or wrong results, 2 for usage errors.\n";
+}
+
+}  // namespace grex::perf

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// grex-perf's command line: the modes, their options (nccl-tests and perftest
+// spellings) and the size lists they expand to.
+#pragma once
+
+#include <grex/communicator.h>
+#include <grex/result.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace grex::perf {
+
+/// What grex-perf measures.
+enum class Mode : uint8_t {
+  kAllreduce = 0,  ///< nccl-tests all_reduce_perf
+  kSendBw = 1,     ///< perftest ib_send_bw between ranks 0 and 1
+  kSendLat = 2,    ///< perftest ib_send_lat between ranks 0 and 1
+};
+
+/// Which buffer placements a collective mode runs (nccl-tests runs both).
+enum class Placement : uint8_t { kBoth = 0, kOutOfPlace = 1, kInPlace = 2 };
+
+constexpr size_t kDefaultCollectiveMinBytes = 8;
+constexpr size_t kDefaultCollectiveMaxBytes = size_t{64} << 20;
+constexpr size_t kDefaultStepBytes = size_t{1} << 20;
+constexpr uint64_t kDefaultStepFactor = 2;
+constexpr int kDefaultCollectiveIters = 20;
+constexpr int kDefaultCollectiveWarmupIters = 5;
+constexpr int kDefaultP2pIters = 1000;
+constexpr int kDefaultP2pWarmupIters = 5;
+constexpr size_t kDefaultBwBytes = 65536;        // perftest's default message for bandwidth
+constexpr size_t kDefaultLatBytes = 2;           // perftest's default message for latency
+constexpr size_t kAllSizesMinBytes = 2;          // -a starts here ...
+constexpr size_t kAllSizesMaxBytes = size_t{8} << 20;  // ... and stops here unless -e says otherwise
+constexpr int kDefaultTxDepth = 1;
+
+/// Everything the command line set. Fields a mode does not use keep their defaults.
+struct PerfArgs {
+  Mode mode = Mode::kAllreduce;
+  bool help = false;
+
+  // Common.
+  int iters = 0;                 ///< -n; 0 = the mode's default
+  int warmup_iters = -1;         ///< -w; -1 = the mode's default
+  bool shared_buffers = false;   ///< --alloc: Communicator::alloc instead of malloc
+  std::string backend;           ///< --backend: sets GREX_BACKEND before from_env
+  std::string json_path;         ///< --json: rows as JSON (rank 0 writes)
+
+  // Collective modes.
+  size_t min_bytes = kDefaultCollectiveMinBytes;  ///< -b
+  size_t max_bytes = kDefaultCollectiveMaxBytes;  ///< -e
+  size_t step_bytes = kDefaultStepBytes;          ///< -i (used when -f is 1)
+  uint64_t step_factor = kDefaultStepFactor;      ///< -f
+  std::vector<DataType> types{DataType::kFloat32};  ///< -d (several with -d all)
+  std::vector<ReduceOp> ops{ReduceOp::kSum};        ///< -o (several with -o all)
+  bool check = true;                                ///< -c
+  Placement placement = Placement::kBoth;           ///< --inplace 0|1
+
+  // Point-to-point modes.
+  size_t size_bytes = 0;         ///< -s; 0 = the mode's default
+  bool all_sizes = false;        ///< -a
+  size_t all_max_bytes = kAllSizesMaxBytes;  ///< -e with -a
+  int tx_depth = kDefaultTxDepth;            ///< -t (reported; this cut sends blocking)
+  bool report_gbits = false;     ///< --report_gbits
+  bool memcpy_ref = false;       ///< --memcpy-ref (send_bw)
+
+  /// Timed iterations per size after defaults.
+  int effective_iters() const noexcept;
+  /// Warmup iterations per size after defaults.
+  int effective_warmup() const noexcept;
+};
+
+/// Parses `args` (argv without the program name): MODE first, then options.
+/// Errors are kInvalidArgument with a message naming the option.
+Result<PerfArgs> parse_args(std::span<const std::string_view> args);
+
+/// Parses "8", "64K", "1M", "2G" (powers of 1024; optional trailing B or iB).
+Result<size_t> parse_size(std::string_view text);
+
+/// Name of a mode as typed on the command line.
+std::string_view mode_name(Mode m) noexcept;
+/// nccl-tests type name: "float", "double", "int32", "int64", "uint8".
+std::string_view type_label(DataType t) noexcept;
+
+/// Sizes in bytes a collective mode visits: min, then *factor (or +step) up to max.
+std::vector<size_t> collective_sizes(const PerfArgs& a);
+/// Sizes a point-to-point mode visits: -s, or with -a powers of two from 2 B to the -e max.
+std::vector<size_t> p2p_sizes(const PerfArgs& a);
+
+/// The --help text.
+std::string_view usage() noexcept;
+
+}  // namespace grex::perf

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+// The check pattern: per-type fills, reference reductions and comparisons.
+#include "perf_check.h"
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+namespace grex::perf {
+namespace {
+
+constexpr double kFloatRelTolerance = 1e-6;
+
+// x op y with the wrap-around the kernels give integer types (no signed-overflow UB here).
+template <class T>
+T combine(T x, T y, ReduceOp op) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: return static_cast<T>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
+      case ReduceOp::kProd: return static_cast<T>(static_cast<U>(static_cast<U>(x) * static_cast<U>(y)));
+      case ReduceOp::kMin: return y < x ? y : x;
+      case ReduceOp::kMax: return x < y ? y : x;
+    }
+  } else {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: return x + y;
+      case ReduceOp::kProd: return x * y;
+      case ReduceOp::kMin: return y < x ? y : x;
+      case ReduceOp::kMax: return x < y ? y : x;
+    }
+  }
+  return x;
+}
+
+template <class T>
+void build(unsigned char* input, unsigned char* expected, DataType type, ReduceOp op, int rank, int nranks) {
+  T* in = reinterpret_cast<T*>(input);
+  T* want = reinterpret_cast<T*>(expected);
+  for (size_t i = 0; i < kPatternPeriod; ++i) {
+    in[i] = static_cast<T>(CheckPattern::input_value(type, op, rank, i));
+    T acc = static_cast<T>(CheckPattern::input_value(type, op, 0, i));
+    for (int r = 1; r < nranks; ++r) acc = combine(acc, static_cast<T>(CheckPattern::input_value(type, op, r, i)), op);
+    if (op == ReduceOp::kAvg) {
+      // The same arithmetic as detail::scale_avg: reciprocal for floats, division for integers.
+      if constexpr (std::is_floating_point_v<T>) acc = acc * (T(1) / static_cast<T>(nranks));
+      else acc = static_cast<T>(acc / nranks);
+    }
+    want[i] = acc;
+  }
+}
+
+template <class T>
+void fill(const unsigned char* input, void* buf, size_t count) {
+  const T* in = reinterpret_cast<const T*>(input);
+  T* out = static_cast<T*>(buf);
+  size_t j = 0;
+  for (size_t i = 0; i < count; ++i) {
+    out[i] = in[j];
+    if (++j == kPatternPeriod) j = 0;
+  }
+}
+
+template <class T>
+size_t wrong(const unsigned char* expected, const void* buf, size_t count) {
+  const T* want = reinterpret_cast<const T*>(expected);
+  const T* got = static_cast<const T*>(buf);
+  size_t bad = 0, j = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      double w = want[j], g = got[i];
+      bool good = std::fabs(g - w) <= kFloatRelTolerance * std::fmax(1.0, std::fabs(w));  // false for NaN
+      bad += good ? 0 : 1;
+    } else {
+      bad += got[i] == want[j] ? 0 : 1;
+    }
+    if (++j == kPatternPeriod) j = 0;
+  }
+  return bad;
+}
+
+// Calls F<T>::... for the C++ type of `type`.
+template <class Fn>
+auto dispatch(DataType type, Fn&& fn) {
+  switch (type) {
+    case DataType::kFloat32: return fn(float{});
+    case DataType::kFloat64: return fn(double{});
+    case DataType::kInt32: return fn(int32_t{});
+    case DataType::kInt64: return fn(int64_t{});
+    case DataType::kUint8: return fn(uint8_t{});
+  }
+  return fn(float{});
+}
+
+}  // namespace
+
+int64_t CheckPattern::input_value(DataType type, ReduceOp op, int rank, size_t i) noexcept {
+  auto r = static_cast<size_t>(rank);
+  if (op == ReduceOp::kProd) return i % 5 == r % 5 ? 2 : 1;  // 2^(ranks/5) at most
+  auto base = static_cast<int64_t>((i * 7 + r * 3) % 11);    // 0..10
+  return type == DataType::kUint8 ? base : base - 5;         // signed types: -5..5
+}
+
+CheckPattern::CheckPattern(DataType type, ReduceOp op, int rank, int nranks) : type_(type) {
+  dispatch(type, [&](auto tag) {
+    build<decltype(tag)>(input_, expected_, type, op, rank, nranks);
+    return 0;
+  });
+}
+
+void CheckPattern::fill_input(void* buf, size_t count) const noexcept {
+  dispatch(type_, [&](auto tag) {
+    fill<decltype(tag)>(input_, buf, count);
+    return 0;
+  });
+}
+
+size_t CheckPattern::count_wrong(const void* buf, size_t count) const noexcept {
+  return dispatch(type_, [&](auto tag) { return wrong<decltype(tag)>(expected_, buf, count); });
+}
+
+double CheckPattern::expected_at(size_t i) const noexcept {
+  return dispatch(type_, [&](auto tag) {
+    using T = decltype(tag);
+    return static_cast<double>(reinterpret_cast<const T*>(expected_)[i % kPatternPeriod]);
+  });
+}
+
+}  // namespace grex::perf

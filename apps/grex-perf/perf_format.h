@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// grex-perf's arithmetic and output: bus-bandwidth factors, latency statistics,
+// nccl-tests and perftest style tables, and the JSON rows of --json.
+#pragma once
+
+#include <grex/communicator.h>
+#include <grex/result.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "perf_args.h"
+
+namespace grex::perf {
+
+/// busbw / algbw for a collective on `nranks` ranks (nccl-tests PERFORMANCE.md):
+/// allreduce 2(n-1)/n; 0 for one rank. Point-to-point modes: 1.
+double busbw_factor(Mode mode, int nranks) noexcept;
+
+/// Algorithm bandwidth in GB/s (1e9 bytes) of `bytes` moved in `time_us`; 0 if time is 0.
+double algbw_gbs(size_t bytes, double time_us) noexcept;
+
+/// One placement's measurement of one collective size.
+struct CollectiveResult {
+  double time_us = 0;   ///< slowest rank's average per call
+  double algbw = 0;     ///< GB/s
+  double busbw = 0;     ///< GB/s
+  int64_t wrong = 0;    ///< wrong elements summed over ranks
+  bool checked = false; ///< false with -c 0 (printed as N/A)
+};
+
+/// The three nccl-tests header lines (group titles, column names, units).
+std::string collective_header(Placement placement);
+/// One nccl-tests row: size, count, type, redop, then each placement's group.
+std::string collective_row(size_t bytes, size_t count, DataType type, ReduceOp op,
+                           std::span<const CollectiveResult> groups);
+/// nccl-tests' time column: 2 decimals below 100 us, 1 below 10 ms, none above.
+std::string format_time_us(double us);
+
+/// Summary of per-iteration latencies (microseconds).
+struct LatencyStats {
+  double min = 0, max = 0, typical = 0, avg = 0, stdev = 0, p99 = 0, p999 = 0;
+};
+/// Computes min, max, median ("typical" in perftest), mean, population stdev and
+/// nearest-rank 99 / 99.9 percentiles. Sorts `samples_us`. Empty input gives zeros.
+LatencyStats latency_stats(std::vector<double>& samples_us);
+
+/// perftest's horizontal rule.
+std::string p2p_rule();
+/// send_bw column names; units GB/sec or Gb/sec; two extra columns with memcpy_ref.
+std::string bw_header(bool gbits, bool memcpy_ref);
+/// One send_bw row. Bandwidths are already in the header's unit; memcpy columns
+/// are printed when memcpy_gbs >= 0.
+std::string bw_row(size_t bytes, int iters, double peak, double avg, double msg_rate_mpps, double memcpy_gbs,
+                   double ratio);
+/// send_lat column names.
+std::string lat_header();
+/// One send_lat row.
+std::string lat_row(size_t bytes, int iters, const LatencyStats& s);
+
+/// A JSON scalar.
+using JsonValue = std::variant<int64_t, double, std::string>;
+/// An ordered JSON object of scalars.
+using JsonObject = std::vector<std::pair<std::string, JsonValue>>;
+/// Renders {meta..., "rows": [row, ...]} with a trailing newline.
+std::string render_json(const JsonObject& meta, const std::vector<JsonObject>& rows);
+/// Writes `text` to `path` (replacing it); kSystem with errno on failure.
+Result<void> write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace grex::perf
