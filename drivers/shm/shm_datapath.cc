@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -55,13 +56,19 @@ std::string ShmEndpoint::describe_peer() const {
 
 // ---------------------------------------------------------------- posting
 
-PostResult ShmEndpoint::post_send(std::span<const SendRequest> reqs) noexcept {
+template <class Req>
+PostResult ShmEndpoint::enqueue_out(std::span<const Req> reqs) noexcept {
   if (failed_) return {0, Errc::kPeerFailed};
   size_t n = 0;
   for (const auto& r : reqs) {
     if (out_.full()) break;
     OutOp op;
-    op.send = r;
+    if constexpr (std::is_same_v<Req, WriteRequest>) {
+      op.is_write = true;
+      op.write = r;
+    } else {
+      op.send = r;
+    }
     out_.push(op);
     ++n;
   }
@@ -69,20 +76,8 @@ PostResult ShmEndpoint::post_send(std::span<const SendRequest> reqs) noexcept {
   return {n, Errc::kOk};
 }
 
-PostResult ShmEndpoint::post_write(std::span<const WriteRequest> reqs) noexcept {
-  if (failed_) return {0, Errc::kPeerFailed};
-  size_t n = 0;
-  for (const auto& r : reqs) {
-    if (out_.full()) break;
-    OutOp op;
-    op.is_write = true;
-    op.write = r;
-    out_.push(op);
-    ++n;
-  }
-  place_out();
-  return {n, Errc::kOk};
-}
+PostResult ShmEndpoint::post_send(std::span<const SendRequest> reqs) noexcept { return enqueue_out(reqs); }
+PostResult ShmEndpoint::post_write(std::span<const WriteRequest> reqs) noexcept { return enqueue_out(reqs); }
 
 PostResult ShmEndpoint::post_recv(std::span<const RecvRequest> reqs) noexcept {
   size_t n = 0;

@@ -113,6 +113,8 @@ class ShmEndpoint final : public Endpoint {
     uint64_t last_use = 0;
   };
 
+  template <class Req>
+  PostResult enqueue_out(std::span<const Req> reqs) noexcept;
   size_t reap_rts() noexcept;
   size_t place_out() noexcept;
   bool place_send(const SendRequest& r) noexcept;

@@ -47,6 +47,8 @@ struct Communicator::Impl {
   Result<void> ensure_staging(size_t bytes);
   /// Fails fast if an earlier error broke the communicator.
   Result<void> check_usable(const char* what) const;
+  /// Argument checks shared by send and recv.
+  Result<void> check_p2p(const char* what, const void* buf, size_t bytes, int peer) const;
   /// Records a collective's outcome (marks the communicator broken on error).
   Result<void> finish(Result<void> r, const char* what);
 

@@ -220,13 +220,17 @@ static Error bad_arg(int rank, const char* what, std::string msg) {
   return Error(Errc::kInvalidArgument, std::string(what) + ": " + msg).rank(rank);
 }
 
+Result<void> Communicator::Impl::check_p2p(const char* what, const void* buf, size_t bytes, int peer) const {
+  GREX_TRY(check_usable(what));
+  if (peer < 0 || peer >= size || peer == rank)
+    return bad_arg(rank, what, "peer " + std::to_string(peer) + " is not another rank of 0.." + std::to_string(size - 1));
+  if (buf == nullptr && bytes > 0) return bad_arg(rank, what, "null buffer");
+  return ok();
+}
+
 Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_t tag) {
   Impl& c = *impl_;
-  GREX_TRY(c.check_usable("send"));
-  if (peer < 0 || peer >= c.size || peer == c.rank)
-    return bad_arg(c.rank, "send", "peer " + std::to_string(peer) + " is not another rank of 0.." +
-                                       std::to_string(c.size - 1));
-  if (buf == nullptr && bytes > 0) return bad_arg(c.rank, "send", "null buffer");
+  GREX_TRY(c.check_p2p("send", buf, bytes, peer));
   ScopedRegistration reg(c.device.get());
   GREX_TRY(reg.acquire(buf, bytes));
   auto run = [&]() -> Result<void> {
@@ -245,11 +249,7 @@ Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_
 
 Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag) {
   Impl& c = *impl_;
-  GREX_TRY(c.check_usable("recv"));
-  if (peer < 0 || peer >= c.size || peer == c.rank)
-    return bad_arg(c.rank, "recv", "peer " + std::to_string(peer) + " is not another rank of 0.." +
-                                       std::to_string(c.size - 1));
-  if (buf == nullptr && bytes > 0) return bad_arg(c.rank, "recv", "null buffer");
+  GREX_TRY(c.check_p2p("recv", buf, bytes, peer));
   ScopedRegistration reg(c.device.get());
   GREX_TRY(reg.acquire(buf, bytes));
   auto run = [&]() -> Result<void> {

@@ -38,13 +38,14 @@ static Error post_error(Errc e, int rank, int peer, const Endpoint* ep) {
   return Error(e, "transport refused the request").rank(rank).peer(peer);
 }
 
-Result<OpId> Engine::send(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag) {
+template <class Req, class Post>
+Result<OpId> Engine::post(int peer, bool is_recv, Req req, Post post_fn) {
   Endpoint* ep = (*eps_)[static_cast<size_t>(peer)].get();
-  OpId id = GREX_TRY(track(peer, false));
-  SendRequest req{mr, offset, length, tag, id};
+  OpId id = GREX_TRY(track(peer, is_recv));
+  req.context = id;
   for (;;) {
-    PostResult pr = ep->post_send({&req, 1});
-    if (pr.count == 1) break;
+    PostResult pr = post_fn(ep, std::span<const Req>(&req, 1));
+    if (pr.count == 1) return id;
     if (pr.error != Errc::kOk) {
       recs_[id % kTrack].pending = false;
       --pending_;
@@ -53,26 +54,18 @@ Result<OpId> Engine::send(int peer, const MemoryRegion* mr, uint64_t offset, uin
     }
     GREX_TRY(progress());  // queue full: make room
   }
-  posted_bytes_ += length;
+}
+
+Result<OpId> Engine::send(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag) {
+  auto id = post(peer, false, SendRequest{mr, offset, length, tag, 0},
+                 [](Endpoint* ep, std::span<const SendRequest> r) { return ep->post_send(r); });
+  if (id) posted_bytes_ += length;
   return id;
 }
 
 Result<OpId> Engine::recv(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag) {
-  Endpoint* ep = (*eps_)[static_cast<size_t>(peer)].get();
-  OpId id = GREX_TRY(track(peer, true));
-  RecvRequest req{mr, offset, length, tag, id};
-  for (;;) {
-    PostResult pr = ep->post_recv({&req, 1});
-    if (pr.count == 1) break;
-    if (pr.error != Errc::kOk) {
-      recs_[id % kTrack].pending = false;
-      --pending_;
-      --pending_per_peer_[static_cast<size_t>(peer)];
-      return post_error(pr.error, rank_, peer, ep);
-    }
-    GREX_TRY(progress());
-  }
-  return id;
+  return post(peer, true, RecvRequest{mr, offset, length, tag, 0},
+              [](Endpoint* ep, std::span<const RecvRequest> r) { return ep->post_recv(r); });
 }
 
 bool Engine::done(OpId id) const noexcept {

@@ -56,6 +56,8 @@ class Engine {
     uint64_t bytes = 0;
   };
   Result<OpId> track(int peer, bool is_recv);
+  template <class Req, class Post>
+  Result<OpId> post(int peer, bool is_recv, Req req, Post post_fn);
   Error failure(const Completion& c) const;
   Error peer_error(int peer, const Endpoint* ep) const;
   Result<void> check_peers() const;

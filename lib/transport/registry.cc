@@ -1,31 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Driver table and Device::open by name.
+// Device::open by name, over the driver table (defined in drivers/driver_table.cc).
 #include "transport/registry.h"
 
-#include "drivers/shm/shm.h"
 
 namespace grex {
-namespace detail {
-
-std::span<const DriverEntry> drivers() noexcept {
-  static const DriverEntry kDrivers[] = {
-      {"shm", &shm::open_device, ""},
-#ifdef GREX_HAVE_DPDK
-      {"dpdk", nullptr, "the DPDK driver is not implemented in this build yet"},
-#else
-      {"dpdk", nullptr, "libgrex was built without DPDK (install libdpdk-dev, configure -Ddpdk=enabled)"},
-#endif
-#ifdef GREX_HAVE_VERBS
-      {"verbs", nullptr, "the verbs driver is not implemented in this build yet"},
-#else
-      {"verbs", nullptr,
-       "libgrex was built without RDMA verbs (install libibverbs-dev librdmacm-dev, configure -Dverbs=enabled)"},
-#endif
-  };
-  return kDrivers;
-}
-
-}  // namespace detail
 
 std::vector<std::string> Device::available_drivers() {
   std::vector<std::string> out;

@@ -6,6 +6,7 @@ set -u
 CASE=$1
 GREX_RUN=$2
 STORE_CLIENT=${3:-}
+GREX_STORE_BIN=${4:-}
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/grex-launch.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
@@ -232,6 +233,36 @@ case_usage() {
   launch --help
   expect_rc 0
   expect_grep out '^Usage: grex-run -n N'
+}
+
+# A standalone grex-store serves 3 ranks started by hand (as mpirun or srun
+# would start them); a rank with the wrong token is refused with a clear error;
+# SIGTERM stops the store cleanly.
+case_standalone_store() {
+  [[ -x $GREX_STORE_BIN && -x $STORE_CLIENT ]] || fail "grex-store or store client not built"
+  GREX_JOB_TOKEN=secret-$$ "$GREX_STORE_BIN" --host 127.0.0.1 --port 0 >"$TMP/store.out" 2>"$TMP/store.err" &
+  local store_pid=$! port="" i
+  for i in $(seq 100); do
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$TMP/store.out")
+    [[ -n $port ]] && break
+    sleep 0.05
+  done
+  [[ -n $port ]] || { kill "$store_pid"; fail "grex-store printed no port: $(cat "$TMP/store.out" "$TMP/store.err")"; }
+  local pids=()
+  for r in 0 1 2; do
+    env -i PATH="$PATH" GREX_RANK=$r GREX_WORLD_SIZE=3 GREX_JOB_TOKEN=secret-$$ GREX_STORE_EXTERNAL=1 \
+      GREX_STORE_ADDR=127.0.0.1:$port "$STORE_CLIENT" >"$TMP/rank$r.out" 2>&1 &
+    pids+=($!)
+  done
+  for r in 0 1 2; do
+    wait "${pids[$r]}" || { kill "$store_pid"; cat "$TMP/rank$r.out" >&2; fail "rank $r failed"; }
+    grep -q "rank $r saw all 3 values" "$TMP/rank$r.out" || { kill "$store_pid"; fail "rank $r output"; }
+  done
+  env -i PATH="$PATH" GREX_RANK=0 GREX_WORLD_SIZE=1 GREX_JOB_TOKEN=wrong GREX_STORE_EXTERNAL=1 \
+    GREX_STORE_ADDR=127.0.0.1:$port "$STORE_CLIENT" >"$TMP/bad.out" 2>&1 && { kill "$store_pid"; fail "wrong token accepted"; }
+  grep -q "rejected this rank's job token" "$TMP/bad.out" || { kill "$store_pid"; cat "$TMP/bad.out" >&2; fail "no clear auth error"; }
+  kill -TERM "$store_pid"
+  wait "$store_pid" || fail "grex-store exited with $? on SIGTERM"
 }
 
 declare -F "case_$CASE" >/dev/null || fail "unknown case"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs the build into a temporary root and builds a small program against it
+# with only pkg-config's flags: headers, libgrex.so and grex.pc must be usable.
+#   install_consumer.sh BUILD_DIR CXX
+set -euo pipefail
+build=$1
+cxx=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+meson install -C "$build" --destdir "$tmp" --no-rebuild --quiet >/dev/null
+pc=$(find "$tmp" -name grex.pc | head -1)
+[[ -n "$pc" ]] || { echo "FAIL: grex.pc not installed"; exit 1; }
+prefix=$(sed -n 's/^prefix=//p' "$pc")
+# Point the installed .pc at the temporary root.
+sed "s|^prefix=.*|prefix=$tmp$prefix|" "$pc" > "$tmp/grex.pc"
+flags=$(PKG_CONFIG_PATH=$tmp pkg-config --cflags --libs grex)
+cat > "$tmp/consumer.cc" <<'CC'
+#include <grex/communicator.h>
+#include <cstdio>
+int main() {
+  auto drivers = grex::Device::available_drivers();
+  grex::Error e = grex::Error(grex::Errc::kTimeout, "probe").rank(1).peer(2);
+  bool shm = false;
+  for (auto& d : drivers) shm |= d == "shm";
+  std::printf("drivers: %zu, shm: %d, %s\n", drivers.size(), shm, e.message().c_str());
+  return shm && e.message() == "rank 1 -> peer 2: probe" ? 0 : 1;
+}
+CC
+# shellcheck disable=SC2086
+"$cxx" -std=c++20 "$tmp/consumer.cc" -o "$tmp/consumer" $flags
+libdir=$(dirname "$(find "$tmp" -name 'libgrex.so' | head -1)")
+LD_LIBRARY_PATH=$libdir "$tmp/consumer"
+for tool in grex-run grex-perf grex-store train; do
+  [[ -x $(find "$tmp" -name "$tool" -type f | head -1) ]] || { echo "FAIL: $tool not installed"; exit 1; }
+done
+echo "PASS"
