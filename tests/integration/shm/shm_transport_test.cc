@@ -122,6 +122,21 @@ int sizes_rank(Rank& r, bool use_alloc) {
       fill(want.data(), want.size(), i);
       RANK_CHECK(checksum(base + reqs[i].offset, kSizes[i]) == checksum(want.data(), want.size()));
     }
+    // Counters tell which path the large messages took.
+    uint64_t big = 0, total_rx = 0;
+    for (size_t sz : kSizes) {
+      total_rx += sz;
+      if (sz > 8128) big += sz;
+    }
+    uint64_t mapped = 0, cma = 0, received = 0;
+    for (auto& [name, v] : dev.counters()) {
+      if (name == "mapped_bytes") mapped = v;
+      if (name == "cma_bytes") cma = v;
+      if (name == "bytes_received") received = v;
+    }
+    RANK_CHECK(received == total_rx);
+    RANK_CHECK((use_alloc ? mapped : cma) == big);
+    RANK_CHECK((use_alloc ? cma : mapped) == 0);
   }
   RANK_OK(r.bootstrap->barrier("sz-done"));
   return 0;
