@@ -204,7 +204,11 @@ int main(int argc, char** argv) {
                 world, comm.options().backend.c_str(), a.in, a.hidden, a.classes, np,
                 static_cast<double>(np * 4) / 1e6, a.batch);
 
-  double comm_s = 0, step_s_total = 0, last_loss = 0;
+  // Timing per step: compute, then a barrier (how long this rank waits for the
+  // slowest one: load imbalance, not communication), then the allreduce.
+  double comm_s = 0, skew_s = 0, step_s_total = 0, last_loss = 0;
+  const double bytes = static_cast<double>(grad.size() * sizeof(float));
+  const double bus_factor = world > 1 ? 2.0 * (world - 1) / world : 0.0;
   for (int step = 0; step < a.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     int first = (step * a.batch) % (a.samples - a.batch + 1) + rank * local;
@@ -214,27 +218,31 @@ int main(int argc, char** argv) {
     grad[np] = static_cast<float>(loss);
     grad[np + 1] = static_cast<float>(correct);
     auto t1 = std::chrono::steady_clock::now();
-    auto st = comm.allreduce(grad.data(), grad.size(), grex::DataType::kFloat32, grex::ReduceOp::kSum);
+    auto st = comm.barrier();
     auto t2 = std::chrono::steady_clock::now();
+    if (st) st = comm.allreduce(grad.data(), grad.size(), grex::DataType::kFloat32, grex::ReduceOp::kSum);
+    auto t3 = std::chrono::steady_clock::now();
     if (!st) {
       std::fprintf(stderr, "train: step %d: %s\n", step, st.error().message().c_str());
       return 1;
     }
     const float scale = a.lr / static_cast<float>(a.batch);
     for (size_t i = 0; i < np; ++i) m.p[i] -= scale * grad[i];
-    comm_s += std::chrono::duration<double>(t2 - t1).count();
+    skew_s += std::chrono::duration<double>(t2 - t1).count();
+    comm_s += std::chrono::duration<double>(t3 - t2).count();
     step_s_total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     last_loss = grad[np] / a.batch;
     if (rank == 0 && (step % a.log_every == 0 || step == a.steps - 1)) {
-      double gbps = static_cast<double>(grad.size() * 4) * (step + 1) / comm_s / 1e9;
-      std::printf("step %4d  loss %.6f  acc %5.1f%%  allreduce %.3f GB/s (%.1f us/step)  step %.2f ms\n", step,
-                  last_loss, 100.0 * grad[np + 1] / a.batch, gbps, comm_s / (step + 1) * 1e6,
-                  step_s_total / (step + 1) * 1e3);
+      double per = comm_s / (step + 1);
+      std::printf("step %4d  loss %.6f  acc %5.1f%%  allreduce %7.1f us (algbw %.2f GB/s, busbw %.2f GB/s)  "
+                  "wait for slowest rank %6.1f us  step %.2f ms\n",
+                  step, last_loss, 100.0 * grad[np + 1] / a.batch, per * 1e6, bytes / per / 1e9,
+                  bytes / per / 1e9 * bus_factor, skew_s / (step + 1) * 1e6, step_s_total / (step + 1) * 1e3);
     }
   }
   if (rank == 0) {
-    std::printf("final loss %.6f after %d steps; %.1f%% of step time in allreduce\n", last_loss, a.steps,
-                100.0 * comm_s / step_s_total);
+    std::printf("final loss %.6f after %d steps; allreduce %.1f%% of step time, waiting for other ranks %.1f%%\n",
+                last_loss, a.steps, 100.0 * comm_s / step_s_total, 100.0 * skew_s / step_s_total);
     std::fflush(stdout);
   }
   return comm.barrier() ? 0 : 1;

@@ -2,10 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs the build into a temporary root and builds a small program against it
 # with only pkg-config's flags: headers, libgrex.so and grex.pc must be usable.
-#   install_consumer.sh BUILD_DIR CXX
+#   install_consumer.sh BUILD_DIR CXX [SANITIZE]   (SANITIZE: meson's b_sanitize, e.g. address,undefined)
 set -euo pipefail
 build=$1
 cxx=$2
+sanitize=${3:-none}
+extra=()
+# A sanitized libgrex needs a consumer built with the same runtime.
+[[ $sanitize != none && -n $sanitize ]] && extra=(-fsanitize="$sanitize")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 meson install -C "$build" --destdir "$tmp" --no-rebuild --quiet >/dev/null
@@ -28,7 +32,7 @@ int main() {
 }
 CC
 # shellcheck disable=SC2086
-"$cxx" -std=c++20 "$tmp/consumer.cc" -o "$tmp/consumer" $flags
+"$cxx" -std=c++20 "${extra[@]}" "$tmp/consumer.cc" -o "$tmp/consumer" $flags
 libdir=$(dirname "$(find "$tmp" -name 'libgrex.so' | head -1)")
 LD_LIBRARY_PATH=$libdir "$tmp/consumer"
 for tool in grex-run grex-perf grex-store train; do
