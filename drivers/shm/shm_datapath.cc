@@ -353,7 +353,10 @@ bool ShmEndpoint::write_peer(const void* src, const RemoteRegion& dst, uint64_t 
   while (put < n) {
     ssize_t k = ::process_vm_writev(peer_pid_, &l, 1, &r, 1, 0);
     if (k <= 0) {
-      cma_failed(k < 0 ? errno : EIO);
+      // A fault here means the target range is not (or no longer) mapped: the
+      // request fails with kRemoteAccess; only a vanished process fails the peer.
+      int err = k < 0 ? errno : EIO;
+      if (err == ESRCH) cma_failed(err);
       return false;
     }
     put += static_cast<size_t>(k);

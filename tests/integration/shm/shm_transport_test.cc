@@ -268,15 +268,22 @@ TEST(ShmTransport, WriteWithImmediate) {
       std::memcpy(theirs, (*all)[1].data(), sizeof(theirs));
       auto* src = static_cast<uint8_t*>((*shared)->addr());
       fill(src, kLen, 42);
-      WriteRequest w[3] = {{*shared, 0, kLen, theirs[0], kLen, 42, true, 1},
+      // A region that claims memory the target never mapped: the write must
+      // fail with kRemoteAccess and leave the connection usable.
+      RemoteRegion bogus = theirs[1];
+      bogus.addr = 0x10000;  // below any mapping
+      bogus.rkey &= 0xffff'ffffull;  // no memfd: forces the CMA path
+      WriteRequest w[4] = {{*shared, 0, kLen, theirs[0], kLen, 42, true, 1},
                            {*shared, 0, kLen, theirs[1], 3, 43, true, 2},
-                           {*shared, 0, 16, theirs[1], 2 * kLen - 8, 44, true, 3}};  // out of range
-      RANK_CHECK(link->to(1).post_write(w).count == 3);
-      RANK_CHECK(drain(dev, 3, &done));
+                           {*shared, 0, 16, theirs[1], 2 * kLen - 8, 44, true, 3},  // out of range
+                           {*shared, 0, 16, bogus, 0, 45, true, 4}};               // unmapped target
+      RANK_CHECK(link->to(1).post_write(w).count == 4);
+      RANK_CHECK(drain(dev, 4, &done));
       for (auto& c : done) {
         RANK_CHECK(c.op == Op::kWrite);
-        RANK_CHECK((c.context == 3) == (c.status == Status::kRemoteAccess));
+        RANK_CHECK((c.context >= 3) == (c.status == Status::kRemoteAccess));
       }
+      RANK_CHECK(!link->to(1).peer_failed());
     } else {
       RANK_CHECK(drain(dev, 2, &done));
       std::vector<uint8_t> want(kLen);
