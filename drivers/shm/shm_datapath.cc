@@ -45,6 +45,7 @@ ShmEndpoint::ShmEndpoint(ShmDevice* dev, int peer, Segment seg, int dir_out, pid
       arrived_(seg_.slots()) {}
 
 ShmEndpoint::~ShmEndpoint() {
+  seg_.header()->closed[dir_out_].store(1, std::memory_order_release);
   dev_->remove_endpoint(this);
   for (auto& [k, m] : maps_) ::munmap(m.base, m.bytes);
   if (pidfd_ >= 0) ::close(pidfd_);
@@ -394,8 +395,12 @@ void ShmEndpoint::check_peer() noexcept {
   }
   if (dead) {
     failed_ = true;
-    dev_->stats.peer_failures.add();
-    GREX_WARN("shm", "rank %d (pid %d) exited", peer_, static_cast<int>(peer_pid_));
+    if (seg_.header()->closed[dir_in_].load(std::memory_order_acquire) != 0) {
+      GREX_DEBUG("shm", "rank %d (pid %d) closed its connection and exited", peer_, static_cast<int>(peer_pid_));
+    } else {
+      dev_->stats.peer_failures.add();
+      GREX_WARN("shm", "rank %d (pid %d) exited without closing its connection", peer_, static_cast<int>(peer_pid_));
+    }
   }
 }
 

@@ -71,6 +71,8 @@ Result<Segment> Segment::create(const std::string& name, uint32_t slots, uint32_
   h->attached.store(0, std::memory_order_relaxed);
   h->abort_culprit[0].store(0, std::memory_order_relaxed);
   h->abort_culprit[1].store(0, std::memory_order_relaxed);
+  h->closed[0].store(0, std::memory_order_relaxed);
+  h->closed[1].store(0, std::memory_order_relaxed);
   for (int dir = 0; dir < 2; ++dir)
     for (uint32_t i = 0; i < slots; ++i) {
       auto* sl = new (s.slot(dir, i)) SlotHeader();

@@ -13,7 +13,7 @@
 namespace grex::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x67726578'73686d31ull;  // "grexshm1"
-inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr uint32_t kSegmentVersion = 2;
 inline constexpr size_t kSlotHeaderBytes = 64;
 
 /// Message kinds carried in a slot.
@@ -51,8 +51,9 @@ struct alignas(64) SegmentHeader {
   int32_t pid[2];                  // [0] lower rank, [1] higher rank
   uint64_t probe_addr[2];          // address of a probe word in each process (CMA check)
   std::atomic<int32_t> abort_culprit[2];  // culprit rank + 1 announced by each side (0: none)
+  std::atomic<uint32_t> closed[2];        // set by each side when it closes its endpoint normally
 };
-static_assert(sizeof(SegmentHeader) == 64, "segment header is a shared-memory format");
+static_assert(sizeof(SegmentHeader) == 128, "segment header is a shared-memory format");
 
 /// A mapped segment shared by ranks lo < hi. Ring 0 carries lo -> hi, ring 1 hi -> lo.
 class Segment {
