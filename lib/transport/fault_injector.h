@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// Seeded fault injection for datagram drivers (the kernel here has no netem):
+// decides, packet by packet, to drop, duplicate, delay (reorder) or corrupt.
+#pragma once
+
+#include <cstdint>
+
+namespace grex {
+
+struct FaultConfig {
+  double drop = 0;             ///< probability a packet is lost
+  double duplicate = 0;        ///< probability it is sent twice
+  double reorder = 0;          ///< probability it is held back behind later packets
+  uint32_t reorder_window = 8; ///< how many later packets overtake a held one (1..window)
+  double corrupt = 0;          ///< probability one bit is flipped
+  uint64_t seed = 1;
+  bool any() const noexcept { return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0; }
+};
+
+/// What to do with one outgoing packet.
+struct FaultDecision {
+  bool drop = false;
+  bool duplicate = false;
+  uint32_t delay = 0;        ///< send after this many later packets (0: now)
+  bool corrupt = false;
+  uint32_t corrupt_bit = 0;  ///< bit index to flip, below 8 * packet length
+};
+
+class FaultInjector {
+ public:
+  explicit FaultInjector(const FaultConfig& cfg = {}) : cfg_(cfg), state_(cfg.seed * 0x9e3779b97f4a7c15ull + 1) {}
+  const FaultConfig& config() const noexcept { return cfg_; }
+
+  /// Decides for a packet of `len` bytes.
+  FaultDecision next(uint32_t len) noexcept {
+    FaultDecision d;
+    if (!cfg_.any()) return d;
+    if (chance(cfg_.drop)) {
+      d.drop = true;
+      ++dropped_;
+      return d;
+    }
+    if (chance(cfg_.duplicate)) {
+      d.duplicate = true;
+      ++duplicated_;
+    }
+    if (chance(cfg_.reorder)) {
+      d.delay = 1 + static_cast<uint32_t>(rand() % (cfg_.reorder_window == 0 ? 1 : cfg_.reorder_window));
+      ++reordered_;
+    }
+    if (len > 0 && chance(cfg_.corrupt)) {
+      d.corrupt = true;
+      d.corrupt_bit = static_cast<uint32_t>(rand() % (8ull * len));
+      ++corrupted_;
+    }
+    return d;
+  }
+
+  uint64_t dropped() const noexcept { return dropped_; }
+  uint64_t duplicated() const noexcept { return duplicated_; }
+  uint64_t reordered() const noexcept { return reordered_; }
+  uint64_t corrupted() const noexcept { return corrupted_; }
+
+ private:
+  uint64_t rand() noexcept {  // splitmix64
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  bool chance(double p) noexcept { return p > 0 && static_cast<double>(rand() >> 11) * 0x1.0p-53 < p; }
+
+  FaultConfig cfg_;
+  uint64_t state_;
+  uint64_t dropped_ = 0, duplicated_ = 0, reordered_ = 0, corrupted_ = 0;
+};
+
+}  // namespace grex

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reliability engine for datagram drivers: one Flow per connection turns
+// posted sends, receives and writes into packets, and packets back into
+// completions, over a network that may drop, duplicate, reorder or corrupt.
+//
+// Protocol (see wire.h for the header):
+//  - Every posted receive is advertised to the peer (a reliable kData with
+//    kFlagAdvert). The sender matches its sends to adverts first-in first-out
+//    per tag, then sends the bytes straight into that receive: no unexpected
+//    messages, no receiver-side buffering, no copy but the one into the
+//    posted buffer. Writes name a registered region (rkey) and an offset.
+//  - Selective repeat: per-flow PSNs, a window of unacknowledged packets,
+//    cumulative ACK + 64-bit SACK, NACK for the first hole (fast
+//    retransmit), duplicate-ACK fast retransmit, RTO with exponential backoff.
+//    The receiver suppresses duplicates by PSN and places each payload at
+//    (message, offset), so reassembly needs no ordering.
+//  - Timing probes (kTimingReq/Resp) measure RTT minus the target's dwell
+//    time; they double as keepalives while work is pending, and a peer silent
+//    for give_up_ns fails every pending request with kPeerGone.
+// Time comes in as arguments: no clock reads, so tests drive it by hand.
+// Not thread-safe; no allocation after construction.
+#pragma once
+
+#include <grex/transport.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "transport/wire.h"
+
+namespace grex::reliable {
+
+struct Config {
+  uint32_t max_payload = 8192;           ///< payload bytes per kData packet
+  uint32_t window = 1024;                ///< packets in flight (power of two)
+  uint32_t queue_depth = 1024;           ///< posted sends, receives and writes, each
+  uint64_t rto_initial_ns = 2'000'000;   ///< first retransmission timeout
+  uint64_t rto_min_ns = 200'000;
+  uint64_t rto_max_ns = 200'000'000;
+  uint32_t dupack_threshold = 3;         ///< duplicate ACKs before a fast retransmit
+  uint32_t ack_every = 32;               ///< data packets between ACKs within one batch
+  uint64_t probe_timeout_ns = 300'000;   ///< first timing-probe timeout (doubles)
+  uint64_t keepalive_ns = 20'000'000;    ///< probe a silent peer while work is pending
+  uint64_t give_up_ns = 10'000'000'000;  ///< declare a silent peer dead
+  bool payload_crc = false;              ///< protect payloads with CRC32C too (headers always are)
+};
+
+/// A packet the flow wants on the wire: header plus a payload pointer into
+/// registered memory (zero-copy TX attaches it as an external buffer).
+struct TxPacket {
+  wire::Header hdr;
+  const uint8_t* payload = nullptr;
+  const MemoryRegion* region = nullptr;
+};
+
+/// Where incoming writes land: the device's table of registered regions.
+class RegionTable {
+ public:
+  virtual ~RegionTable() = default;
+  /// Address of [offset, offset+len) in the region with `rkey`, or nullptr.
+  virtual uint8_t* resolve(uint32_t rkey, uint64_t offset, uint64_t len) noexcept = 0;
+};
+
+struct FlowStats {
+  uint64_t data_sent = 0, retransmits = 0, fast_retransmits = 0, timeouts = 0;
+  uint64_t acks_sent = 0, acks_received = 0, nacks_sent = 0, nacks_received = 0;
+  uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0;
+  uint64_t bytes_sent = 0, bytes_received = 0;
+  uint64_t rtt_samples = 0, last_rtt_ns = 0, min_rtt_ns = 0, probe_timeouts = 0;
+};
+
+class Flow {
+ public:
+  Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int peer, RegionTable* regions);
+
+  bool post_send(const SendRequest& r) noexcept;    ///< false: queue full
+  bool post_recv(const RecvRequest& r) noexcept;    ///< false: queue full
+  bool post_write(const WriteRequest& r) noexcept;  ///< false: queue full
+
+  /// A decoded, validated packet whose header names this flow.
+  void on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns) noexcept;
+  /// Packets to transmit now (control first, then retransmissions, then new data).
+  size_t poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept;
+  /// Finished requests.
+  size_t poll_completions(std::span<Completion> out) noexcept;
+
+  /// Fails every pending request with `why` (peer gone, endpoint closed).
+  void fail_all(Status why) noexcept;
+  bool failed() const noexcept { return failed_; }
+  /// Culprit rank the peer named in an abort (kClose with kFlagAbort), or -1.
+  int peer_abort_culprit() const noexcept { return abort_culprit_; }
+  /// Queues a kClose (with kFlagAbort and culprit when culprit >= 0).
+  void close(int culprit) noexcept;
+  /// Nothing posted or in flight.
+  bool idle() const noexcept;
+  const FlowStats& stats() const noexcept { return stats_; }
+  uint32_t local_flow() const noexcept { return local_flow_; }
+
+ private:
+  enum class Kind : uint8_t { kSend, kWrite, kAdvert };
+  struct TxMsg {  // an outbound message being segmented / awaiting ACKs
+    Kind kind = Kind::kSend;
+    bool done = false;
+    uint16_t flags = 0;
+    uint32_t msg_id = 0;
+    const uint8_t* src = nullptr;
+    const MemoryRegion* region = nullptr;
+    uint64_t wire_len = 0;   // msg_len on the wire
+    uint64_t send_len = 0;   // bytes actually sent (<= advertised buffer)
+    uint64_t next = 0;       // next offset to segment
+    uint64_t base_offset = 0;  // writes: remote offset of byte 0; adverts: ordinal
+    uint64_t tag = 0;
+    uint64_t context = 0;
+    uint32_t pkts = 0, pkts_acked = 0;
+    bool segmented = false;
+    Status status = Status::kSuccess;
+  };
+  struct Slot {  // one packet in the send window
+    bool used = false, acked = false;
+    uint32_t msg = 0;      // index into txmsgs_
+    uint64_t offset = 0;   // within the message
+    uint32_t len = 0;
+    uint64_t sent_ns = 0;
+    uint32_t sends = 0;
+  };
+  struct RxRecv {  // a posted receive, indexed by its advert sequence
+    RecvRequest req;
+    bool used = false, done = false, reported = false;
+    uint64_t expect = 0, got = 0, msg_len = 0;
+    uint64_t tag = 0;
+    Status status = Status::kSuccess;
+  };
+  struct RxWrite {  // an incoming write being reassembled
+    uint32_t msg_id = 0;
+    bool used = false;
+    uint64_t got = 0, len = 0, offset = 0;
+    uint64_t tag = 0;
+    uint16_t flags = 0;
+  };
+  struct Advert {
+    uint32_t seq = 0;
+    uint64_t len = 0;
+    uint64_t tag = 0;
+    bool held = false;  // in the reorder buffer: arrived before an earlier advert
+  };
+  struct Ctrl {
+    wire::Header hdr;
+  };
+
+  // tx side (reliable_tx.cc)
+  void match_sends() noexcept;
+  bool next_data(TxPacket* p, uint64_t now_ns) noexcept;
+  void fill_data(TxPacket* p, uint32_t psn, uint64_t now_ns) noexcept;
+  void on_ack(uint32_t ack, uint64_t sack, bool is_dup_candidate, uint64_t now_ns) noexcept;
+  void ack_psn(uint32_t psn) noexcept;
+  void retire_msgs() noexcept;
+  void queue_retransmit(uint32_t psn) noexcept;
+  uint64_t rto_ns() const noexcept;
+  // rx side (reliable_rx.cc)
+  void on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_ns) noexcept;
+  void on_advert(const wire::Header& h) noexcept;
+  void place(const wire::Header& h, const uint8_t* payload) noexcept;
+  void place_write(const wire::Header& h, const uint8_t* payload) noexcept;
+  void on_timing(const wire::Header& h, uint64_t now_ns) noexcept;
+  bool rx_seen(uint32_t psn) const noexcept;
+  void rx_mark(uint32_t psn) noexcept;
+  void push_ctrl(const wire::Header& h) noexcept;
+  wire::Header make(wire::Type t) const noexcept;
+  uint64_t sack_bits() const noexcept;
+  bool pending_work() const noexcept;
+
+  Config cfg_;
+  uint32_t local_flow_, remote_flow_;
+  int peer_;
+  RegionTable* regions_;
+  FlowStats stats_;
+  bool failed_ = false;
+  int abort_culprit_ = -1;
+
+  // tx
+  std::vector<SendRequest> sends_;  // posted, unmatched (ring)
+  size_t sends_head_ = 0, sends_n_ = 0;
+  std::vector<WriteRequest> writes_;
+  size_t writes_head_ = 0, writes_n_ = 0;
+  std::vector<Advert> adverts_;  // from the peer, unmatched, in ordinal order (ring)
+  size_t adverts_head_ = 0, adverts_n_ = 0;
+  std::vector<Advert> early_;    // adverts that overtook an earlier one, by ordinal
+  uint64_t advert_expected_ = 0; // next ordinal to admit
+  uint64_t next_advert_ordinal_ = 0;
+  std::vector<TxMsg> txmsgs_;  // ring
+  size_t tx_head_ = 0, tx_n_ = 0, tx_seg_ = 0;  // tx_seg_: first message not fully segmented (offset from head)
+  std::vector<Slot> win_;
+  uint32_t snd_una_ = 0, snd_nxt_ = 0;
+  std::vector<uint32_t> retx_;  // psns to retransmit (ring)
+  size_t retx_head_ = 0, retx_n_ = 0;
+  uint32_t last_ack_ = 0, dupacks_ = 0;
+  uint64_t rto_backoff_ = 1;
+  uint32_t next_advert_seq_ = 0, next_write_id_ = 0;
+  std::vector<Completion> done_;  // completions not yet polled (ring)
+  size_t done_head_ = 0, done_n_ = 0;
+
+  // rx
+  std::vector<RxRecv> recvs_;
+  uint32_t recv_head_ = 0, recv_next_ = 0;  // advert sequences: oldest unreported, next to post
+  std::vector<RxWrite> rxwrites_;
+  uint32_t rcv_nxt_ = 0;
+  std::vector<uint64_t> rcv_bits_;  // received psns in [rcv_nxt_, rcv_nxt_ + window)
+  uint32_t unacked_rx_ = 0;
+  bool ack_due_ = false;
+  uint32_t nacked_psn_ = UINT32_MAX;
+  uint64_t nack_ns_ = 0;
+  uint64_t last_rx_ns_ = 0;
+  std::vector<Ctrl> ctrl_;  // control packets to send (ring)
+  size_t ctrl_head_ = 0, ctrl_n_ = 0;
+
+  // timing probes
+  bool probe_out_ = false;
+  uint32_t probe_seq_ = 0;
+  uint64_t probe_sent_ns_ = 0, probe_timeout_ns_ = 0;
+  bool sent_since_reply_ = true;
+};
+
+}  // namespace grex::reliable

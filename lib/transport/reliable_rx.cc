@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reliable flow, receiving side: receive advertisements, duplicate
+// suppression by PSN, placement at (message, offset), ACK/NACK generation,
+// timing-probe echoes.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/reliable_flow.h"
+
+namespace grex::reliable {
+
+bool Flow::post_recv(const RecvRequest& r) noexcept {
+  if (failed_ || recv_next_ - recv_head_ >= recvs_.size() || tx_n_ >= txmsgs_.size() - 1) return false;
+  uint32_t seq = recv_next_++;
+  RxRecv& x = recvs_[seq % recvs_.size()];
+  x = RxRecv{};
+  x.req = r;
+  x.used = true;
+  x.tag = r.tag;
+  if (r.length > 0 && (r.region == nullptr || r.offset > r.region->length() ||
+                       r.length > r.region->length() - r.offset)) {
+    x.done = true;
+    x.status = Status::kLocalError;
+    return true;  // reported by poll_completions; never advertised
+  }
+  // Advertise it: a reliable, payload-free kData the peer matches sends against.
+  TxMsg& m = txmsgs_[(tx_head_ + tx_n_++) % txmsgs_.size()];
+  m = TxMsg{};
+  m.kind = Kind::kAdvert;
+  m.msg_id = seq;
+  m.base_offset = next_advert_ordinal_++;
+  m.wire_len = r.length;
+  m.tag = r.tag;
+  return true;
+}
+
+bool Flow::rx_seen(uint32_t psn) const noexcept {
+  uint32_t d = psn - rcv_nxt_;
+  return (rcv_bits_[(psn % cfg_.window) / 64] >> (psn % 64)) & 1 && d < cfg_.window;
+}
+
+void Flow::rx_mark(uint32_t psn) noexcept { rcv_bits_[(psn % cfg_.window) / 64] |= 1ull << (psn % 64); }
+
+uint64_t Flow::sack_bits() const noexcept {
+  uint64_t bits = 0;
+  for (uint32_t i = 0; i < 64 && i + 1 < cfg_.window; ++i) {
+    uint32_t psn = rcv_nxt_ + 1 + i;
+    if ((rcv_bits_[(psn % cfg_.window) / 64] >> (psn % 64)) & 1) bits |= 1ull << i;
+  }
+  return bits;
+}
+
+void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns) noexcept {
+  if (failed_) return;
+  last_rx_ns_ = now_ns;
+  switch (h.type) {
+    case wire::Type::kData:
+      on_ack(h.ack, h.sack, false, now_ns);
+      on_data(h, payload, now_ns);
+      break;
+    case wire::Type::kAck:
+      ++stats_.acks_received;
+      on_ack(h.ack, h.sack, true, now_ns);
+      break;
+    case wire::Type::kNack:
+      ++stats_.nacks_received;
+      on_ack(h.ack, h.sack, false, now_ns);
+      queue_retransmit(h.psn);
+      ++stats_.fast_retransmits;
+      break;
+    case wire::Type::kTimingReq:
+    case wire::Type::kTimingResp:
+      on_timing(h, now_ns);
+      break;
+    case wire::Type::kClose:
+      if ((h.flags & wire::kFlagAbort) != 0 && h.msg_id > 0) abort_culprit_ = static_cast<int>(h.msg_id) - 1;
+      fail_all(Status::kPeerGone);
+      break;
+    case wire::Type::kConnect:
+    case wire::Type::kConnectAck:
+      break;  // handled by the driver before the flow exists
+  }
+}
+
+void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_ns) noexcept {
+  uint32_t d = h.psn - rcv_nxt_;
+  if (static_cast<int32_t>(d) < 0 || rx_seen(h.psn)) {
+    ++stats_.duplicates;
+    ack_due_ = true;  // our ACK may have been lost: repeat it
+    return;
+  }
+  if (d >= cfg_.window) {
+    ++stats_.out_of_window;
+    return;
+  }
+  rx_mark(h.psn);
+  if ((h.flags & wire::kFlagAdvert) != 0) {
+    on_advert(h);
+  } else if ((h.flags & wire::kFlagWrite) != 0) {
+    place_write(h, payload);
+  } else {
+    place(h, payload);
+  }
+  // Advance the cumulative point over everything that has arrived.
+  while ((rcv_bits_[(rcv_nxt_ % cfg_.window) / 64] >> (rcv_nxt_ % 64)) & 1) {
+    rcv_bits_[(rcv_nxt_ % cfg_.window) / 64] &= ~(1ull << (rcv_nxt_ % 64));
+    ++rcv_nxt_;
+  }
+  if (sack_bits() != 0) {
+    // Packets above a hole at rcv_nxt_: ask for it, once per rto_min per hole.
+    if (nacked_psn_ != rcv_nxt_ || now_ns - nack_ns_ > cfg_.rto_min_ns) {
+      wire::Header n = make(wire::Type::kNack);
+      n.psn = rcv_nxt_;
+      n.ack = rcv_nxt_;
+      n.sack = sack_bits();
+      push_ctrl(n);
+      ++stats_.nacks_sent;
+      nacked_psn_ = rcv_nxt_;
+      nack_ns_ = now_ns;
+    }
+  }
+  ack_due_ = true;
+  if (++unacked_rx_ >= cfg_.ack_every) {
+    wire::Header a = make(wire::Type::kAck);
+    a.ack = rcv_nxt_;
+    a.sack = sack_bits();
+    push_ctrl(a);
+    ++stats_.acks_sent;
+    unacked_rx_ = 0;
+    ack_due_ = false;
+  }
+}
+
+void Flow::on_advert(const wire::Header& h) noexcept {
+  // Matching is first-in first-out per tag in the order receives were posted,
+  // so adverts are admitted strictly by ordinal; early ones wait.
+  uint64_t d = h.offset - advert_expected_;
+  if (h.offset < advert_expected_ || d >= early_.size()) {
+    ++stats_.bad_placement;
+    return;
+  }
+  early_[h.offset % early_.size()] = Advert{h.msg_id, h.msg_len, h.tag, true};
+  bool admitted = false;
+  while (early_[advert_expected_ % early_.size()].held && adverts_n_ < adverts_.size()) {
+    Advert& a = early_[advert_expected_ % early_.size()];
+    a.held = false;
+    adverts_[(adverts_head_ + adverts_n_++) % adverts_.size()] = a;
+    ++advert_expected_;
+    admitted = true;
+  }
+  if (admitted) match_sends();
+}
+
+void Flow::place(const wire::Header& h, const uint8_t* payload) noexcept {
+  // msg_id names one of our receive sequences that the peer has seen advertised.
+  uint32_t seq = h.msg_id;
+  if (seq - recv_head_ >= recv_next_ - recv_head_) {
+    ++stats_.bad_placement;  // not a live receive: drop (counted), never trusted
+    return;
+  }
+  RxRecv& r = recvs_[seq % recvs_.size()];
+  if (!r.used || r.done) {
+    ++stats_.bad_placement;
+    return;
+  }
+  if (r.msg_len == 0 && r.got == 0) {
+    r.msg_len = h.msg_len;
+    r.expect = std::min<uint64_t>(h.msg_len, r.req.length);
+  } else if (r.msg_len != h.msg_len) {
+    ++stats_.bad_placement;  // packets of one message disagree on its length
+    return;
+  }
+  if (h.offset + h.payload_len > r.expect) {
+    ++stats_.bad_placement;
+    return;
+  }
+  if (h.payload_len > 0)
+    std::memcpy(static_cast<uint8_t*>(r.req.region->addr()) + r.req.offset + h.offset, payload, h.payload_len);
+  r.got += h.payload_len;
+  stats_.bytes_received += h.payload_len;
+  if (r.got == r.expect) {
+    r.done = true;
+    r.status = h.msg_len > r.req.length ? Status::kTruncated : Status::kSuccess;
+  }
+}
+
+void Flow::place_write(const wire::Header& h, const uint8_t* payload) noexcept {
+  uint32_t rkey = static_cast<uint32_t>(h.tag >> 32);
+  RxWrite& w = rxwrites_[h.msg_id % rxwrites_.size()];
+  if (!w.used || w.msg_id != h.msg_id) w = RxWrite{h.msg_id, true, 0, h.msg_len, 0, h.tag, h.flags};
+  uint8_t* dst = regions_ != nullptr ? regions_->resolve(rkey, h.remote + h.offset, h.payload_len) : nullptr;
+  Status st = Status::kSuccess;
+  if (h.payload_len > 0) {
+    if (dst == nullptr) {
+      ++stats_.bad_placement;
+      st = Status::kRemoteAccess;
+    } else {
+      std::memcpy(dst, payload, h.payload_len);
+    }
+  }
+  w.got += h.payload_len;
+  stats_.bytes_received += h.payload_len;
+  if (st != Status::kSuccess || w.got >= w.len) {
+    if ((w.flags & wire::kFlagImm) != 0 && done_n_ < done_.size())
+      done_[(done_head_ + done_n_++) % done_.size()] =
+          Completion{0, w.len, 0, peer_, static_cast<uint32_t>(w.tag), Op::kRemoteWrite, st};
+    w.used = false;
+  }
+}
+
+void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
+  if (h.type == wire::Type::kTimingReq) {
+    // Answer at once: echo the sender's timestamp, our receive time, our byte count.
+    wire::Header r = make(wire::Type::kTimingResp);
+    r.psn = h.psn;
+    r.timestamp = h.timestamp;
+    r.offset = now_ns;
+    r.tag = stats_.bytes_received;
+    push_ctrl(r);
+    return;
+  }
+  if (!probe_out_ || h.psn != probe_seq_ || h.msg_len < h.offset) return;  // stale or bogus reply
+  uint64_t dwell = h.msg_len - h.offset;
+  uint64_t total = now_ns - h.timestamp;
+  if (h.timestamp > now_ns || dwell > total) return;
+  stats_.last_rtt_ns = total - dwell;
+  if (stats_.rtt_samples == 0 || stats_.last_rtt_ns < stats_.min_rtt_ns) stats_.min_rtt_ns = stats_.last_rtt_ns;
+  ++stats_.rtt_samples;
+  probe_out_ = false;
+  probe_timeout_ns_ = cfg_.probe_timeout_ns;
+}
+
+}  // namespace grex::reliable

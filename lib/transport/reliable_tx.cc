@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reliable flow, sending side: posting, matching sends to adverts,
+// segmentation, the send window, ACK/NACK handling, retransmission, probes.
+#include <algorithm>
+
+#include "transport/reliable_flow.h"
+
+namespace grex::reliable {
+
+Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int peer, RegionTable* regions)
+    : cfg_(cfg),
+      local_flow_(local_flow),
+      remote_flow_(remote_flow),
+      peer_(peer),
+      regions_(regions),
+      sends_(cfg.queue_depth),
+      writes_(cfg.queue_depth),
+      adverts_(cfg.queue_depth * 2),
+      early_(cfg.window),
+      txmsgs_(cfg.queue_depth * 3),
+      win_(cfg.window),
+      retx_(cfg.window),
+      done_(cfg.queue_depth * 3),
+      recvs_(cfg.queue_depth),
+      rxwrites_(cfg.queue_depth),
+      rcv_bits_((cfg.window + 63) / 64, 0),
+      ctrl_(256) {
+  probe_timeout_ns_ = cfg_.probe_timeout_ns;
+}
+
+wire::Header Flow::make(wire::Type t) const noexcept {
+  wire::Header h;
+  h.type = t;
+  h.flow = remote_flow_;
+  return h;
+}
+
+void Flow::push_ctrl(const wire::Header& h) noexcept {
+  if (ctrl_n_ == ctrl_.size()) {  // keep the newest: an old ACK is superseded anyway
+    ctrl_head_ = (ctrl_head_ + 1) % ctrl_.size();
+    --ctrl_n_;
+  }
+  ctrl_[(ctrl_head_ + ctrl_n_++) % ctrl_.size()].hdr = h;
+}
+
+bool Flow::post_send(const SendRequest& r) noexcept {
+  if (failed_ || sends_n_ == sends_.size() || tx_n_ >= txmsgs_.size() - 1) return false;
+  sends_[(sends_head_ + sends_n_++) % sends_.size()] = r;
+  match_sends();
+  return true;
+}
+
+bool Flow::post_write(const WriteRequest& r) noexcept {
+  if (failed_ || tx_n_ >= txmsgs_.size() - 1) return false;
+  TxMsg& m = txmsgs_[(tx_head_ + tx_n_++) % txmsgs_.size()];
+  m = TxMsg{};
+  m.kind = Kind::kWrite;
+  m.flags = wire::kFlagWrite | (r.with_imm ? wire::kFlagImm : 0);
+  m.msg_id = next_write_id_++;
+  m.src = r.region != nullptr ? static_cast<const uint8_t*>(r.region->addr()) + r.offset : nullptr;
+  m.region = r.region;
+  m.wire_len = m.send_len = r.length;
+  m.base_offset = r.remote_offset;
+  m.tag = (static_cast<uint64_t>(static_cast<uint32_t>(r.remote.rkey)) << 32) | r.imm;
+  m.context = r.context;
+  if (r.length > 0 && (r.region == nullptr || r.offset > r.region->length() ||
+                       r.length > r.region->length() - r.offset)) {
+    m.done = true;
+    m.status = Status::kLocalError;
+    m.segmented = true;
+  } else if (r.remote_offset > r.remote.length || r.length > r.remote.length - r.remote_offset) {
+    m.done = true;
+    m.status = Status::kRemoteAccess;
+    m.segmented = true;
+  }
+  retire_msgs();
+  return true;
+}
+
+void Flow::match_sends() noexcept {
+  // Each posted send, oldest first, takes the oldest advert with its tag.
+  for (size_t i = 0; i < sends_n_;) {
+    SendRequest& s = sends_[(sends_head_ + i) % sends_.size()];
+    size_t k = 0;
+    while (k < adverts_n_ && adverts_[(adverts_head_ + k) % adverts_.size()].tag != s.tag) ++k;
+    if (k == adverts_n_ || tx_n_ >= txmsgs_.size() - 1) {
+      ++i;
+      continue;
+    }
+    Advert a = adverts_[(adverts_head_ + k) % adverts_.size()];
+    for (size_t j = k; j + 1 < adverts_n_; ++j)
+      adverts_[(adverts_head_ + j) % adverts_.size()] = adverts_[(adverts_head_ + j + 1) % adverts_.size()];
+    --adverts_n_;
+    TxMsg& m = txmsgs_[(tx_head_ + tx_n_++) % txmsgs_.size()];
+    m = TxMsg{};
+    m.kind = Kind::kSend;
+    m.msg_id = a.seq;
+    m.region = s.region;
+    m.src = s.region != nullptr ? static_cast<const uint8_t*>(s.region->addr()) + s.offset : nullptr;
+    m.wire_len = s.length;
+    m.send_len = std::min<uint64_t>(s.length, a.len);  // the receiver reports truncation
+    m.tag = s.tag;
+    m.context = s.context;
+    if (s.length > 0 && (s.region == nullptr || s.offset > s.region->length() ||
+                         s.length > s.region->length() - s.offset)) {
+      m.done = m.segmented = true;
+      m.status = Status::kLocalError;
+    }
+    for (size_t j = i; j + 1 < sends_n_; ++j)
+      sends_[(sends_head_ + j) % sends_.size()] = sends_[(sends_head_ + j + 1) % sends_.size()];
+    --sends_n_;
+  }
+  retire_msgs();
+}
+
+// Picks the next unsent piece of the oldest message that still has bytes to
+// segment. Every message, even an empty one, sends at least one packet.
+bool Flow::next_data(TxPacket* p, uint64_t now_ns) noexcept {
+  if (snd_nxt_ - snd_una_ >= cfg_.window) return false;
+  while (tx_seg_ < tx_n_) {
+    uint32_t mi = static_cast<uint32_t>((tx_head_ + tx_seg_) % txmsgs_.size());
+    TxMsg& m = txmsgs_[mi];
+    if (m.segmented) {
+      ++tx_seg_;
+      continue;
+    }
+    uint32_t psn = snd_nxt_++;
+    Slot& s = win_[psn % cfg_.window];
+    s = Slot{true, false, mi, m.next, static_cast<uint32_t>(std::min<uint64_t>(cfg_.max_payload, m.send_len - m.next)),
+             now_ns, 1};
+    if (m.kind == Kind::kAdvert) s.len = 0;
+    m.next += s.len;
+    ++m.pkts;
+    if (m.next >= m.send_len) m.segmented = true;
+    fill_data(p, psn, now_ns);
+    ++stats_.data_sent;
+    stats_.bytes_sent += s.len;
+    sent_since_reply_ = true;
+    return true;
+  }
+  return false;
+}
+
+void Flow::fill_data(TxPacket* p, uint32_t psn, uint64_t now_ns) noexcept {
+  const Slot& s = win_[psn % cfg_.window];
+  const TxMsg& m = txmsgs_[s.msg];
+  wire::Header h = make(wire::Type::kData);
+  h.psn = psn;
+  h.ack = rcv_nxt_;
+  h.sack = sack_bits();
+  h.msg_id = m.msg_id;
+  h.payload_len = s.len;
+  h.timestamp = now_ns;
+  h.tag = m.tag;
+  if (m.kind == Kind::kAdvert) {
+    h.flags = wire::kFlagAdvert;
+    h.msg_len = m.wire_len;
+    h.offset = m.base_offset;  // ordinal
+  } else if (m.kind == Kind::kWrite) {
+    h.flags = m.flags;
+    h.offset = s.offset;
+    h.msg_len = m.wire_len;
+    h.remote = m.base_offset;
+  } else {
+    // A send carries its true length; it only sends what fits the advertised
+    // buffer, and the receiver reports kTruncated when msg_len exceeds it.
+    h.offset = s.offset;
+    h.msg_len = m.wire_len;
+  }
+  if (cfg_.payload_crc) h.flags |= wire::kFlagPayloadCrc;
+  p->hdr = h;
+  p->payload = s.len > 0 ? m.src + s.offset : nullptr;
+  p->region = m.region;
+  ack_due_ = false;  // the ACK rides along
+  unacked_rx_ = 0;
+}
+
+void Flow::ack_psn(uint32_t psn) noexcept {
+  Slot& s = win_[psn % cfg_.window];
+  if (!s.used || s.acked) return;
+  s.acked = true;
+  TxMsg& m = txmsgs_[s.msg];
+  if (++m.pkts_acked == m.pkts && m.segmented) m.done = true;
+}
+
+void Flow::retire_msgs() noexcept {
+  while (tx_n_ > 0) {
+    TxMsg& m = txmsgs_[tx_head_];
+    if (!m.done) break;
+    if (m.kind != Kind::kAdvert && done_n_ < done_.size()) {
+      Op op = m.kind == Kind::kWrite ? Op::kWrite : Op::kSend;
+      uint64_t bytes = m.status == Status::kSuccess ? m.send_len : 0;
+      done_[(done_head_ + done_n_++) % done_.size()] =
+          Completion{m.context, bytes, m.kind == Kind::kSend ? m.tag : 0, peer_,
+                     static_cast<uint32_t>(m.tag), op, m.status};
+    }
+    tx_head_ = (tx_head_ + 1) % txmsgs_.size();
+    --tx_n_;
+    if (tx_seg_ > 0) --tx_seg_;
+  }
+}
+
+void Flow::on_ack(uint32_t ack, uint64_t sack, bool dup_candidate, uint64_t now_ns) noexcept {
+  (void)now_ns;
+  if (static_cast<int32_t>(ack - snd_una_) < 0 || static_cast<int32_t>(snd_nxt_ - ack) < 0) return;  // stale/bogus
+  bool progress = ack != snd_una_;
+  for (uint32_t p = snd_una_; p != ack; ++p) ack_psn(p);
+  for (int i = 0; i < 64 && sack != 0; ++i)
+    if ((sack >> i) & 1) {
+      uint32_t p = ack + 1 + static_cast<uint32_t>(i);
+      if (static_cast<int32_t>(snd_nxt_ - p) > 0) ack_psn(p);
+    }
+  while (snd_una_ != snd_nxt_ && win_[snd_una_ % cfg_.window].acked) {
+    win_[snd_una_ % cfg_.window].used = false;
+    ++snd_una_;
+  }
+  if (progress) {
+    rto_backoff_ = 1;
+    dupacks_ = 0;
+  } else if (dup_candidate && sack != 0 && ack == last_ack_ && snd_una_ != snd_nxt_) {
+    if (++dupacks_ == cfg_.dupack_threshold) {
+      queue_retransmit(snd_una_);
+      ++stats_.fast_retransmits;
+    }
+  }
+  last_ack_ = ack;
+  retire_msgs();
+}
+
+void Flow::queue_retransmit(uint32_t psn) noexcept {
+  if (static_cast<int32_t>(psn - snd_una_) < 0 || static_cast<int32_t>(snd_nxt_ - psn) <= 0) return;
+  const Slot& s = win_[psn % cfg_.window];
+  if (!s.used || s.acked) return;
+  for (size_t i = 0; i < retx_n_; ++i)
+    if (retx_[(retx_head_ + i) % retx_.size()] == psn) return;
+  if (retx_n_ < retx_.size()) retx_[(retx_head_ + retx_n_++) % retx_.size()] = psn;
+}
+
+uint64_t Flow::rto_ns() const noexcept {
+  uint64_t base = cfg_.rto_initial_ns;
+  if (stats_.rtt_samples > 0) base = std::max<uint64_t>(cfg_.rto_min_ns, 4 * stats_.last_rtt_ns + 100'000);
+  return std::min<uint64_t>(cfg_.rto_max_ns, base * rto_backoff_);
+}
+
+bool Flow::pending_work() const noexcept {
+  return tx_n_ > 0 || sends_n_ > 0 || recv_next_ != recv_head_;
+}
+
+bool Flow::idle() const noexcept { return !pending_work() && snd_una_ == snd_nxt_ && done_n_ == 0; }
+
+size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
+  if (last_rx_ns_ == 0) last_rx_ns_ = now_ns;
+  size_t n = 0;
+  if (failed_) {
+    while (n < out.size() && ctrl_n_ > 0) {  // a final kClose may still go out
+      out[n++] = TxPacket{ctrl_[ctrl_head_].hdr, nullptr, nullptr};
+      ctrl_head_ = (ctrl_head_ + 1) % ctrl_.size();
+      --ctrl_n_;
+    }
+    return n;
+  }
+  // A peer silent for too long while we wait on it is gone.
+  if (pending_work() && now_ns - last_rx_ns_ > cfg_.give_up_ns) {
+    fail_all(Status::kPeerGone);
+    return 0;
+  }
+  if (ack_due_) {
+    wire::Header h = make(wire::Type::kAck);
+    h.ack = rcv_nxt_;
+    h.sack = sack_bits();
+    push_ctrl(h);
+    ++stats_.acks_sent;
+    ack_due_ = false;
+    unacked_rx_ = 0;
+  }
+  while (n < out.size() && ctrl_n_ > 0) {
+    TxPacket& p = out[n++];
+    p = TxPacket{ctrl_[ctrl_head_].hdr, nullptr, nullptr};
+    if (p.hdr.type == wire::Type::kTimingResp) p.hdr.msg_len = now_ns;  // reply tx time, as late as possible
+    ctrl_head_ = (ctrl_head_ + 1) % ctrl_.size();
+    --ctrl_n_;
+  }
+  // Timing probe: one outstanding; the next after the first send following a
+  // reply; also a keepalive while we wait on a quiet peer.
+  if (probe_out_ && now_ns - probe_sent_ns_ > probe_timeout_ns_) {
+    probe_out_ = false;
+    ++stats_.probe_timeouts;
+    probe_timeout_ns_ = std::min<uint64_t>(probe_timeout_ns_ * 2, 100'000'000);
+  }
+  bool keepalive = pending_work() && now_ns - last_rx_ns_ > cfg_.keepalive_ns;
+  if (!probe_out_ && n < out.size() && ((sent_since_reply_ && snd_nxt_ != snd_una_) || keepalive)) {
+    wire::Header h = make(wire::Type::kTimingReq);
+    h.psn = ++probe_seq_;
+    h.timestamp = now_ns;
+    out[n++] = TxPacket{h, nullptr, nullptr};
+    probe_out_ = true;
+    probe_sent_ns_ = now_ns;
+    sent_since_reply_ = false;
+  }
+  // RTO on the oldest unacknowledged packet.
+  if (snd_una_ != snd_nxt_) {
+    const Slot& s = win_[snd_una_ % cfg_.window];
+    if (s.used && !s.acked && now_ns - s.sent_ns > rto_ns()) {
+      queue_retransmit(snd_una_);
+      ++stats_.timeouts;
+      rto_backoff_ = std::min<uint64_t>(rto_backoff_ * 2, 1024);
+    }
+  }
+  while (n < out.size() && retx_n_ > 0) {
+    uint32_t psn = retx_[retx_head_];
+    retx_head_ = (retx_head_ + 1) % retx_.size();
+    --retx_n_;
+    Slot& s = win_[psn % cfg_.window];
+    if (!s.used || s.acked) continue;
+    s.sent_ns = now_ns;
+    ++s.sends;
+    fill_data(&out[n++], psn, now_ns);
+    ++stats_.retransmits;
+  }
+  while (n < out.size() && next_data(&out[n], now_ns)) ++n;
+  return n;
+}
+
+size_t Flow::poll_completions(std::span<Completion> out) noexcept {
+  size_t n = 0;
+  while (n < out.size() && done_n_ > 0) {
+    out[n++] = done_[done_head_];
+    done_head_ = (done_head_ + 1) % done_.size();
+    --done_n_;
+  }
+  // Receives finish out of order (different tags); report each once, and
+  // free ring slots from the oldest.
+  for (uint32_t s = recv_head_; s != recv_next_ && n < out.size(); ++s) {
+    RxRecv& r = recvs_[s % recvs_.size()];
+    if (r.done && !r.reported) {
+      out[n++] = Completion{r.req.context, r.got, r.tag, peer_, 0, Op::kRecv, r.status};
+      r.reported = true;
+    }
+  }
+  while (recv_head_ != recv_next_ && recvs_[recv_head_ % recvs_.size()].reported) {
+    recvs_[recv_head_ % recvs_.size()].used = false;
+    ++recv_head_;
+  }
+  return n;
+}
+
+void Flow::fail_all(Status why) noexcept {
+  failed_ = true;
+  auto push = [&](const Completion& c) {
+    if (done_n_ < done_.size()) done_[(done_head_ + done_n_++) % done_.size()] = c;
+  };
+  for (size_t i = 0; i < tx_n_; ++i) {
+    TxMsg& m = txmsgs_[(tx_head_ + i) % txmsgs_.size()];
+    if (m.kind == Kind::kAdvert) continue;
+    push(Completion{m.context, 0, m.kind == Kind::kSend ? m.tag : 0, peer_, 0,
+                    m.kind == Kind::kWrite ? Op::kWrite : Op::kSend, m.done ? m.status : why});
+  }
+  tx_n_ = tx_seg_ = 0;
+  for (size_t i = 0; i < sends_n_; ++i) {
+    const SendRequest& s = sends_[(sends_head_ + i) % sends_.size()];
+    push(Completion{s.context, 0, s.tag, peer_, 0, Op::kSend, why});
+  }
+  sends_n_ = 0;
+  for (uint32_t s = recv_head_; s != recv_next_; ++s) {
+    RxRecv& r = recvs_[s % recvs_.size()];
+    if (!r.reported) push(Completion{r.req.context, r.done ? r.got : 0, r.tag, peer_, 0, Op::kRecv,
+                                     r.done ? r.status : why});
+    r.used = false;
+  }
+  recv_head_ = recv_next_;
+  retx_n_ = 0;
+  snd_una_ = snd_nxt_;
+}
+
+void Flow::close(int culprit) noexcept {
+  wire::Header h = make(wire::Type::kClose);
+  if (culprit >= 0) {
+    h.flags = wire::kFlagAbort;
+    h.msg_id = static_cast<uint32_t>(culprit + 1);
+  }
+  push_ctrl(h);
+}
+
+}  // namespace grex::reliable

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// Encoding and validation of the grex datagram header.
+#include "transport/wire.h"
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
+namespace grex::wire {
+namespace {
+
+template <class T>
+void put(uint8_t*& p, T v) noexcept {
+  for (size_t i = 0; i < sizeof(T); ++i) *p++ = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+}
+
+template <class T>
+T get(const uint8_t*& p) noexcept {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(*p++) << (8 * i);
+  return static_cast<T>(v);
+}
+
+uint32_t crc32c_soft(const uint8_t* d, size_t n, uint32_t crc) noexcept {
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i) {
+    crc ^= d[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* d, size_t n, uint32_t crc) noexcept {
+  uint64_t c = ~crc;
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, d, 8);
+    c = _mm_crc32_u64(c, v);
+    d += 8;
+    n -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (n-- > 0) c32 = _mm_crc32_u8(c32, *d++);
+  return ~c32;
+}
+#endif
+
+}  // namespace
+
+uint32_t crc32c(const uint8_t* data, size_t len, uint32_t crc) noexcept {
+#if defined(__x86_64__)
+  static const bool hw = __builtin_cpu_supports("sse4.2");
+  if (hw) return crc32c_hw(data, len, crc);
+#endif
+  return crc32c_soft(data, len, crc);
+}
+
+const char* reject_name(Reject r) noexcept {
+  switch (r) {
+    case Reject::kNone: return "none";
+    case Reject::kTruncated: return "truncated";
+    case Reject::kBadVersion: return "bad-version";
+    case Reject::kBadType: return "bad-type";
+    case Reject::kBadFlags: return "bad-flags";
+    case Reject::kBadLength: return "bad-length";
+    case Reject::kTrailing: return "trailing-bytes";
+    case Reject::kBadCrc: return "bad-crc";
+  }
+  return "?";
+}
+
+void encode(const Header& h, uint8_t* out, const uint8_t* payload) noexcept {
+  uint8_t* p = out;
+  put<uint8_t>(p, h.version);
+  put<uint8_t>(p, static_cast<uint8_t>(h.type));
+  put<uint16_t>(p, h.flags);
+  put<uint32_t>(p, h.flow);
+  put<uint32_t>(p, h.psn);
+  put<uint32_t>(p, h.ack);
+  put<uint64_t>(p, h.sack);
+  put<uint32_t>(p, h.msg_id);
+  put<uint32_t>(p, h.payload_len);
+  put<uint64_t>(p, h.offset);
+  put<uint64_t>(p, h.msg_len);
+  put<uint64_t>(p, h.tag);
+  put<uint64_t>(p, h.timestamp);
+  put<uint64_t>(p, h.remote);
+  put<uint32_t>(p, 0);  // crc, filled below
+  put<uint32_t>(p, 0);  // reserved
+  uint32_t crc = crc32c(out, kHeaderBytes);
+  if ((h.flags & kFlagPayloadCrc) != 0 && payload != nullptr) crc = crc32c(payload, h.payload_len, crc);
+  uint8_t* c = out + kHeaderBytes - 8;
+  put<uint32_t>(c, crc);
+}
+
+Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) noexcept {
+  if (data == nullptr || len < kHeaderBytes) return Reject::kTruncated;
+  const uint8_t* p = data;
+  Header x;
+  x.version = get<uint8_t>(p);
+  uint8_t type = get<uint8_t>(p);
+  x.flags = get<uint16_t>(p);
+  x.flow = get<uint32_t>(p);
+  x.psn = get<uint32_t>(p);
+  x.ack = get<uint32_t>(p);
+  x.sack = get<uint64_t>(p);
+  x.msg_id = get<uint32_t>(p);
+  x.payload_len = get<uint32_t>(p);
+  x.offset = get<uint64_t>(p);
+  x.msg_len = get<uint64_t>(p);
+  x.tag = get<uint64_t>(p);
+  x.timestamp = get<uint64_t>(p);
+  x.remote = get<uint64_t>(p);
+  x.crc = get<uint32_t>(p);
+  uint32_t reserved = get<uint32_t>(p);
+  if (x.version != kVersion) return Reject::kBadVersion;
+  if (type == 0 || type > kMaxType) return Reject::kBadType;
+  x.type = static_cast<Type>(type);
+  if ((x.flags & ~kKnownFlags) != 0) return Reject::kBadFlags;
+  if (x.type != Type::kData && (x.flags & kFlagPayloadCrc) != 0) return Reject::kBadFlags;
+  if (x.type == Type::kData) {
+    if ((x.flags & kFlagAbort) != 0) return Reject::kBadFlags;
+    if ((x.flags & kFlagAdvert) != 0 && (x.flags & (kFlagWrite | kFlagImm)) != 0) return Reject::kBadFlags;
+    if ((x.flags & kFlagImm) != 0 && (x.flags & kFlagWrite) == 0) return Reject::kBadFlags;
+    if (x.payload_len > max_payload) return Reject::kBadLength;
+    if ((x.flags & kFlagAdvert) != 0) {
+      if (x.payload_len != 0 || x.remote != 0) return Reject::kBadLength;
+    } else if (x.offset > x.msg_len || x.payload_len > x.msg_len - x.offset) {
+      return Reject::kBadLength;
+    } else if ((x.flags & kFlagWrite) == 0 ? x.remote != 0 : x.remote > UINT64_MAX - x.msg_len) {
+      return Reject::kBadLength;
+    }
+  } else {
+    if (x.type == Type::kClose ? (x.flags & ~kFlagAbort) != 0 : x.flags != 0) return Reject::kBadFlags;
+    if (x.payload_len != 0 || x.remote != 0) return Reject::kBadLength;
+  }
+  if (len < kHeaderBytes + x.payload_len) return Reject::kTruncated;
+  if (len > kHeaderBytes + x.payload_len) return Reject::kTrailing;
+  if (reserved != 0) return Reject::kBadLength;
+  uint8_t copy[kHeaderBytes];
+  std::memcpy(copy, data, kHeaderBytes);
+  std::memset(copy + kHeaderBytes - 8, 0, 4);
+  uint32_t crc = crc32c(copy, kHeaderBytes);
+  if ((x.flags & kFlagPayloadCrc) != 0) crc = crc32c(data + kHeaderBytes, x.payload_len, crc);
+  if (crc != x.crc) return Reject::kBadCrc;
+  *h = x;
+  return Reject::kNone;
+}
+
+}  // namespace grex::wire

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+// The grex datagram header: what the reliable protocol puts in front of every
+// payload (inside UDP on DPDK). Fixed size, little-endian, versioned; decode()
+// checks every field before anything uses it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace grex::wire {
+
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kHeaderBytes = 80;
+
+enum class Type : uint8_t {
+  kData = 1,        ///< reliable: payload, receive advertisement or write (see flags)
+  kAck = 2,         ///< cumulative ACK + SACK bitmap
+  kNack = 3,        ///< "psn is missing": ask for a fast retransmit
+  kTimingReq = 4,   ///< RTT probe; answered at once
+  kTimingResp = 5,  ///< probe echo
+  kConnect = 6,     ///< open a flow
+  kConnectAck = 7,  ///< flow accepted
+  kClose = 8,       ///< the sender is going away (abort carries a culprit)
+};
+inline constexpr uint8_t kMaxType = 8;
+
+/// Flags on kData.
+enum Flags : uint16_t {
+  kFlagAdvert = 1u << 0,  ///< a posted receive: msg_id = receive sequence, msg_len = buffer length, tag,
+                          ///< offset = advert ordinal (consecutive; the sender matches in this order)
+  kFlagWrite = 1u << 1,   ///< one-sided write: offset = remote offset, tag = rkey << 32 | imm
+  kFlagImm = 1u << 2,     ///< write: raise a completion at the target when all bytes landed
+  kFlagAbort = 1u << 3,   ///< kClose: the sender aborts; msg_id = culprit rank + 1
+  kFlagPayloadCrc = 1u << 4,  ///< kData: `crc` covers the payload too, not only the header
+};
+inline constexpr uint16_t kKnownFlags = kFlagAdvert | kFlagWrite | kFlagImm | kFlagAbort | kFlagPayloadCrc;
+
+/// The decoded header. Field meaning by type:
+///  kData        psn, ack/sack piggybacked, msg_id, offset, msg_len, payload_len, tag, timestamp (tx);
+///               writes add `remote`, the target offset of the message's first byte
+///  kAck/kNack   ack (next expected psn), sack (bit i: psn ack+1+i received), psn (kNack: missing psn)
+///  kTimingReq   psn = probe sequence, timestamp = sender's tx time
+///  kTimingResp  psn = probe sequence, timestamp = echoed tx time, offset = rx time at target,
+///               msg_len = reply tx time at target, tag = bytes the target has received on the flow
+///  kConnect*    msg_id = sender's flow id, offset = sender's rank
+struct Header {
+  uint8_t version = kVersion;
+  Type type = Type::kData;
+  uint16_t flags = 0;
+  uint32_t flow = 0;         ///< the receiver's flow id (which endpoint this is for)
+  uint32_t psn = 0;          ///< packet sequence number (kData)
+  uint32_t ack = 0;          ///< cumulative: every psn below it arrived
+  uint64_t sack = 0;         ///< selective ACK bitmap above `ack`
+  uint32_t msg_id = 0;       ///< message or receive sequence
+  uint32_t payload_len = 0;  ///< bytes after the header in this packet
+  uint64_t offset = 0;       ///< byte offset of this payload within its message
+  uint64_t msg_len = 0;      ///< total message length
+  uint64_t tag = 0;          ///< tag, or rkey << 32 | imm for writes
+  uint64_t timestamp = 0;    ///< sender's clock, nanoseconds
+  uint64_t remote = 0;       ///< writes: offset in the target region of the message's byte 0
+  uint32_t crc = 0;          ///< CRC32C of the header (crc field zero) [+ payload]; set by encode()
+};
+
+/// Why decode() refused a packet.
+enum class Reject : uint8_t {
+  kNone = 0,
+  kTruncated,    ///< fewer bytes than a header, or than header + payload_len
+  kBadVersion,
+  kBadType,
+  kBadFlags,     ///< unknown bits, or bits that do not belong to the type
+  kBadLength,    ///< payload_len/offset/msg_len inconsistent
+  kTrailing,     ///< more bytes than header + payload_len (on a datagram: malformed)
+  kBadCrc,       ///< the checksum does not match: corrupted on the way
+};
+const char* reject_name(Reject r) noexcept;
+
+/// CRC32C (Castagnoli), continuing from `crc` (start with 0).
+uint32_t crc32c(const uint8_t* data, size_t len, uint32_t crc = 0) noexcept;
+
+/// Writes h into out[0..kHeaderBytes), with the CRC over the header and, when
+/// h.flags has kFlagPayloadCrc, over `payload` (h.payload_len bytes) too.
+void encode(const Header& h, uint8_t* out, const uint8_t* payload = nullptr) noexcept;
+
+/// Decodes and validates a datagram of `len` bytes. On success *h holds the
+/// header and the payload is data[kHeaderBytes .. kHeaderBytes + h->payload_len).
+/// `max_payload` bounds payload_len (the path MTU minus headers).
+Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) noexcept;
+
+}  // namespace grex::wire
