@@ -2,6 +2,9 @@
 // The table of drivers built into this libgrex; lib/transport declares it and
 // opens devices from it, so lib never includes a driver.
 #include "drivers/shm/shm.h"
+#ifdef GREX_HAVE_DPDK
+#include "drivers/dpdk/dpdk.h"
+#endif
 #include "transport/registry.h"
 
 namespace grex {
@@ -10,7 +13,11 @@ namespace detail {
 std::span<const DriverEntry> drivers() noexcept {
   static const DriverEntry kDrivers[] = {
       {"shm", &shm::open_device, ""},
-      {"dpdk", nullptr, "the DPDK poll-mode backend is not implemented yet"},
+#ifdef GREX_HAVE_DPDK
+      {"dpdk", &dpdk::open_device, ""},
+#else
+      {"dpdk", nullptr, "libgrex was built without DPDK (install libdpdk-dev, reconfigure with -Ddpdk=enabled)"},
+#endif
       {"verbs", nullptr, "the RDMA verbs backend is not implemented yet"},
   };
   return kDrivers;

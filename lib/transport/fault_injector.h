@@ -13,8 +13,9 @@ struct FaultConfig {
   double reorder = 0;          ///< probability it is held back behind later packets
   uint32_t reorder_window = 8; ///< how many later packets overtake a held one (1..window)
   double corrupt = 0;          ///< probability one bit is flipped
+  double garbage = 0;          ///< probability a junk datagram (random or truncated) is sent as well
   uint64_t seed = 1;
-  bool any() const noexcept { return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0; }
+  bool any() const noexcept { return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0 || garbage > 0; }
 };
 
 /// What to do with one outgoing packet.
@@ -24,6 +25,10 @@ struct FaultDecision {
   uint32_t delay = 0;        ///< send after this many later packets (0: now)
   bool corrupt = false;
   uint32_t corrupt_bit = 0;  ///< bit index to flip, below 8 * packet length
+  bool garbage = false;      ///< also send junk: `garbage_len` bytes, random (seed garbage_seed) or truncated
+  bool garbage_truncated = false;  ///< junk is a prefix of this packet rather than random bytes
+  uint32_t garbage_len = 0;
+  uint64_t garbage_seed = 0;
 };
 
 class FaultInjector {
@@ -48,6 +53,14 @@ class FaultInjector {
       d.delay = 1 + static_cast<uint32_t>(rand() % (cfg_.reorder_window == 0 ? 1 : cfg_.reorder_window));
       ++reordered_;
     }
+    if (chance(cfg_.garbage)) {
+      d.garbage = true;
+      d.garbage_truncated = (rand() & 1) != 0 && len > 1;
+      d.garbage_len = d.garbage_truncated ? 1 + static_cast<uint32_t>(rand() % (len - 1))
+                                          : static_cast<uint32_t>(rand() % 256);
+      d.garbage_seed = rand();
+      ++garbage_;
+    }
     if (len > 0 && chance(cfg_.corrupt)) {
       d.corrupt = true;
       d.corrupt_bit = static_cast<uint32_t>(rand() % (8ull * len));
@@ -60,6 +73,7 @@ class FaultInjector {
   uint64_t duplicated() const noexcept { return duplicated_; }
   uint64_t reordered() const noexcept { return reordered_; }
   uint64_t corrupted() const noexcept { return corrupted_; }
+  uint64_t garbage() const noexcept { return garbage_; }
 
  private:
   uint64_t rand() noexcept {  // splitmix64
@@ -72,7 +86,7 @@ class FaultInjector {
 
   FaultConfig cfg_;
   uint64_t state_;
-  uint64_t dropped_ = 0, duplicated_ = 0, reordered_ = 0, corrupted_ = 0;
+  uint64_t dropped_ = 0, duplicated_ = 0, reordered_ = 0, corrupted_ = 0, garbage_ = 0;
 };
 
 }  // namespace grex

@@ -3,7 +3,8 @@
 # Installs the Debian 12 packages grex needs to build and test, only those missing.
 #   install-deps.sh [--bench]   (--bench adds Open MPI for the comparison benchmarks)
 set -euo pipefail
-pkgs=(g++ meson ninja-build pkg-config python3 libssl-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2)
+pkgs=(g++ meson ninja-build pkg-config python3 libssl-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
+      dpdk-dev libdpdk-dev)
 [[ "${1:-}" == "--bench" ]] && pkgs+=(openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do

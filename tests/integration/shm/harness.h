@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
+
 namespace grex::test {
 
 /// What a rank's function sees.
@@ -172,6 +174,61 @@ inline std::unique_ptr<Communicator> make_comm(Rank& r, CommOptions opts = {}) {
     return nullptr;
   }
   return std::move(*c);
+}
+
+// ---------------------------------------------------------------- transport-level helpers
+
+struct Link {
+  std::unique_ptr<Device> dev;
+  std::vector<std::unique_ptr<Endpoint>> eps;
+  Endpoint& to(int peer) { return *eps[static_cast<size_t>(peer)]; }
+};
+
+/// Opens `o.driver` (default shm) on every rank and connects every pair.
+inline Result<Link> open_link(Rank& r, const char* name, DeviceOptions o = {}) {
+  auto ids = GREX_TRY(r.bootstrap->all_gather(std::string(name) + "/id", std::to_string(::getpid())));
+  if (o.driver.empty()) o.driver = "shm";
+  o.rank = r.rank;
+  o.world_size = r.size;
+  o.job_id = "t" + ids[0] + "-" + name;
+  o.connect_timeout_ms = 10'000;
+  Link l;
+  l.dev = GREX_TRY(Device::open(o));
+  auto addrs = GREX_TRY(r.bootstrap->all_gather(std::string(name) + "/addr", GREX_TRY(l.dev->local_address())));
+  l.eps.resize(static_cast<size_t>(r.size));
+  for (int p = 0; p < r.size; ++p)
+    if (p != r.rank) l.eps[static_cast<size_t>(p)] = GREX_TRY(l.dev->connect(p, addrs[static_cast<size_t>(p)]));
+  GREX_TRY(r.bootstrap->barrier(std::string(name) + "/up"));
+  return l;
+}
+
+// Deterministic payload: byte i of message `seed` is a simple mix of both.
+inline void fill(uint8_t* p, size_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    p[i] = static_cast<uint8_t>(x);
+  }
+}
+
+inline uint64_t checksum(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// Polls until `want` completions arrived (or timeout_ms pass); appends them to out.
+inline bool drain(Device& dev, size_t want, std::vector<Completion>* out, int64_t timeout_ms = 20'000) {
+  Deadline dl = Deadline::after_ms(timeout_ms);
+  Completion cs[32];
+  while (out->size() < want) {
+    size_t n = dev.poll(cs);
+    out->insert(out->end(), cs, cs + n);
+    if (dl.expired()) return false;
+  }
+  return true;
 }
 
 }  // namespace grex::test

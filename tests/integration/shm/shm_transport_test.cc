@@ -16,58 +16,6 @@
 namespace grex::test {
 namespace {
 
-struct Link {
-  std::unique_ptr<Device> dev;
-  std::vector<std::unique_ptr<Endpoint>> eps;
-  Endpoint& to(int peer) { return *eps[static_cast<size_t>(peer)]; }
-};
-
-Result<Link> open_link(Rank& r, const char* name, DeviceOptions o = {}) {
-  auto ids = GREX_TRY(r.bootstrap->all_gather(std::string(name) + "/id", std::to_string(::getpid())));
-  o.driver = "shm";
-  o.rank = r.rank;
-  o.world_size = r.size;
-  o.job_id = "t" + ids[0] + "-" + name;
-  o.connect_timeout_ms = 10'000;
-  Link l;
-  l.dev = GREX_TRY(Device::open(o));
-  auto addrs = GREX_TRY(r.bootstrap->all_gather(std::string(name) + "/addr", GREX_TRY(l.dev->local_address())));
-  l.eps.resize(static_cast<size_t>(r.size));
-  for (int p = 0; p < r.size; ++p)
-    if (p != r.rank) l.eps[static_cast<size_t>(p)] = GREX_TRY(l.dev->connect(p, addrs[static_cast<size_t>(p)]));
-  GREX_TRY(r.bootstrap->barrier(std::string(name) + "/up"));
-  return l;
-}
-
-// Deterministic payload: byte i of message `seed` is a simple mix of both.
-void fill(uint8_t* p, size_t n, uint64_t seed) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    p[i] = static_cast<uint8_t>(x);
-  }
-}
-
-uint64_t checksum(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-// Polls until `want` completions arrived (or 20 s pass); appends them to out.
-bool drain(Device& dev, size_t want, std::vector<Completion>* out) {
-  Deadline dl = Deadline::after_ms(20'000);
-  Completion cs[32];
-  while (out->size() < want) {
-    size_t n = dev.poll(cs);
-    out->insert(out->end(), cs, cs + n);
-    if (dl.expired()) return false;
-  }
-  return true;
-}
-
 const size_t kSizes[] = {0, 1, 7, 8128, 8129, 65536, (1u << 20) + 3, 64u << 20};
 
 // Rank 0 sends every size from `use_alloc` memory (mapped path) or malloc

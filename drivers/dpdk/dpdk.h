@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+// Entry point of the DPDK driver (grex's reliable protocol over UDP/IPv4 on DPDK ports).
+#pragma once
+
+#include <grex/transport.h>
+
+namespace grex::dpdk {
+
+/// Opens the dpdk device. Params (env override in brackets):
+///   mode       "memif" (a memif port per peer, one host) or "port" [GREX_DPDK_MODE]
+///   port       port mode: the vdev, e.g. net_af_xdp0,iface=veth0 [GREX_DPDK_PORT]
+///   ip         port mode: this rank's IPv4 [GREX_DPDK_IP]
+///   udp_port   UDP port of every rank [GREX_DPDK_UDP_PORT], default 47000
+///   mtu        [GREX_DPDK_MTU], default 9000 (memif) / 1500 (port)
+///   memif_dir  where memif sockets live [GREX_DPDK_MEMIF_DIR], default /tmp
+///   window     packets in flight per flow [GREX_DPDK_WINDOW], default 1024
+///   give_up_ms a silent peer is declared gone after this [GREX_DPDK_GIVE_UP_MS], default 10000
+///   crc        header | payload: what CRC32C covers [GREX_DPDK_CRC], default header
+///   faults     drop=P,dup=P,reorder=P,window=N,corrupt=P,seed=S [GREX_DPDK_FAULTS]
+/// EAL arguments: GREX_DPDK_ARGS, GREX_DPDK_LCORE, GREX_DPDK_HUGE, GREX_DPDK_PIN.
+Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts);
+
+}  // namespace grex::dpdk

@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: Apache-2.0
+// DPDK driver fast path: posting into flows, RX demultiplexing and validation,
+// TX framing with zero-copy payload segments, fault injection, completions.
+#include <rte_mbuf.h>
+
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "drivers/dpdk/dpdk_device.h"
+#include "drivers/dpdk/dpdk_guard.h"
+
+namespace grex::dpdk {
+namespace {
+constexpr size_t kFrameHeaderBytes = kHeadersBytes + wire::kHeaderBytes;
+constexpr uint16_t kRxBurst = 32;
+constexpr int kRxRounds = 8;
+constexpr size_t kTxQueueMax = 4096;
+constexpr size_t kTxPerFlow = 64;
+}  // namespace
+
+// ---------------------------------------------------------------- posting
+
+template <class Req, class Post>
+static PostResult post_all(reliable::Flow& flow, std::span<const Req> reqs, Post post) noexcept {
+  size_t n = 0;
+  for (const auto& r : reqs) {
+    if (!(flow.*post)(r)) break;
+    ++n;
+  }
+  return {n, n < reqs.size() && flow.failed() ? Errc::kPeerFailed : Errc::kOk};
+}
+
+PostResult DpdkEndpoint::post_send(std::span<const SendRequest> reqs) noexcept {
+  return post_all(flow_, reqs, &reliable::Flow::post_send);
+}
+PostResult DpdkEndpoint::post_recv(std::span<const RecvRequest> reqs) noexcept {
+  return post_all(flow_, reqs, &reliable::Flow::post_recv);
+}
+PostResult DpdkEndpoint::post_write(std::span<const WriteRequest> reqs) noexcept {
+  return post_all(flow_, reqs, &reliable::Flow::post_write);
+}
+
+// ---------------------------------------------------------------- receive
+
+void DpdkDevice::rx(size_t pi, uint64_t now) noexcept {
+  Port* port = ports_[pi].get();
+  rte_mbuf* bufs[kRxBurst];
+  for (int round = 0; round < kRxRounds; ++round) {
+    uint16_t n = 0;
+    if (port_peer_[pi] < 0) {
+      n = port->rx_burst(bufs, kRxBurst);
+    } else if (!guarded_burst([&] { n = port->rx_burst(bufs, kRxBurst); })) {
+      GREX_WARN("dpdk", "%s faulted in rx_burst while its peer went away; abandoning the port", port->name().c_str());
+      mark_dead(pi);
+      return;
+    }
+    stats.rx_packets.add(n);
+    for (uint16_t i = 0; i < n; ++i) {
+      rte_mbuf* m = bufs[i];
+      if (m->nb_segs == 1) {
+        handle(port, rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, now);
+      } else if (m->pkt_len <= linear_.size()) {
+        const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, m->pkt_len, linear_.data()));
+        handle(port, p, m->pkt_len, now);
+      } else {
+        stats.rx_bad_frame.add();
+      }
+      rte_pktmbuf_free(m);
+    }
+    if (n < kRxBurst) break;
+  }
+}
+
+// Every field is checked before use; anything malformed is counted and dropped.
+void DpdkDevice::handle(Port* port, const uint8_t* frame, size_t len, uint64_t now) noexcept {
+  Parsed p;
+  if (ParseError e = frame::parse(frame, len, dopts_.udp_port, &p); e != ParseError::kOk) {
+    stats.rx_bad_frame.add();
+    GREX_TRACE("dpdk", "%s: dropped a %zu-byte frame: %s", port->name().c_str(), len, frame::parse_error_name(e));
+    return;
+  }
+  wire::Header h;
+  if (wire::Reject r = wire::decode(p.payload, p.payload_len, max_payload_, &h); r != wire::Reject::kNone) {
+    stats.rx_bad_header.add();
+    GREX_TRACE("dpdk", "%s: dropped a packet: %s", port->name().c_str(), wire::reject_name(r));
+    return;
+  }
+  if (h.type == wire::Type::kConnect) {
+    FrameAddr to;
+    to.src_mac = port->mac();
+    to.dst_mac = p.addr.src_mac;
+    to.src_ip = ip_;
+    to.dst_ip = p.addr.src_ip;
+    to.src_port = dopts_.udp_port;
+    to.dst_port = p.addr.src_port;
+    wire::Header a;
+    a.type = wire::Type::kConnectAck;
+    a.flow = h.flow;
+    a.offset = static_cast<uint64_t>(opts_.rank);
+    send_ctrl(port, to, a);
+    return;
+  }
+  uint64_t sender = h.type == wire::Type::kConnectAck ? h.offset : static_cast<uint64_t>(h.flow) - 1;
+  if (h.flow == 0 || sender >= by_rank_.size() || by_rank_[sender] == nullptr ||
+      by_rank_[sender]->port() != port) {
+    stats.rx_unknown_flow.add();
+    GREX_TRACE("dpdk", "%s: packet type %d for unknown flow %u", port->name().c_str(), static_cast<int>(h.type), h.flow);
+    return;
+  }
+  DpdkEndpoint* ep = by_rank_[sender];
+  if (h.type == wire::Type::kConnectAck) {
+    ep->connected = true;
+    return;
+  }
+  if (h.type == wire::Type::kClose) ep->peer_closed = true;
+  ep->flow().on_packet(h, p.payload + wire::kHeaderBytes, now);
+}
+
+// ---------------------------------------------------------------- transmit
+
+void DpdkDevice::enqueue(Port* port, rte_mbuf* m) noexcept {
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    if (ports_[i].get() != port) continue;
+    if (txq_[i].size() >= kTxQueueMax) {  // the PMD is not keeping up: drop; the protocol repairs
+      stats.tx_ring_full.add();
+      rte_pktmbuf_free(m);
+    } else {
+      txq_[i].push_back(m);
+    }
+    break;
+  }
+  // Packets held back for reordering go out after `countdown` later ones.
+  for (size_t i = 0; i < held_.size();) {
+    if (--held_[i].countdown == 0) {
+      Held h = held_[i];
+      held_.erase(held_.begin() + static_cast<long>(i));
+      enqueue(h.port, h.m);
+    } else {
+      ++i;
+    }
+  }
+}
+
+void DpdkDevice::send_ctrl(Port* port, const FrameAddr& to, const wire::Header& h) noexcept {
+  uint8_t hdr[kFrameHeaderBytes];
+  frame::write_headers(hdr, to, wire::kHeaderBytes, !port->tx_ip_cksum());
+  wire::encode(h, hdr + kHeadersBytes);
+  rte_mbuf* m = build_packet(port->pool(), hdr, kFrameHeaderBytes, nullptr, 0, nullptr, false);
+  if (m == nullptr) {
+    stats.tx_no_mbuf.add();
+    return;
+  }
+  port->set_tx_cksum_flags(m);
+  enqueue(port, m);
+}
+
+void DpdkDevice::transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcept {
+  Port* port = ep->port();
+  const uint32_t len = p.hdr.payload_len;
+  uint8_t hdr[kFrameHeaderBytes];
+  frame::write_headers(hdr, ep->addr(), wire::kHeaderBytes + len, !port->tx_ip_cksum());
+  wire::encode(p.hdr, hdr + kHeadersBytes, p.payload);
+  FaultDecision d = faults_.next(static_cast<uint32_t>(kFrameHeaderBytes + len));
+  if (d.garbage) send_garbage(port, d, hdr);
+  if (d.drop) {
+    stats.faults_dropped.add();
+    return;
+  }
+  const auto* region = static_cast<const DpdkRegion*>(p.region);
+  rte_mbuf_ext_shared_info* shinfo = region != nullptr ? region->shinfo() : nullptr;
+  // Zero copy when the port chains mbufs and the memory is known to EAL; a
+  // packet to be corrupted is always copied (the user's buffer stays intact).
+  bool zero_copy = len > 0 && port->tx_multi_seg() && shinfo != nullptr && !d.corrupt;
+  auto build = [&]() {
+    return build_packet(port->pool(), hdr, kFrameHeaderBytes, const_cast<uint8_t*>(p.payload),
+                        static_cast<uint16_t>(len), shinfo, zero_copy);
+  };
+  rte_mbuf* m = build();
+  if (m == nullptr) {
+    stats.tx_no_mbuf.add();  // the flow retransmits it later
+    return;
+  }
+  (zero_copy ? stats.zero_copy_tx : stats.copied_tx).add();
+  if (d.corrupt) {
+    uint32_t bit = d.corrupt_bit % (8u * m->data_len);
+    rte_pktmbuf_mtod(m, uint8_t*)[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    stats.faults_corrupted.add();
+  }
+  port->set_tx_cksum_flags(m);
+  if (d.duplicate) {
+    if (rte_mbuf* m2 = build()) {
+      port->set_tx_cksum_flags(m2);
+      enqueue(port, m2);
+      stats.faults_duplicated.add();
+    }
+  }
+  if (d.delay > 0) {
+    held_.push_back({m, d.delay, port});
+    stats.faults_reordered.add();
+  } else {
+    enqueue(port, m);
+  }
+}
+
+// Junk on the wire for robustness tests: random bytes (sometimes behind a
+// valid Ethernet/IP/UDP header, so the grex parser sees them), or a prefix of
+// the real frame (a truncated datagram).
+void DpdkDevice::send_garbage(Port* port, const FaultDecision& d, const uint8_t* frame_hdr) noexcept {
+  rte_mbuf* m = rte_pktmbuf_alloc(port->pool());
+  if (m == nullptr) return;
+  uint32_t len = std::min<uint32_t>(d.garbage_len, static_cast<uint32_t>(kFrameHeaderBytes));
+  if (!d.garbage_truncated) len = std::max<uint32_t>(d.garbage_len, 1);
+  len = std::min<uint32_t>(len, rte_pktmbuf_tailroom(m));
+  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+  if (p == nullptr) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (d.garbage_truncated) {
+    std::memcpy(p, frame_hdr, len);
+  } else {
+    uint64_t x = d.garbage_seed | 1;
+    for (uint32_t i = 0; i < len; ++i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      p[i] = static_cast<uint8_t>(x);
+    }
+    if ((d.garbage_seed & 2) != 0 && len > kHeadersBytes) {  // valid UDP around random grex bytes
+      FrameAddr a;
+      std::memcpy(a.dst_mac.data(), frame_hdr, 6);
+      std::memcpy(a.src_mac.data(), frame_hdr + 6, 6);
+      a.src_ip = ip_;
+      a.dst_ip = ip_;
+      a.src_port = a.dst_port = dopts_.udp_port;
+      frame::write_headers(p, a, len - kHeadersBytes, true);
+    }
+  }
+  stats.faults_garbage.add();
+  enqueue(port, m);
+}
+
+void DpdkDevice::mark_dead(size_t i) noexcept {
+  port_dead_[i] = true;
+  if (DpdkEndpoint* ep = by_rank_[static_cast<size_t>(port_peer_[i])]) {
+    ep->peer_closed = true;
+    ep->flow().fail_all(Status::kPeerGone);
+  }
+}
+
+bool DpdkDevice::connected_once(size_t i) const noexcept {
+  DpdkEndpoint* ep = port_peer_[i] >= 0 ? by_rank_[static_cast<size_t>(port_peer_[i])] : nullptr;
+  return ep != nullptr && ep->connected;
+}
+
+void DpdkDevice::flush_tx() noexcept {
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    auto& q = txq_[i];
+    if (q.empty()) continue;
+    if (!port_dead_[i] && port_peer_[i] >= 0 && !ports_[i]->link_up() && connected_once(i)) mark_dead(i);
+    if (port_dead_[i]) {
+      for (rte_mbuf* m : q) rte_pktmbuf_free(m);
+      q.clear();
+      continue;
+    }
+    uint16_t want = static_cast<uint16_t>(std::min<size_t>(q.size(), UINT16_MAX));
+    uint16_t sent = 0;
+    if (port_peer_[i] < 0) {
+      sent = ports_[i]->tx_burst(q.data(), want);
+    } else if (!guarded_burst([&] { sent = ports_[i]->tx_burst(q.data(), want); })) {
+      GREX_WARN("dpdk", "%s faulted in tx_burst while its peer went away; abandoning the port",
+                ports_[i]->name().c_str());
+      mark_dead(i);
+      q.clear();  // the PMD may own some of them now: leak rather than double-free
+      continue;
+    }
+    stats.tx_packets.add(sent);
+    q.erase(q.begin(), q.begin() + sent);
+  }
+}
+
+void DpdkDevice::flush(DpdkEndpoint* ep) noexcept {
+  reliable::TxPacket pk[kTxPerFlow];
+  size_t n = ep->flow().poll_tx(pk, now_ns());
+  for (size_t i = 0; i < n; ++i) transmit(ep, pk[i]);
+  for (auto& h : held_) enqueue(h.port, h.m);
+  held_.clear();
+  flush_tx();
+}
+
+size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
+  uint64_t now = now_ns();
+  last_now_ = now;
+  // A memif peer that vanished takes its shared memory with it; the PMD's
+  // control thread unmaps it while we might poll. Check the link first and
+  // never touch a dead memif port again: its flow fails now (peer gone).
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    if (port_dead_[i]) continue;
+    if (port_peer_[i] >= 0 && !ports_[i]->link_up() && connected_once(i)) {
+      mark_dead(i);
+      continue;
+    }
+    rx(i, now);
+  }
+  size_t sent = 0;
+  reliable::TxPacket pk[kTxPerFlow];
+  for (DpdkEndpoint* ep : by_rank_) {
+    if (ep == nullptr) continue;
+    size_t n = ep->flow().poll_tx(pk, now);
+    for (size_t i = 0; i < n; ++i) transmit(ep, pk[i]);
+    sent += n;
+  }
+  if (sent == 0 && !held_.empty()) {  // nothing left to overtake them
+    std::vector<Held> h;
+    h.swap(held_);
+    for (auto& x : h) enqueue(x.port, x.m);
+  }
+  flush_tx();
+  size_t k = 0;
+  for (DpdkEndpoint* ep : by_rank_)
+    if (ep != nullptr && k < out.size()) k += ep->flow().poll_completions(out.subspan(k));
+  return k;
+}
+
+}  // namespace grex::dpdk

@@ -1,0 +1,448 @@
+// SPDX-License-Identifier: Apache-2.0
+// DPDK driver setup: options, EAL and ports, addresses, connection handshake,
+// memory registration, teardown.
+#include "drivers/dpdk/dpdk_device.h"
+
+#include <arpa/inet.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "drivers/dpdk/dpdk.h"
+#include "drivers/dpdk/dpdk_eal.h"
+
+namespace grex::dpdk {
+namespace {
+
+constexpr const char* kSubsys = "dpdk";
+constexpr size_t kGrexOverheadBytes = wire::kHeaderBytes + kIpv4HeaderBytes + kUdpHeaderBytes;
+
+std::string host_id() {
+  std::string id;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, id);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "/" + id;
+}
+
+// key=value,key=value -> FaultConfig.
+Result<FaultConfig> parse_faults(std::string_view spec) {
+  FaultConfig f;
+  while (!spec.empty()) {
+    size_t comma = spec.find(',');
+    std::string_view kv = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
+    size_t eq = kv.find('=');
+    if (eq == std::string_view::npos)
+      return Error(Errc::kInvalidArgument, "fault spec item '" + std::string(kv) + "' is not key=value")
+          .hint("GREX_DPDK_FAULTS=drop=0.01,dup=0.001,reorder=0.01,window=8,corrupt=0.001,garbage=0.001,seed=1");
+    std::string key(kv.substr(0, eq)), val(kv.substr(eq + 1));
+    char* end = nullptr;
+    double d = std::strtod(val.c_str(), &end);
+    if (end == val.c_str() || *end != '\0' || d < 0)
+      return Error(Errc::kInvalidArgument, "fault '" + key + "=" + val + "' needs a non-negative number");
+    if (key == "drop") f.drop = d;
+    else if (key == "dup") f.duplicate = d;
+    else if (key == "reorder") f.reorder = d;
+    else if (key == "window") f.reorder_window = static_cast<uint32_t>(d);
+    else if (key == "corrupt") f.corrupt = d;
+    else if (key == "seed") f.seed = static_cast<uint64_t>(d);
+    else if (key == "garbage") f.garbage = d;
+    else return Error(Errc::kInvalidArgument, "unknown fault '" + key + "' (drop, dup, reorder, window, corrupt, garbage, seed)");
+    if (key != "window" && key != "seed" && d > 1)
+      return Error(Errc::kInvalidArgument, "fault probability " + key + "=" + val + " is above 1");
+  }
+  return f;
+}
+
+std::string param(const DeviceOptions& o, const char* key, const char* env) {
+  std::string v;
+  if (auto it = o.params.find(key); it != o.params.end()) v = it->second;
+  if (const char* e = std::getenv(env)) v = e;
+  return v;
+}
+
+std::string mac_hex(const Mac& m) {
+  char b[13];
+  std::snprintf(b, sizeof(b), "%02x%02x%02x%02x%02x%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return b;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- regions
+
+DpdkRegion::DpdkRegion(DpdkDevice* dev, void* addr, size_t len, uint32_t id)
+    : MemoryRegion(addr, len, MemoryDomain::kHost), dev_(dev), id_(id) {
+  lkey_ = id;
+  remote_ = RemoteRegion{reinterpret_cast<uint64_t>(addr), len, id, static_cast<uint64_t>(dev->rank())};
+}
+
+DpdkRegion::~DpdkRegion() { dev_->forget_region(id_); }
+
+Result<void> DpdkRegion::register_with_eal(uint16_t port_id) {
+  if (ext_ || length() == 0) return ok();
+  ext_ = GREX_TRY(ExternalRegion::create(addr(), length(), port_id));
+  return ok();
+}
+
+// ---------------------------------------------------------------- endpoints
+
+DpdkEndpoint::DpdkEndpoint(DpdkDevice* dev, int peer, Port* port, const FrameAddr& addr,
+                           const reliable::Config& cfg)
+    : Endpoint(peer),
+      dev_(dev),
+      port_(port),
+      addr_(addr),
+      flow_(cfg, static_cast<uint32_t>(peer + 1), static_cast<uint32_t>(dev->rank() + 1), peer, dev) {}
+
+DpdkEndpoint::~DpdkEndpoint() { dev_->remove_endpoint(this); }
+
+std::string DpdkEndpoint::describe_peer() const {
+  char ip[INET_ADDRSTRLEN];
+  uint32_t be = htonl(addr_.dst_ip);
+  inet_ntop(AF_INET, &be, ip, sizeof(ip));
+  return "rank " + std::to_string(peer_) + " (" + ip + ":" + std::to_string(addr_.dst_port) + " via " +
+         (port_ != nullptr ? port_->name() : std::string("?")) + ")";
+}
+
+void DpdkEndpoint::announce_abort(int culprit) noexcept {
+  flow_.close(culprit);
+  dev_->flush(this);
+}
+
+// ---------------------------------------------------------------- device setup
+
+DpdkDevice::DpdkDevice(const DeviceOptions& opts) : opts_(opts) {}
+
+Result<void> DpdkDevice::parse_options() {
+  DpdkOptions& d = dopts_;
+  if (auto v = param(opts_, "mode", "GREX_DPDK_MODE"); !v.empty()) d.mode = v;
+  if (d.mode != "memif" && d.mode != "port")
+    return Error(Errc::kInvalidArgument, "dpdk mode '" + d.mode + "' is not memif or port").hint("GREX_DPDK_MODE");
+  d.devargs = param(opts_, "port", "GREX_DPDK_PORT");
+  if (d.mode == "port" && d.devargs.empty())
+    return Error(Errc::kInvalidArgument, "dpdk port mode needs a device")
+        .hint("set GREX_DPDK_PORT, e.g. net_af_packet0,iface=veth0 or net_af_xdp0,iface=veth0");
+  if (auto v = param(opts_, "memif_dir", "GREX_DPDK_MEMIF_DIR"); !v.empty()) d.memif_dir = v;
+  if (auto v = param(opts_, "ip", "GREX_DPDK_IP"); !v.empty()) {
+    in_addr a;
+    if (inet_pton(AF_INET, v.c_str(), &a) != 1)
+      return Error(Errc::kInvalidArgument, "GREX_DPDK_IP='" + v + "' is not an IPv4 address");
+    d.ip = ntohl(a.s_addr);
+  }
+  auto num = [&](const char* key, const char* env, int64_t lo, int64_t hi, int64_t def) -> Result<int64_t> {
+    std::string v = param(opts_, key, env);
+    if (v.empty()) return def;
+    int64_t x = GREX_TRY(config::parse_int(v, env));
+    if (x < lo || x > hi)
+      return Error(Errc::kInvalidArgument, std::string(env) + "=" + v + " is outside [" + std::to_string(lo) + ", " +
+                                               std::to_string(hi) + "]");
+    return x;
+  };
+  d.mtu = static_cast<uint16_t>(GREX_TRY(num("mtu", "GREX_DPDK_MTU", 576, 9000, d.mode == "memif" ? 9000 : 1500)));
+  d.udp_port = static_cast<uint16_t>(GREX_TRY(num("udp_port", "GREX_DPDK_UDP_PORT", 1, 65535, 47000)));
+  // memif opens a port (and a pool) per peer inside EAL's 512 MB heap: keep
+  // each pool small there (4095 x 9 KiB = 37 MB); one shared port gets more.
+  d.mbufs = static_cast<uint32_t>(
+      GREX_TRY(num("mbufs", "GREX_DPDK_MBUFS", 1023, 1 << 20, d.mode == "memif" ? 4095 : 16383)));
+  d.window = static_cast<uint32_t>(GREX_TRY(num("window", "GREX_DPDK_WINDOW", 16, 1 << 16, 1024)));
+  if ((d.window & (d.window - 1)) != 0)
+    return Error(Errc::kInvalidArgument, "GREX_DPDK_WINDOW=" + std::to_string(d.window) + " is not a power of two");
+  d.give_up_ms = GREX_TRY(num("give_up_ms", "GREX_DPDK_GIVE_UP_MS", 10, 3'600'000, 10'000));
+  if (auto v = param(opts_, "faults", "GREX_DPDK_FAULTS"); !v.empty()) d.faults = GREX_TRY(parse_faults(v));
+  std::string crc = param(opts_, "crc", "GREX_DPDK_CRC");
+  if (!crc.empty() && crc != "header" && crc != "payload")
+    return Error(Errc::kInvalidArgument, "GREX_DPDK_CRC='" + crc + "' is not header or payload");
+  d.payload_crc = crc == "payload" || d.faults.corrupt > 0;  // injected corruption must be caught
+  return ok();
+}
+
+Result<void> DpdkDevice::init() {
+  GREX_TRY(parse_options());
+  if (opts_.job_id.empty()) return Error(Errc::kInvalidArgument, "dpdk needs a job id").device("dpdk");
+  // EAL pins the calling thread to one CPU; with several ranks per host that
+  // serialises them. Keep the thread's own mask unless GREX_DPDK_PIN=1.
+  cpu_set_t mask;
+  bool have_mask = sched_getaffinity(0, sizeof(mask), &mask) == 0;
+  EalOptions eal;
+  eal.file_prefix = "grex-" + std::to_string(::getpid());
+  auto r = eal_init(eal);
+  bool pin = false;
+  GREX_TRY(config::env_bool("GREX_DPDK_PIN", &pin));
+  if (have_mask && !pin) sched_setaffinity(0, sizeof(mask), &mask);
+  if (!r) return std::move(r).error().rank(opts_.rank).device("dpdk");
+
+  host_id_ = host_id();
+  max_payload_ = static_cast<uint32_t>(dopts_.mtu - kGrexOverheadBytes);
+  max_payload_ &= ~63u;  // keep payloads cache-line multiples
+  flow_cfg_.max_payload = max_payload_;
+  flow_cfg_.window = dopts_.window;
+  flow_cfg_.queue_depth = opts_.queue_depth;
+  flow_cfg_.give_up_ns = static_cast<uint64_t>(dopts_.give_up_ms) * 1'000'000;
+  flow_cfg_.keepalive_ns = std::min<uint64_t>(flow_cfg_.give_up_ns / 4, 100'000'000);
+  flow_cfg_.payload_crc = dopts_.payload_crc;
+  faults_ = FaultInjector(dopts_.faults);
+  ip_ = dopts_.ip != 0 ? dopts_.ip : (0x0a4d0000u | static_cast<uint32_t>(opts_.rank + 1));  // 10.77.x.y
+  by_rank_.assign(static_cast<size_t>(opts_.world_size), nullptr);
+  linear_.resize(16384);
+
+  if (dopts_.mode == "port") {
+    PortOptions po;
+    po.devargs = dopts_.devargs;
+    po.mtu = dopts_.mtu;
+    po.mbufs = dopts_.mbufs;
+    auto port = Port::open(po);
+    if (!port) return std::move(port).error().rank(opts_.rank).device("dpdk");
+    // The PMD may cap the MTU (af_xdp): size packets by what it took.
+    uint16_t mtu = std::min<uint16_t>((*port)->mtu(), static_cast<uint16_t>((*port)->mbuf_bytes() - kEthHeaderBytes));
+    max_payload_ = std::min<uint32_t>(max_payload_, static_cast<uint32_t>(mtu - kGrexOverheadBytes) & ~63u);
+    flow_cfg_.max_payload = max_payload_;
+    ports_.push_back(std::move(*port));
+    port_peer_.push_back(-1);
+    port_dead_.push_back(0);
+    txq_.emplace_back();
+  }
+  caps_.driver = "dpdk";
+  caps_.device_name = dopts_.mode == "port" ? ports_[0]->name() : "net_memif (per peer)";
+  caps_.send_recv = true;
+  caps_.write_imm = true;
+  caps_.zero_copy_send = true;
+  caps_.max_message_bytes = UINT32_MAX;
+  caps_.max_post_batch = opts_.queue_depth;
+  caps_.queue_depth = opts_.queue_depth;
+  caps_.mtu_bytes = dopts_.mtu;
+  GREX_INFO(kSubsys, "mode %s, mtu %u, payload %u B per packet, window %u, faults %s", dopts_.mode.c_str(),
+            dopts_.mtu, max_payload_, dopts_.window, dopts_.faults.any() ? "on" : "off");
+  return ok();
+}
+
+Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts) {
+  auto dev = std::make_unique<DpdkDevice>(opts);
+  GREX_TRY(dev->init());
+  return std::unique_ptr<Device>(std::move(dev));
+}
+
+DpdkDevice::~DpdkDevice() {
+  for (const auto& m : memif_markers_) ::unlink(m.c_str());
+  quiesce();
+  release_all_registrations();
+  for (auto& q : txq_)
+    for (rte_mbuf* m : q) rte_pktmbuf_free(m);
+  for (auto& h : held_) rte_pktmbuf_free(h.m);
+  for (auto& p : ports_) p->stop();
+}
+
+// Both sides of a memif link must stop polling before either closes it (the
+// PMD crashes otherwise): say goodbye, wait briefly for the peer's goodbye,
+// give it a moment to leave its poll loop, then close.
+void DpdkDevice::quiesce() noexcept {
+  bool any = false;
+  for (DpdkEndpoint* ep : by_rank_)
+    if (ep != nullptr) {
+      ep->flow().close(-1);
+      any = true;
+    }
+  if (!any && ports_.empty()) return;
+  Deadline dl = Deadline::after_ms(200);
+  Completion sink[32];
+  while (!dl.expired()) {
+    bool all = true;
+    for (DpdkEndpoint* ep : by_rank_)
+      if (ep != nullptr && !ep->peer_closed) all = false;
+    if (all) break;
+    poll(sink);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+Result<std::string> DpdkDevice::local_address() {
+  Mac mac = ports_.empty() ? Mac{} : ports_[0]->mac();
+  return "dpdk:" + dopts_.mode + ":" + mac_hex(mac) + ":" + std::to_string(ip_) + ":" +
+         std::to_string(dopts_.udp_port) + ":" + std::to_string(::getpid()) + ":" + host_id_;
+}
+
+// memif: one port per pair; the lower rank is the server of the pair's socket.
+Result<Port*> DpdkDevice::port_for(int peer) {
+  if (dopts_.mode == "port") return ports_[0].get();
+  int lo = std::min(opts_.rank, peer), hi = std::max(opts_.rank, peer);
+  std::string sock = dopts_.memif_dir + "/grex-" + opts_.job_id + "-" + std::to_string(lo) + "-" +
+                     std::to_string(hi) + ".sock";
+  uint32_t bsize = (static_cast<uint32_t>(dopts_.mtu) + kEthHeaderBytes + 1023) & ~1023u;
+  PortOptions po;
+  po.devargs = "net_memif" + std::to_string(peer) + ",role=" + (opts_.rank == lo ? "server" : "client") +
+               ",socket=" + sock + ",id=0,bsize=" + std::to_string(bsize);
+  po.mtu = dopts_.mtu;
+  po.mbufs = dopts_.mbufs;
+  // A client that reaches the server before the server's port has started is
+  // turned away ("ID not found") and memif does not retry; its socket is
+  // abstract, so there is no file to wait for. The server therefore drops a
+  // marker file once its port runs, and the client waits for it.
+  const std::string ready = sock.substr(0, sock.size() - 5) + ".ready";
+  Deadline dl = Deadline::after_ms(opts_.connect_timeout_ms);
+  if (opts_.rank != lo) {
+    struct stat st;
+    while (::stat(ready.c_str(), &st) != 0) {
+      if (dl.expired())
+        return Error(Errc::kTimeout, "memif server of rank " + std::to_string(peer) + " never became ready (" +
+                                         ready + ")")
+            .rank(opts_.rank)
+            .peer(peer)
+            .device("dpdk")
+            .hint("is rank " + std::to_string(peer) + " running with the dpdk backend?");
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  } else {
+    ::unlink(ready.c_str());  // a leftover from a crashed job
+  }
+  auto p = Port::open(po);
+  if (!p) return std::move(p).error().rank(opts_.rank).peer(peer).device("dpdk");
+  std::unique_ptr<Port> port = std::move(*p);
+  if (opts_.rank == lo) {
+    if (FILE* f = std::fopen(ready.c_str(), "w")) std::fclose(f);
+    memif_markers_.push_back(ready);
+  }
+  ports_.push_back(std::move(port));
+  port_peer_.push_back(peer);
+  port_dead_.push_back(0);
+  txq_.emplace_back();
+  return ports_.back().get();
+}
+
+Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view address) {
+  auto err = [&](Errc c, std::string m) { return Error(c, std::move(m)).rank(opts_.rank).peer(peer).device("dpdk"); };
+  if (peer < 0 || peer >= opts_.world_size || peer == opts_.rank)
+    return err(Errc::kInvalidArgument, "cannot connect to rank " + std::to_string(peer));
+  // "dpdk:<mode>:<mac>:<ip>:<udp>:<pid>:<host id>"
+  std::vector<std::string> f;
+  std::string a(address);
+  for (size_t i = 0, j; f.size() < 6 && (j = a.find(':', i)) != std::string::npos; i = j + 1) {
+    f.push_back(a.substr(i, j - i));
+    if (f.size() == 6) f.push_back(a.substr(j + 1));
+  }
+  if (f.size() != 7 || f[0] != "dpdk" || f[2].size() != 12)
+    return err(Errc::kProtocol, "'" + a + "' is not a dpdk address");
+  if (f[1] != dopts_.mode)
+    return err(Errc::kMismatch, "peer runs dpdk mode " + f[1] + ", this rank " + dopts_.mode)
+        .hint("set the same GREX_DPDK_MODE on every rank");
+  if (dopts_.mode == "memif" && f[6] != host_id_)
+    return err(Errc::kNotSupported, "memif connects ranks of one host only")
+        .hint("across hosts use GREX_DPDK_MODE=port with a NIC or af_xdp port");
+  FrameAddr fa;
+  fa.src_ip = ip_;
+  fa.src_port = dopts_.udp_port;
+  fa.dst_ip = static_cast<uint32_t>(std::stoul(f[3]));
+  fa.dst_port = static_cast<uint16_t>(std::stoul(f[4]));
+  for (int i = 0; i < 6; ++i) fa.dst_mac[static_cast<size_t>(i)] = static_cast<uint8_t>(std::stoul(f[2].substr(static_cast<size_t>(2 * i), 2), nullptr, 16));
+  Port* port = GREX_TRY(port_for(peer));
+  fa.src_mac = port->mac();
+  if (dopts_.mode == "memif") fa.dst_mac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};  // point to point
+  // Registrations made before the first port existed get their EAL mapping now.
+  for (DpdkRegion* r : regions_)
+    if (r != nullptr) GREX_TRY(r->register_with_eal(port->id()));
+  auto ep = std::make_unique<DpdkEndpoint>(this, peer, port, fa, flow_cfg_);
+  by_rank_[static_cast<size_t>(peer)] = ep.get();
+  if (auto h = handshake(ep.get()); !h) {
+    by_rank_[static_cast<size_t>(peer)] = nullptr;
+    return std::move(h).error();
+  }
+  GREX_DEBUG(kSubsys, "connected to %s", ep->describe_peer().c_str());
+  for (const auto& m : memif_markers_) ::unlink(m.c_str());  // the client is in: nothing left behind
+  memif_markers_.clear();
+  return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+// CONNECT until CONNECT_ACK: proves the path works both ways before any data.
+Result<void> DpdkDevice::handshake(DpdkEndpoint* ep) {
+  Deadline dl = Deadline::after_ms(opts_.connect_timeout_ms);
+  uint64_t next_ns = 0;
+  Completion sink[16];
+  while (!ep->connected) {
+    uint64_t now = now_ns();
+    if (now >= next_ns) {
+      wire::Header h;
+      h.type = wire::Type::kConnect;
+      h.flow = static_cast<uint32_t>(opts_.rank + 1);
+      h.offset = static_cast<uint64_t>(opts_.rank);
+      send_ctrl(ep->port(), ep->addr(), h);
+      flush_tx();
+      next_ns = now + 10'000'000;
+    }
+    poll(sink);  // also answers the peer's CONNECT
+    if (dl.expired())
+      return Error(Errc::kTimeout, "no CONNECT_ACK from " + ep->describe_peer() + " within " +
+                                       std::to_string(opts_.connect_timeout_ms) + " ms")
+          .rank(opts_.rank)
+          .peer(ep->peer())
+          .device("dpdk")
+          .hint(ep->port()->link_up() ? "the link is up: check both ranks use the same UDP port and mode"
+                                      : "the link is down: is the peer running (memif socket) or the interface up?");
+    if (!ep->port()->link_up()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return ok();
+}
+
+void DpdkDevice::remove_endpoint(DpdkEndpoint* ep) noexcept {
+  for (auto& e : by_rank_)
+    if (e == ep) e = nullptr;
+}
+
+Result<std::unique_ptr<MemoryRegion>> DpdkDevice::do_register(void* addr, size_t length, MemoryDomain domain) {
+  if (domain != MemoryDomain::kHost)
+    return Error(Errc::kNotSupported, "dpdk registers host memory only in this build").device("dpdk");
+  auto r = std::make_unique<DpdkRegion>(this, addr, length, next_region_id_++);
+  if (!ports_.empty()) GREX_TRY(r->register_with_eal(ports_[0]->id()));
+  if (regions_.size() < r->id()) regions_.resize(r->id(), nullptr);
+  regions_[r->id() - 1] = r.get();
+  return std::unique_ptr<MemoryRegion>(std::move(r));
+}
+
+void DpdkDevice::forget_region(uint32_t id) noexcept {
+  if (id >= 1 && id <= regions_.size()) regions_[id - 1] = nullptr;
+}
+
+uint8_t* DpdkDevice::resolve(uint32_t rkey, uint64_t offset, uint64_t len) noexcept {
+  if (rkey < 1 || rkey > regions_.size() || regions_[rkey - 1] == nullptr) return nullptr;
+  DpdkRegion* r = regions_[rkey - 1];
+  if (offset > r->length() || len > r->length() - offset) return nullptr;
+  return static_cast<uint8_t*>(r->addr()) + offset;
+}
+
+std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
+  std::vector<std::pair<std::string, uint64_t>> c = {
+      {"rx_packets", stats.rx_packets.get()},         {"tx_packets", stats.tx_packets.get()},
+      {"rx_bad_frame", stats.rx_bad_frame.get()},     {"rx_bad_header", stats.rx_bad_header.get()},
+      {"rx_unknown_flow", stats.rx_unknown_flow.get()}, {"tx_ring_full", stats.tx_ring_full.get()},
+      {"tx_no_mbuf", stats.tx_no_mbuf.get()},         {"zero_copy_tx", stats.zero_copy_tx.get()},
+      {"copied_tx", stats.copied_tx.get()},           {"faults_dropped", stats.faults_dropped.get()},
+      {"faults_duplicated", stats.faults_duplicated.get()}, {"faults_reordered", stats.faults_reordered.get()},
+      {"faults_corrupted", stats.faults_corrupted.get()}, {"faults_garbage", stats.faults_garbage.get()}};
+  reliable::FlowStats t;
+  for (DpdkEndpoint* ep : by_rank_) {
+    if (ep == nullptr) continue;
+    const auto& s = ep->flow().stats();
+    t.data_sent += s.data_sent;
+    t.retransmits += s.retransmits;
+    t.duplicates += s.duplicates;
+    t.timeouts += s.timeouts;
+    t.out_of_window += s.out_of_window;
+    t.bad_placement += s.bad_placement;
+    t.rtt_samples += s.rtt_samples;
+    t.last_rtt_ns = s.last_rtt_ns;
+  }
+  c.insert(c.end(), {{"data_sent", t.data_sent},         {"retransmits", t.retransmits},
+                     {"duplicates", t.duplicates},       {"rto_timeouts", t.timeouts},
+                     {"out_of_window", t.out_of_window}, {"bad_placement", t.bad_placement},
+                     {"rtt_samples", t.rtt_samples},     {"last_rtt_ns", t.last_rtt_ns}});
+  return c;
+}
+
+}  // namespace grex::dpdk

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DPDK driver's Device, Endpoint and MemoryRegion: grex's reliable
+// protocol (lib/transport/reliable_flow.h) in UDP/IPv4 on DPDK ports.
+#pragma once
+
+#include <grex/transport.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/counters.h"
+#include "drivers/dpdk/dpdk_extbuf.h"
+#include "drivers/dpdk/dpdk_frame.h"
+#include "drivers/dpdk/dpdk_port.h"
+#include "transport/fault_injector.h"
+#include "transport/reliable_flow.h"
+
+namespace grex::dpdk {
+
+using frame::FrameAddr;
+using frame::Mac;
+using frame::ParseError;
+using frame::Parsed;
+using frame::kEthHeaderBytes;
+using frame::kHeadersBytes;
+using frame::kIpv4HeaderBytes;
+using frame::kUdpHeaderBytes;
+
+class DpdkDevice;
+
+/// Driver options, from DeviceOptions::params and GREX_DPDK_* (see dpdk.h).
+struct DpdkOptions {
+  std::string mode = "memif";   ///< "memif": a memif port per peer; "port": one shared port
+  std::string devargs;          ///< port mode: the vdev ("net_af_packet0,iface=veth0,...")
+  std::string memif_dir = "/tmp";
+  uint32_t ip = 0;              ///< port mode: our IPv4 (host order); 0: 10.77.<rank>
+  uint16_t udp_port = 47000;
+  uint16_t mtu = 9000;
+  uint32_t mbufs = 16383;
+  uint32_t window = 1024;
+  int64_t give_up_ms = 10'000;
+  bool payload_crc = false;
+  FaultConfig faults;
+};
+
+/// Registered memory: the range is known to EAL (rte_extmem_register) once a
+/// port exists, so TX attaches it to mbufs without copying.
+class DpdkRegion final : public MemoryRegion {
+ public:
+  DpdkRegion(DpdkDevice* dev, void* addr, size_t len, uint32_t id);
+  ~DpdkRegion() override;
+  uint32_t id() const noexcept { return id_; }
+  /// Shared info for attaching, or nullptr while not registered with EAL.
+  rte_mbuf_ext_shared_info* shinfo() const noexcept { return ext_ ? ext_->shinfo() : nullptr; }
+  Result<void> register_with_eal(uint16_t port_id);
+
+ private:
+  DpdkDevice* dev_;
+  uint32_t id_;
+  std::unique_ptr<ExternalRegion> ext_;
+};
+
+class DpdkEndpoint final : public Endpoint {
+ public:
+  DpdkEndpoint(DpdkDevice* dev, int peer, Port* port, const FrameAddr& addr, const reliable::Config& cfg);
+  ~DpdkEndpoint() override;
+
+  PostResult post_send(std::span<const SendRequest> reqs) noexcept override;
+  PostResult post_recv(std::span<const RecvRequest> reqs) noexcept override;
+  PostResult post_write(std::span<const WriteRequest> reqs) noexcept override;
+  bool peer_failed() const noexcept override { return flow_.failed(); }
+  void announce_abort(int culprit) noexcept override;
+  int peer_abort_culprit() const noexcept override { return flow_.peer_abort_culprit(); }
+  std::string describe_peer() const override;
+
+  reliable::Flow& flow() noexcept { return flow_; }
+  Port* port() const noexcept { return port_; }
+  const FrameAddr& addr() const noexcept { return addr_; }
+  bool connected = false;     ///< CONNECT_ACK seen
+  bool peer_closed = false;   ///< the peer sent kClose
+
+ private:
+  DpdkDevice* dev_;
+  Port* port_;
+  FrameAddr addr_;  // our side as source, the peer as destination
+  reliable::Flow flow_;
+};
+
+class DpdkDevice final : public Device, public reliable::RegionTable {
+ public:
+  explicit DpdkDevice(const DeviceOptions& opts);
+  ~DpdkDevice() override;
+  Result<void> init();
+
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+  Result<std::string> local_address() override;
+  Result<std::unique_ptr<Endpoint>> connect(int peer, std::string_view peer_address) override;
+  size_t poll(std::span<Completion> out) noexcept override;
+  std::vector<std::pair<std::string, uint64_t>> counters() const override;
+  uint8_t* resolve(uint32_t rkey, uint64_t offset, uint64_t len) noexcept override;
+
+  // Used by endpoints and regions.
+  void remove_endpoint(DpdkEndpoint* ep) noexcept;
+  void flush(DpdkEndpoint* ep) noexcept;
+  void forget_region(uint32_t id) noexcept;
+  int rank() const noexcept { return opts_.rank; }
+
+  struct Stats {
+    Counter rx_packets, tx_packets, rx_bad_frame, rx_bad_header, rx_unknown_flow, tx_ring_full, tx_no_mbuf,
+        copied_tx, zero_copy_tx, faults_dropped, faults_duplicated, faults_reordered, faults_corrupted, faults_garbage;
+  };
+  Stats stats;
+
+ protected:
+  Result<std::unique_ptr<MemoryRegion>> do_register(void* addr, size_t length, MemoryDomain domain) override;
+
+ private:
+  struct Held {
+    rte_mbuf* m;
+    uint32_t countdown;
+    Port* port;
+  };
+  Result<void> parse_options();
+  Result<Port*> port_for(int peer);
+  Result<void> handshake(DpdkEndpoint* ep);
+  void rx(size_t port_index, uint64_t now) noexcept;
+  void handle(Port* port, const uint8_t* frame, size_t len, uint64_t now) noexcept;
+  void send_ctrl(Port* port, const FrameAddr& to, const wire::Header& h) noexcept;
+  void transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcept;
+  void send_garbage(Port* port, const FaultDecision& d, const uint8_t* frame_hdr) noexcept;
+  void enqueue(Port* port, rte_mbuf* m) noexcept;
+  void flush_tx() noexcept;
+  bool connected_once(size_t port) const noexcept;
+  void mark_dead(size_t port) noexcept;
+  void quiesce() noexcept;
+
+  DeviceOptions opts_;
+  DpdkOptions dopts_;
+  Capabilities caps_;
+  reliable::Config flow_cfg_;
+  std::string host_id_;
+  std::vector<std::unique_ptr<Port>> ports_;
+  std::vector<int> port_peer_;               // memif: the peer of ports_[i]
+  std::vector<char> port_dead_;              // memif: the link went down after it was up
+  std::vector<DpdkEndpoint*> by_rank_;       // endpoint for each peer rank
+  std::vector<std::vector<rte_mbuf*>> txq_;  // per port: built, not yet taken by the PMD
+  std::vector<Held> held_;                   // reordered packets waiting for their turn
+  std::vector<uint8_t> linear_;              // RX bounce for multi-segment mbufs
+  std::vector<DpdkRegion*> regions_;         // by id - 1
+  std::vector<std::string> memif_markers_;   // ready markers this rank (a memif server) still owns
+  FaultInjector faults_;
+  uint32_t next_region_id_ = 1;
+  uint32_t max_payload_ = 0;
+  uint32_t ip_ = 0;
+  uint64_t last_now_ = 0;
+};
+
+}  // namespace grex::dpdk

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: Apache-2.0
+// Ethernet/IPv4/UDP header writing and validation (drivers/dpdk/dpdk_frame.h); needs no DPDK.
+#include "drivers/dpdk/dpdk_frame.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace grex::dpdk::frame {
+namespace {
+
+constexpr uint16_t kPort = 4791;
+
+FrameAddr test_addr() {
+  FrameAddr a;
+  a.src_mac = {0x02, 0, 0, 0, 0, 0x01};
+  a.dst_mac = {0x02, 0, 0, 0, 0, 0x02};
+  a.src_ip = 0x0a000001;  // 10.0.0.1
+  a.dst_ip = 0x0a000002;
+  a.src_port = 5000;
+  a.dst_port = kPort;
+  return a;
+}
+
+std::vector<uint8_t> make_frame(size_t payload_len) {
+  std::vector<uint8_t> f(kHeadersBytes + payload_len);
+  EXPECT_TRUE(write_headers(f.data(), test_addr(), payload_len));
+  for (size_t i = 0; i < payload_len; ++i) f[kHeadersBytes + i] = uint8_t(i * 7 + 3);
+  return f;
+}
+
+/// Rewrites the IP checksum after a test mutated the IP header.
+void fix_cksum(std::vector<uint8_t>& f) {
+  uint8_t* ip = f.data() + kEthHeaderBytes;
+  ip[10] = ip[11] = 0;
+  const uint16_t c = ipv4_checksum(ip);
+  ip[10] = uint8_t(c >> 8);
+  ip[11] = uint8_t(c);
+}
+
+ParseError parse_err(const std::vector<uint8_t>& f, size_t len, uint16_t port = kPort, bool cksum = true) {
+  Parsed p;
+  return parse(f.data(), len, port, &p, cksum);
+}
+
+TEST(DpdkFrame, RoundTrip) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{18}, size_t{1458}, size_t{8950}}) {
+    auto f = make_frame(n);
+    Parsed p;
+    ASSERT_EQ(parse(f.data(), f.size(), kPort, &p, true), ParseError::kOk) << n;
+    EXPECT_EQ(p.payload_len, n);
+    EXPECT_EQ(p.payload, f.data() + kHeadersBytes);
+    EXPECT_EQ(p.addr.src_ip, 0x0a000001u);
+    EXPECT_EQ(p.addr.dst_ip, 0x0a000002u);
+    EXPECT_EQ(p.addr.src_port, 5000);
+    EXPECT_EQ(p.addr.dst_port, kPort);
+    EXPECT_EQ(p.addr.src_mac, test_addr().src_mac);
+    EXPECT_EQ(p.addr.dst_mac, test_addr().dst_mac);
+  }
+}
+
+TEST(DpdkFrame, WireLayout) {
+  auto f = make_frame(100);
+  EXPECT_EQ(f[12], 0x08);  // EtherType 0x0800
+  EXPECT_EQ(f[13], 0x00);
+  const uint8_t* ip = f.data() + kEthHeaderBytes;
+  EXPECT_EQ(ip[0], 0x45);
+  EXPECT_EQ((ip[2] << 8) | ip[3], 128);  // 20 + 8 + 100
+  EXPECT_EQ(ip[9], kIpProtoUdp);
+  EXPECT_EQ(ip[12], 10);  // source 10.0.0.1, big-endian
+  EXPECT_EQ(ip[15], 1);
+  EXPECT_EQ(ipv4_checksum(ip), 0) << "a header with its checksum sums to 0";
+  const uint8_t* udp = ip + kIpv4HeaderBytes;
+  EXPECT_EQ((udp[2] << 8) | udp[3], kPort);
+  EXPECT_EQ((udp[4] << 8) | udp[5], 108);
+}
+
+TEST(DpdkFrame, KnownChecksum) {
+  // The classic example header (Wikipedia, "IPv4 header checksum"): checksum 0xb861.
+  const uint8_t hdr[20] = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,
+                           0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7};
+  EXPECT_EQ(ipv4_checksum(hdr), 0xb861);
+}
+
+TEST(DpdkFrame, OffloadLeavesChecksumZero) {
+  std::vector<uint8_t> f(kHeadersBytes);
+  ASSERT_TRUE(write_headers(f.data(), test_addr(), 0, /*sw_ip_cksum=*/false));
+  EXPECT_EQ(f[kEthHeaderBytes + 10], 0);
+  EXPECT_EQ(f[kEthHeaderBytes + 11], 0);
+  EXPECT_EQ(parse_err(f, f.size(), kPort, false), ParseError::kOk);
+  EXPECT_EQ(parse_err(f, f.size(), kPort, true), ParseError::kBadIpChecksum);
+}
+
+TEST(DpdkFrame, PayloadTooLargeIsRefused) {
+  std::vector<uint8_t> f(kHeadersBytes, 0xee);
+  EXPECT_FALSE(write_headers(f.data(), test_addr(), kMaxUdpPayloadBytes + 1));
+  EXPECT_EQ(f[0], 0xee) << "nothing written";
+  EXPECT_TRUE(write_headers(f.data(), test_addr(), kMaxUdpPayloadBytes));
+}
+
+TEST(DpdkFrame, EthernetPaddingIsNotPayload) {
+  auto f = make_frame(4);
+  f.resize(60, 0);  // padded to the Ethernet minimum
+  Parsed p;
+  ASSERT_EQ(parse(f.data(), f.size(), kPort, &p), ParseError::kOk);
+  EXPECT_EQ(p.payload_len, 4u);
+}
+
+TEST(DpdkFrame, ShortFrame) {
+  auto f = make_frame(0);
+  EXPECT_EQ(parse_err(f, 41), ParseError::kShortFrame);
+  EXPECT_EQ(parse_err(f, 0), ParseError::kShortFrame);
+  Parsed p;
+  EXPECT_EQ(parse(nullptr, 100, kPort, &p), ParseError::kShortFrame);
+}
+
+TEST(DpdkFrame, WrongEtherType) {
+  auto f = make_frame(10);
+  f[12] = 0x86;  // IPv6
+  f[13] = 0xdd;
+  EXPECT_EQ(parse_err(f, f.size()), ParseError::kNotIpv4);
+  f = make_frame(10);
+  f[12] = 0x81;  // VLAN tag: not parsed
+  f[13] = 0x00;
+  EXPECT_EQ(parse_err(f, f.size()), ParseError::kNotIpv4);
+}
+
+TEST(DpdkFrame, WrongIpVersion) {
+  auto f = make_frame(10);
+  f[kEthHeaderBytes] = 0x65;
+  fix_cksum(f);
+  EXPECT_EQ(parse_err(f, f.size()), ParseError::kNotIpv4);
+}
+
+TEST(DpdkFrame, IhlNotFive) {
+  for (uint8_t ihl : {4, 6, 15}) {
+    auto f = make_frame(40);
+    f[kEthHeaderBytes] = uint8_t(0x40 | ihl);
+    fix_cksum(f);
+    EXPECT_EQ(parse_err(f, f.size()), ParseError::kBadIhl) << int(ihl);
+  }
+}
+
+TEST(DpdkFrame, BadTotalLength) {
+  auto f = make_frame(10);
+  uint8_t* ip = f.data() + kEthHeaderBytes;
+  ip[2] = 0;
+  ip[3] = 39;  // one more than the frame holds (20 + 8 + 10 = 38)
+  fix_cksum(f);
+  EXPECT_EQ(parse_err(f, f.size()), ParseError::kBadTotalLength);
+  ip[3] = 27;  // shorter than IP + UDP headers
+  fix_cksum(f);
+  EXPECT_EQ(parse_err(f, f.size()), ParseError::kBadTotalLength);
+  // A frame cut short by the receiver: total length claims more than arrived.
+  auto g = make_frame(100);
+  EXPECT_EQ(parse_err(g, g.size() - 1), ParseError::kBadTotalLength);
+}
+
+TEST(DpdkFrame, Fragment) {
+  auto f = make_frame(10);
+  f[kEthHeaderBytes + 6] = 0x20;  // MF
+  f[kEthHeaderBytes + 7] = 0x00;
+  fix_cksum(f);
+  EXPECT_EQ(parse_err(f, f.size()), ParseError::kFragment);
+  f[kEthHeaderBytes + 6] = 0x00;
+  f[kEthHeaderBytes + 7] = 0x10;  // offset 16 * 8
+  fix_cksum(f);
+  EXPECT_EQ(parse_err(f, f.size()), ParseError::kFragment);
+}
+
+TEST(DpdkFrame, BadChecksumOnlyWhenVerifying) {
+  auto f = make_frame(10);
+  f[kEthHeaderBytes + 8] = 1;  // TTL changed, checksum stale
+  EXPECT_EQ(parse_err(f, f.size(), kPort, true), ParseError::kBadIpChecksum);
+  EXPECT_EQ(parse_err(f, f.size(), kPort, false), ParseError::kOk);
+}
+
+TEST(DpdkFrame, NotUdp) {
+  auto f = make_frame(10);
+  f[kEthHeaderBytes + 9] = 6;  // TCP
+  fix_cksum(f);
+  EXPECT_EQ(parse_err(f, f.size()), ParseError::kNotUdp);
+}
+
+TEST(DpdkFrame, UdpLengthInconsistent) {
+  auto f = make_frame(10);
+  uint8_t* udp = f.data() + kEthHeaderBytes + kIpv4HeaderBytes;
+  udp[5] = 17;  // 18 expected
+  EXPECT_EQ(parse_err(f, f.size()), ParseError::kBadUdpLength);
+}
+
+TEST(DpdkFrame, WrongPort) {
+  auto f = make_frame(10);
+  EXPECT_EQ(parse_err(f, f.size(), kPort + 1), ParseError::kWrongPort);
+  EXPECT_EQ(parse_err(f, f.size(), 0), ParseError::kOk) << "port 0 accepts any";
+}
+
+TEST(DpdkFrame, ErrorNames) {
+  EXPECT_STREQ(parse_error_name(ParseError::kOk), "ok");
+  EXPECT_STREQ(parse_error_name(ParseError::kBadIhl), "bad-ihl");
+  EXPECT_STREQ(parse_error_name(ParseError::kWrongPort), "wrong-port");
+}
+
+}  // namespace
+}  // namespace grex::dpdk::frame
