@@ -139,6 +139,32 @@ void page_range(void* addr, size_t len, uintptr_t* lo, uintptr_t* hi) {
   *hi = (a + len + page - 1) / page * page;
 }
 
+/// Registers with EAL every part of [lo, hi) no memseg list covers yet, as
+/// new chunks (bases appended to *created). On failure nothing new stays
+/// registered. Caller holds g_mu.
+Result<void> register_gaps(uintptr_t lo, uintptr_t hi, std::vector<uintptr_t>* created) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (const Range& gap : uncovered(lo, hi)) {
+    const size_t n = gap.hi - gap.lo;
+    if (rte_extmem_register(reinterpret_cast<void*>(gap.lo), n, nullptr, 0, page) != 0) {
+      const int err = rte_errno;
+      if (err == EEXIST) continue;  // registered meanwhile by someone else: covered
+      for (uintptr_t b : *created) {
+        rte_extmem_unregister(reinterpret_cast<void*>(b), g_chunks[b].len);
+        g_chunks.erase(b);
+      }
+      created->clear();
+      return Error(err == ENOMEM || err == ENOSPC ? Errc::kNoMemory : Errc::kSystem,
+                   "rte_extmem_register(" + std::to_string(n) + " bytes) failed: " + rte_strerror(err))
+          .device("dpdk")
+          .hint("EAL has 128 memseg lists: register few large regions rather than many small ones");
+    }
+    g_chunks[gap.lo].len = n;
+    created->push_back(gap.lo);
+  }
+  return ok();
+}
+
 }  // namespace
 
 Result<void> register_external(void* addr, size_t len, uint16_t port_id) {
@@ -150,28 +176,10 @@ Result<void> register_external(void* addr, size_t len, uint16_t port_id) {
     return Error(Errc::kInvalidArgument, "registering an empty range").device("dpdk");
   uintptr_t lo = 0, hi = 0;
   page_range(addr, len, &lo, &hi);
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
 
   std::lock_guard<std::mutex> lock(g_mu);
   std::vector<uintptr_t> created;
-  for (const Range& gap : uncovered(lo, hi)) {
-    void* base = reinterpret_cast<void*>(gap.lo);
-    const size_t n = gap.hi - gap.lo;
-    if (rte_extmem_register(base, n, nullptr, 0, page) != 0) {
-      const int err = rte_errno;
-      if (err == EEXIST) continue;  // registered meanwhile by someone else: covered
-      for (uintptr_t b : created) {
-        rte_extmem_unregister(reinterpret_cast<void*>(b), g_chunks[b].len);
-        g_chunks.erase(b);
-      }
-      return Error(err == ENOMEM || err == ENOSPC ? Errc::kNoMemory : Errc::kSystem,
-                   "rte_extmem_register(" + std::to_string(n) + " bytes) failed: " + rte_strerror(err))
-          .device("dpdk")
-          .hint("EAL has 128 memseg lists: register few large regions rather than many small ones");
-    }
-    g_chunks[gap.lo].len = n;
-    created.push_back(gap.lo);
-  }
+  GREX_TRY(register_gaps(lo, hi, &created));
 
   const auto chunks = overlapping(lo, hi);
   std::vector<std::map<uintptr_t, Chunk>::iterator> done;

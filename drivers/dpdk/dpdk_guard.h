@@ -23,7 +23,7 @@ template <class F>
 bool guarded_burst(F&& f) noexcept {
   detail::install_fault_guard();
   sigjmp_buf jb;
-  if (sigsetjmp(jb, 1) != 0) {
+  if (sigsetjmp(jb, 0) != 0) {  // no mask to restore: the handler runs with SA_NODEFER
     detail::t_burst_guard = nullptr;
     return false;
   }

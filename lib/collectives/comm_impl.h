@@ -29,6 +29,19 @@ struct Communicator::Impl {
   MemoryRegion* staging = nullptr;   // send-side staging ring (allocate()), shm only
   size_t staging_bytes = 0;
   std::map<void*, MemoryRegion*> user_allocs;  // alloc() results
+  /// Registrations of user buffers kept across calls (least recently used
+  /// goes first): registering on every call costs page faults and syscalls.
+  struct CachedRegistration {
+    MemoryRegion* mr;
+    uint64_t last_use;
+  };
+  std::vector<CachedRegistration> reg_cache;
+  uint64_t reg_clock = 0;
+  static constexpr size_t kMaxCachedRegistrations = 32;
+  /// A registration covering [p, p+n), from the cache or new.
+  Result<MemoryRegion*> registration(const void* p, size_t n);
+  /// Drops cached registrations inside `mr`'s range (before it is freed).
+  void evict_registrations(const MemoryRegion* mr);
 
   /// Fresh tag space for one collective: bit 63 set, sequence in bits 32..62.
   uint64_t next_tag_base() noexcept { return (1ull << 63) | (static_cast<uint64_t>(++seq & 0x7fffffff) << 32); }
@@ -58,17 +71,15 @@ struct Communicator::Impl {
   Result<void> dissemination_barrier();
 };
 
-/// A registration held for the duration of one call (released on scope exit).
+/// The registration a call uses for one buffer; it stays in the
+/// communicator's cache after the call (see Impl::registration).
 class ScopedRegistration {
  public:
-  ScopedRegistration(Device* dev) : dev_(dev) {}
-  ~ScopedRegistration() {
-    if (mr_ != nullptr) (void)dev_->deregister_memory(mr_);
-  }
+  explicit ScopedRegistration(Communicator::Impl& c) : c_(c) {}
   ScopedRegistration(const ScopedRegistration&) = delete;
   ScopedRegistration& operator=(const ScopedRegistration&) = delete;
   Result<MemoryRegion*> acquire(const void* p, size_t bytes) {
-    auto r = dev_->register_memory(const_cast<void*>(p), bytes);
+    auto r = c_.registration(p, bytes);
     if (r) mr_ = *r;
     return r;
   }
@@ -79,7 +90,7 @@ class ScopedRegistration {
   }
 
  private:
-  Device* dev_;
+  Communicator::Impl& c_;
   MemoryRegion* mr_ = nullptr;
 };
 

@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/comm_impl.h"
@@ -95,6 +96,8 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 Communicator::~Communicator() {
   if (!impl_) return;
+  for (auto& c : impl_->reg_cache) (void)impl_->device->deregister_memory(c.mr);
+  impl_->reg_cache.clear();
   for (auto& [p, mr] : impl_->user_allocs) (void)impl_->device->free(mr);
   if (impl_->scratch != nullptr) (void)impl_->device->free(impl_->scratch);
   if (impl_->staging != nullptr) (void)impl_->device->free(impl_->staging);
@@ -196,6 +199,34 @@ Result<void> Communicator::Impl::ensure_scratch(size_t bytes) {
   return ok();
 }
 
+Result<MemoryRegion*> Communicator::Impl::registration(const void* p, size_t n) {
+  for (auto& c : reg_cache)
+    if (c.mr->contains(p, n)) {
+      c.last_use = ++reg_clock;
+      return c.mr;
+    }
+  MemoryRegion* mr = GREX_TRY(device->register_memory(const_cast<void*>(p), n));
+  if (reg_cache.size() == kMaxCachedRegistrations) {
+    auto victim = std::min_element(reg_cache.begin(), reg_cache.end(),
+                                   [](const auto& a, const auto& b) { return a.last_use < b.last_use; });
+    (void)device->deregister_memory(victim->mr);
+    reg_cache.erase(victim);
+  }
+  reg_cache.push_back({mr, ++reg_clock});
+  return mr;
+}
+
+void Communicator::Impl::evict_registrations(const MemoryRegion* mr) {
+  for (size_t i = 0; i < reg_cache.size();) {
+    if (mr->contains(reg_cache[i].mr->addr(), reg_cache[i].mr->length()) || reg_cache[i].mr == mr) {
+      (void)device->deregister_memory(reg_cache[i].mr);
+      reg_cache.erase(reg_cache.begin() + static_cast<long>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
 bool Communicator::Impl::should_stage(const MemoryRegion* mr, size_t bytes) const {
   if (!device->capabilities().allocate_shared || opts.stage_sends == "never") return false;
   if (opts.stage_sends == "always") return true;
@@ -231,7 +262,7 @@ Result<void> Communicator::Impl::check_p2p(const char* what, const void* buf, si
 Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_t tag) {
   Impl& c = *impl_;
   GREX_TRY(c.check_p2p("send", buf, bytes, peer));
-  ScopedRegistration reg(c.device.get());
+  ScopedRegistration reg(c);
   GREX_TRY(reg.acquire(buf, bytes));
   auto run = [&]() -> Result<void> {
     if (c.p2p_chunked(bytes)) {
@@ -250,7 +281,7 @@ Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_
 Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag) {
   Impl& c = *impl_;
   GREX_TRY(c.check_p2p("recv", buf, bytes, peer));
-  ScopedRegistration reg(c.device.get());
+  ScopedRegistration reg(c);
   GREX_TRY(reg.acquire(buf, bytes));
   auto run = [&]() -> Result<void> {
     if (c.p2p_chunked(bytes)) {
@@ -314,6 +345,7 @@ Result<void> Communicator::free(void* ptr) {
     return Error(Errc::kInvalidArgument, "free: pointer was not returned by Communicator::alloc").rank(impl_->rank);
   MemoryRegion* mr = it->second;
   impl_->user_allocs.erase(it);
+  impl_->evict_registrations(mr);
   return impl_->device->free(mr);
 }
 

@@ -19,7 +19,7 @@ Result<void> Communicator::Impl::ring_allreduce(const void* sendbuf, void* recvb
   const size_t chunk = std::max<size_t>(es, opts.chunk_bytes / es * es);
   GREX_TRY(ensure_scratch(chunk * detail::kStreamWindow));
 
-  ScopedRegistration sreg(device.get()), rreg(device.get());
+  ScopedRegistration sreg(*this), rreg(*this);
   GREX_TRY(sreg.acquire(sendbuf, count * es));
   GREX_TRY(rreg.acquire(recvbuf, count * es));
   const uint64_t soff = sreg.offset(sendbuf);

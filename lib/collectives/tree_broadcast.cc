@@ -24,7 +24,7 @@ Result<void> Communicator::Impl::tree_broadcast(void* buf, size_t bytes, int roo
   for (int m = mask >> 1; m > 0; m >>= 1)
     if (vr + m < n) children.push_back((vr + m + root) % n);
 
-  ScopedRegistration reg(device.get());
+  ScopedRegistration reg(*this);
   GREX_TRY(reg.acquire(buf, bytes));
   const uint64_t off0 = reg.offset(buf);
   const size_t chunk = opts.chunk_bytes;

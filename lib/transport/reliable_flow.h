@@ -206,6 +206,7 @@ class Flow {
   std::vector<RxWrite> rxwrites_;
   uint32_t rcv_nxt_ = 0;
   std::vector<uint64_t> rcv_bits_;  // received psns in [rcv_nxt_, rcv_nxt_ + window)
+  uint32_t rx_above_ = 0;           // how many of them lie above rcv_nxt_ (out of order)
   uint32_t unacked_rx_ = 0;
   bool ack_due_ = false;
   uint32_t nacked_psn_ = UINT32_MAX;

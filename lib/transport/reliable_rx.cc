@@ -42,6 +42,7 @@ bool Flow::rx_seen(uint32_t psn) const noexcept {
 void Flow::rx_mark(uint32_t psn) noexcept { rcv_bits_[(psn % cfg_.window) / 64] |= 1ull << (psn % 64); }
 
 uint64_t Flow::sack_bits() const noexcept {
+  if (rx_above_ == 0) return 0;  // nothing arrived above the hole: the common case
   uint64_t bits = 0;
   for (uint32_t i = 0; i < 64 && i + 1 < cfg_.window; ++i) {
     uint32_t psn = rcv_nxt_ + 1 + i;
@@ -94,6 +95,7 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
     return;
   }
   rx_mark(h.psn);
+  if (d != 0) ++rx_above_;
   if ((h.flags & wire::kFlagAdvert) != 0) {
     on_advert(h);
   } else if ((h.flags & wire::kFlagWrite) != 0) {
@@ -102,8 +104,11 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
     place(h, payload);
   }
   // Advance the cumulative point over everything that has arrived.
+  bool first = true;
   while ((rcv_bits_[(rcv_nxt_ % cfg_.window) / 64] >> (rcv_nxt_ % 64)) & 1) {
     rcv_bits_[(rcv_nxt_ % cfg_.window) / 64] &= ~(1ull << (rcv_nxt_ % 64));
+    if (!first || d != 0) --rx_above_;  // every packet after the first was counted above
+    first = false;
     ++rcv_nxt_;
   }
   if (sack_bits() != 0) {
