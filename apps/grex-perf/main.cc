@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // grex-perf: parses the command line, connects the job's Communicator and runs one mode.
 #include <cstdio>
+#include <string>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -31,6 +32,20 @@ int fail(const Error& e, int code) {
   return code;
 }
 
+// One line per rank, in rank order, with the counters that are not zero.
+void print_stats(Communicator& comm) {
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r == comm.rank()) {
+      std::string line = "# stats rank " + std::to_string(r) + " (" + comm.options().backend + "):";
+      for (const auto& [name, value] : comm.device().counters())
+        if (value != 0) line += " " + name + "=" + std::to_string(value);
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+    (void)comm.barrier();
+  }
+}
+
 int perf_main(int argc, char** argv) {
   std::vector<std::string_view> argv_views(argv + 1, argv + argc);
   auto parsed = parse_args(argv_views);
@@ -48,6 +63,7 @@ int perf_main(int argc, char** argv) {
     if (entry.mode != args.mode) continue;
     auto rc = entry.run(**comm, args);
     if (!rc) return fail(rc.error(), kExitError);
+    if (args.stats) print_stats(**comm);
     return *rc;
   }
   return fail(Error(Errc::kInternal, "no entry point for mode " + std::string(mode_name(args.mode))), kExitError);

@@ -41,6 +41,7 @@ constexpr std::array kOptions = {
     OptionSpec{'\0', "report_gbits", false, kBw},
     OptionSpec{'\0', "memcpy-ref", false, kBw},
     OptionSpec{'\0', "alloc", false, kAny},
+    OptionSpec{'\0', "stats", false, kAny},
     OptionSpec{'\0', "backend", true, kAny},
     OptionSpec{'\0', "json", true, kAny},
     OptionSpec{'h', "help", false, kAny},
@@ -134,6 +135,8 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
     a.memcpy_ref = true;
   } else if (o.long_name == "alloc") {
     a.shared_buffers = true;
+  } else if (o.long_name == "stats") {
+    a.stats = true;
   } else if (o.long_name == "backend") {
     if (v.empty()) return bad("option --backend needs a backend name (shm, dpdk, verbs)");
     a.backend = std::string(v);
@@ -324,6 +327,7 @@ std::string_view usage() noexcept {
          "\n"
          "Common options:\n"
          "  --alloc                 buffers from Communicator::alloc (backend-shared memory), not malloc\n"
+         "  --stats                 every rank prints its transport counters at the end (retransmits, drops, ...)\n"
          "  --backend NAME          set GREX_BACKEND (shm, dpdk, verbs) before connecting\n"
          "  --json FILE             also write the result rows to FILE as JSON\n"
          "  -h, --help              print this help\n"

@@ -50,6 +50,7 @@ struct PerfArgs {
   bool shared_buffers = false;   ///< --alloc: Communicator::alloc instead of malloc
   std::string backend;           ///< --backend: sets GREX_BACKEND before from_env
   std::string json_path;         ///< --json: rows as JSON (rank 0 writes)
+  bool stats = false;            ///< --stats: each rank prints its transport counters
 
   // Collective modes.
   size_t min_bytes = kDefaultCollectiveMinBytes;  ///< -b

@@ -5,7 +5,9 @@
 #include "core/log.h"
 #include "drivers/dpdk/dpdk_eal.h"
 
+#include <rte_alarm.h>
 #include <rte_errno.h>
+#include <rte_interrupts.h>
 #include <rte_ether.h>
 #include <rte_lcore.h>
 #include <rte_mempool.h>
@@ -17,9 +19,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace grex::dpdk {
 namespace {
@@ -275,7 +279,44 @@ bool Port::link_up() const noexcept {
   return link.link_status == RTE_ETH_LINK_UP;
 }
 
+// memif handles its control channel (the peer's connect and disconnect) in
+// callbacks on EAL's interrupt thread, and a peer's disconnect frees the same
+// regions and queues as rte_eth_dev_close: the two overlapping crashed in
+// librte_net_memif (double rte_free) when both sides closed at about the same
+// time. Closing on the interrupt thread itself, through an alarm, serialises
+// close with those callbacks for every PMD.
 void Port::stop() noexcept {
+  if (!started_ && !probed_ && pool_ == nullptr) return;
+  if (!eal_initialized() || rte_thread_is_intr()) {
+    teardown();
+    return;
+  }
+  struct Job {
+    Port* port;
+    std::atomic<bool> done{false};
+  } job{this};
+  auto run = [](void* arg) {
+    auto* j = static_cast<Job*>(arg);
+    j->port->teardown();
+    j->done.store(true, std::memory_order_release);
+  };
+  if (rte_eal_alarm_set(1, run, &job) != 0) {
+    GREX_DEBUG("dpdk", "%s: rte_eal_alarm_set failed; closing on this thread", name_.c_str());
+    teardown();
+    return;
+  }
+  const auto slow = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  bool warned = false;
+  while (!job.done.load(std::memory_order_acquire)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (!warned && std::chrono::steady_clock::now() > slow) {
+      GREX_WARN("dpdk", "%s: close waits for EAL's interrupt thread for over 1 s", name_.c_str());
+      warned = true;
+    }
+  }
+}
+
+void Port::teardown() noexcept {
   if (started_) {
     const int rc = rte_eth_dev_stop(id_);
     if (rc < 0) GREX_DEBUG("dpdk", "%s: rte_eth_dev_stop: %s", name_.c_str(), rte_strerror(-rc));

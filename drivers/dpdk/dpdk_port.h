@@ -12,7 +12,8 @@
 // its port while the other is still polling. Both peers must stop calling
 // rx_burst()/tx_burst() before either calls stop(); the caller coordinates
 // that (e.g. through the bootstrap store: "stopped polling" from both ranks,
-// then close).
+// then close). Once neither polls, the two may close in any order or at the
+// same time (stop() serialises with memif's disconnect handling).
 #pragma once
 
 #include <grex/result.h>
@@ -107,8 +108,11 @@ class Port {
   }
 
   /// Stops and closes the port, removes the vdev and frees the mempool.
-  /// Idempotent; the destructor calls it. Every mbuf of pool() must have been
-  /// freed, and (memif) the peer must have stopped polling, see above.
+  /// Idempotent; the destructor calls it. Blocks until done: the work runs
+  /// on EAL's interrupt thread (an alarm) so that it never overlaps the
+  /// PMD's own control callbacks there (memif's handling of the peer's
+  /// disconnect). Every mbuf of pool() must have been freed, and (memif) the
+  /// peer must have stopped polling, see above.
   void stop() noexcept;
 
  private:
@@ -116,6 +120,7 @@ class Port {
   Result<void> setup(const PortOptions& opts);
   Result<void> configure(const PortOptions& opts);
   void apply_mtu(const rte_eth_dev_info& info, const PortOptions& opts);
+  void teardown() noexcept;
 
   uint16_t id_ = 0;
   std::string name_;

@@ -67,7 +67,7 @@ struct FlowStats {
   uint64_t acks_sent = 0, acks_received = 0, nacks_sent = 0, nacks_received = 0;
   uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
-  uint64_t rtt_samples = 0, last_rtt_ns = 0, min_rtt_ns = 0, probe_timeouts = 0;
+  uint64_t rtt_samples = 0, last_rtt_ns = 0, min_rtt_ns = 0, probe_timeouts = 0, tail_probes = 0;
 };
 
 class Flow {
@@ -196,6 +196,8 @@ class Flow {
   size_t retx_head_ = 0, retx_n_ = 0;
   uint32_t last_ack_ = 0, dupacks_ = 0;
   uint64_t rto_backoff_ = 1;
+  uint64_t last_data_ns_ = 0;  // when new data last went out
+  bool tlp_armed_ = false;     // a tail-loss probe is out; re-armed by ACK progress
   uint32_t next_advert_seq_ = 0, next_write_id_ = 0;
   std::vector<Completion> done_;  // completions not yet polled (ring)
   size_t done_head_ = 0, done_n_ = 0;

@@ -133,6 +133,7 @@ bool Flow::next_data(TxPacket* p, uint64_t now_ns) noexcept {
     ++m.pkts;
     if (m.next >= m.send_len) m.segmented = true;
     fill_data(p, psn, now_ns);
+    last_data_ns_ = now_ns;
     ++stats_.data_sent;
     stats_.bytes_sent += s.len;
     sent_since_reply_ = true;
@@ -217,6 +218,7 @@ void Flow::on_ack(uint32_t ack, uint64_t sack, bool dup_candidate, uint64_t now_
   if (progress) {
     rto_backoff_ = 1;
     dupacks_ = 0;
+    tlp_armed_ = false;
   } else if (dup_candidate && sack != 0 && ack == last_ack_ && snd_una_ != snd_nxt_) {
     if (++dupacks_ == cfg_.dupack_threshold) {
       queue_retransmit(snd_una_);
@@ -317,7 +319,27 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     fill_data(&out[n++], psn, now_ns);
     ++stats_.retransmits;
   }
+  size_t before = n;
   while (n < out.size() && next_data(&out[n], now_ns)) ++n;
+  // Tail-loss probe: nothing new to send, packets unacknowledged for ~2 RTT:
+  // resend the newest one so the receiver's SACK/NACK names any hole now
+  // instead of waiting for the RTO.
+  if (n == before && n < out.size() && snd_una_ != snd_nxt_ && !tlp_armed_) {
+    uint64_t tlp_ns = stats_.rtt_samples > 0 ? std::max<uint64_t>(2 * stats_.last_rtt_ns, 20'000) : 200'000;
+    if (now_ns - last_data_ns_ > tlp_ns) {
+      for (uint32_t psn = snd_nxt_ - 1; psn != snd_una_ - 1; --psn) {
+        Slot& s = win_[psn % cfg_.window];
+        if (!s.used || s.acked) continue;
+        s.sent_ns = now_ns;
+        ++s.sends;
+        fill_data(&out[n++], psn, now_ns);
+        ++stats_.tail_probes;
+        ++stats_.retransmits;
+        break;
+      }
+      tlp_armed_ = true;
+    }
+  }
   return n;
 }
 
