@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# grex over DPDK memif against its peers, side by side in one run (medians of
+# REPEAT alternating runs):
+#  - reliable goodput (transport level, 16 messages in flight, 8 KiB .. 4 MiB)
+#    vs the raw memif PMD at the same frame size (9000-byte frames, MTU 9000)
+#  - the same goodput vs kernel TCP over loopback (iperf3, one stream)
+#  - 8-byte latency (half round trip) vs kernel UDP ping-pong on loopback
+#  - goodput with 1 % injected loss vs lossless (1 MiB messages)
+# Commands (BUILD defaults to build/):
+#   grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s S -t 16 -d 2
+#   GREX_DPDK_FAULTS=drop=0.01 grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s 1M -t 16 -d 2
+#   $BUILD/bench/dpdk_raw (server lcore 0, client lcore 1, --size 9000, 3 s), see bench/dpdk_raw.sh
+#   iperf3 -s -1 -p P & iperf3 -c 127.0.0.1 -p P -t 3 -J
+#   $BUILD/bench/udp_pingpong 20000
+# Usage: bench/dpdk_compare.sh            (env: BUILD, REPEAT=3)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-build}
+[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+REPEAT=${REPEAT:-3}
+RUN="$BUILD/apps/grex-run/grex-run -n 2 --backend dpdk --no-tag-output --"
+export GREX_LOG_LEVEL=error
+command -v iperf3 >/dev/null || { echo "dpdk_compare: iperf3 missing (apt-get install iperf3)" >&2; exit 1; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+sizes=(8192 65536 1048576 4194304)
+for ((r = 0; r < REPEAT; r++)); do
+  $RUN "$BUILD/bench/transport_bw" -s 8K -s 64K -s 1M -s 4M -t 16 -d 2 -l 20000 >> "$tmp/grex" 2>/dev/null
+  GREX_DPDK_FAULTS=drop=0.01,seed=$((r + 1)) $RUN "$BUILD/bench/transport_bw" -s 1M -t 16 -d 2 -l 100 \
+    | sed 's/^bw/loss/' >> "$tmp/grex" 2>/dev/null
+  BUILD=$BUILD REPEAT=1 bash "$ROOT/bench/dpdk_raw.sh" 3 9000 2>/dev/null | awk '/^\| *9000/ {print $6}' >> "$tmp/raw" || true
+  port=$((47400 + r))
+  iperf3 -s -1 -p $port > /dev/null 2>&1 &
+  sleep 0.5
+  iperf3 -c 127.0.0.1 -p $port -t 3 -J 2>/dev/null | python3 -c \
+    'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9)' >> "$tmp/tcp"
+  wait
+  "$BUILD/bench/udp_pingpong" 20000 >> "$tmp/udp"
+done
+
+raw=$(median < "$tmp/raw")
+tcp=$(median < "$tmp/tcp")
+echo "| message | grex goodput (Gbit/s) | raw memif 9000 B (Gbit/s) | grex / raw | kernel TCP loopback (Gbit/s) | grex / TCP |"
+echo "|---:|---:|---:|---:|---:|---:|"
+for s in "${sizes[@]}"; do
+  g=$(awk -v s=$s '$1=="bw" && $2==s {print $3}' "$tmp/grex" | median)
+  printf "| %s | %.1f | %.1f | %.2f | %.1f | %.2f |\n" "$s" "$g" "$raw" "$(echo "$g / $raw" | bc -l)" "$tcp" "$(echo "$g / $tcp" | bc -l)"
+done
+lat=$(awk '$1=="lat" {print $3}' "$tmp/grex" | median)
+udp=$(awk '{print $3}' "$tmp/udp" | median)
+printf "\n| 8-byte half round trip | grex dpdk (us) | kernel UDP loopback (us) | grex / UDP |\n|---|---:|---:|---:|\n| memif | %.2f | %.2f | %.2f |\n" "$lat" "$udp" "$(echo "$lat / $udp" | bc -l)"
+lossless=$(awk '$1=="bw" && $2==1048576 {print $3}' "$tmp/grex" | median)
+lossy=$(awk '$1=="loss" && $2==1048576 {print $3}' "$tmp/grex" | median)
+printf "\n| 1 MiB goodput | lossless (Gbit/s) | 1 %% loss (Gbit/s) | lossy / lossless |\n|---|---:|---:|---:|\n| memif | %.1f | %.1f | %.2f |\n" "$lossless" "$lossy" "$(echo "$lossy / $lossless" | bc -l)"
+echo
+echo "# raw runs (Gbit/s): $(tr '\n' ' ' < "$tmp/raw"); tcp: $(tr '\n' ' ' < "$tmp/tcp"); load: $(cut -d' ' -f1-3 /proc/loadavg)"

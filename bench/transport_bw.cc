@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+// Transport-level goodput and latency for any backend (the perftest of the
+// Device/Endpoint API): rank 0 keeps `depth` sends of `size` bytes in flight to
+// rank 1, which keeps as many receives posted; then an 8-byte ping-pong.
+// Run under grex-run:  grex-run -n 2 --backend dpdk -- transport_bw -s 1M -t 16 -d 3
+// Output (rank 0): "bw <bytes> <gbit/s> <msgs/s>" per size and "lat 8 <us half-rtt>".
+#include <grex/bootstrap.h>
+#include <grex/transport.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::vector<size_t> sizes;
+  int depth = 16;
+  double seconds = 2.0;
+  int lat_iters = 20000;
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "transport_bw: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <class T>
+T check(grex::Result<T> r, const char* what) {
+  if (!r) die(std::string(what) + ": " + r.error().message());
+  return std::move(r).value();
+}
+
+void drain(grex::Device& dev, size_t want, size_t* got) {
+  grex::Completion cs[64];
+  size_t n = dev.poll(cs);
+  for (size_t i = 0; i < n; ++i)
+    if (cs[i].status != grex::Status::kSuccess) die(std::string("completion failed: ") + std::string(grex::status_name(cs[i].status)));
+  *got += n;
+  (void)want;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "-s" && i + 1 < argc) {
+      a.sizes.push_back(check(grex::config::parse_size(argv[++i], "-s"), "-s"));
+    } else if (k == "-t" && i + 1 < argc) {
+      a.depth = std::atoi(argv[++i]);
+    } else if (k == "-d" && i + 1 < argc) {
+      a.seconds = std::atof(argv[++i]);
+    } else if (k == "-l" && i + 1 < argc) {
+      a.lat_iters = std::atoi(argv[++i]);
+    } else {
+      die("usage: transport_bw [-s SIZE]... [-t DEPTH] [-d SECONDS] [-l LAT_ITERS]");
+    }
+  }
+  if (a.sizes.empty()) a.sizes = {8192, 65536, 1 << 20, 4 << 20};
+  auto cfg = check(grex::bootstrap_from_env(), "bootstrap");
+  std::shared_ptr<grex::Bootstrap> bs = check(grex::Bootstrap::create(cfg), "bootstrap");
+  if (bs->world_size() != 2) die("run with exactly 2 ranks");
+  const int me = bs->rank(), peer = 1 - me;
+  grex::DeviceOptions o;
+  o.driver = grex::config::env_or_empty("GREX_BACKEND");
+  if (o.driver.empty()) o.driver = "shm";
+  o.rank = me;
+  o.world_size = 2;
+  o.queue_depth = 4096;
+  auto ids = check(bs->all_gather("tbw/id", std::to_string(getpid())), "id");
+  o.job_id = "tbw" + ids[0];
+  auto dev = check(grex::Device::open(o), "open");
+  auto addrs = check(bs->all_gather("tbw/addr", check(dev->local_address(), "address")), "addresses");
+  auto ep = check(dev->connect(peer, addrs[static_cast<size_t>(peer)]), "connect");
+  size_t max = 0;
+  for (size_t s : a.sizes) max = std::max(max, s);
+  std::vector<uint8_t> buf(max * static_cast<size_t>(a.depth) + 64, 1);
+  grex::MemoryRegion* mr = check(dev->register_memory(buf.data(), buf.size()), "register");
+  check(bs->barrier("tbw/ready"), "barrier");
+
+  for (size_t size : a.sizes) {
+    // Both sides agree on the message count: as many as rank 0 manages in
+    // `seconds`, learned from a short calibration run through the store.
+    size_t count = 0;
+    if (me == 0) {
+      double per = 0;
+      {
+        size_t n = std::max<size_t>(16, static_cast<size_t>(a.depth));
+        check(bs->all_gather("tbw/cal" + std::to_string(size), std::to_string(n)), "cal");
+        auto t0 = Clock::now();
+        size_t posted = 0, done = 0;
+        while (done < n) {
+          while (posted < n && posted - done < static_cast<size_t>(a.depth)) {
+            grex::SendRequest r{mr, (posted % static_cast<size_t>(a.depth)) * size, size, 1, posted};
+            if (ep->post_send({&r, 1}).count == 0) break;
+            ++posted;
+          }
+          drain(*dev, n, &done);
+        }
+        per = std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(n);
+      }
+      count = std::max<size_t>(32, static_cast<size_t>(a.seconds / std::max(per, 1e-9)));
+      check(bs->all_gather("tbw/n" + std::to_string(size), std::to_string(count)), "count");
+    } else {
+      auto cal = check(bs->all_gather("tbw/cal" + std::to_string(size), ""), "cal");
+      size_t n = std::stoul(cal[0]);
+      size_t posted = 0, done = 0;
+      while (done < n) {
+        while (posted < n && posted - done < static_cast<size_t>(a.depth)) {
+          grex::RecvRequest r{mr, (posted % static_cast<size_t>(a.depth)) * size, size, 1, posted};
+          if (ep->post_recv({&r, 1}).count == 0) break;
+          ++posted;
+        }
+        drain(*dev, n, &done);
+      }
+      auto nn = check(bs->all_gather("tbw/n" + std::to_string(size), ""), "count");
+      count = std::stoul(nn[0]);
+    }
+    check(bs->barrier("tbw/go" + std::to_string(size)), "barrier");
+    auto t0 = Clock::now();
+    size_t posted = 0, done = 0;
+    while (done < count) {
+      while (posted < count && posted - done < static_cast<size_t>(a.depth)) {
+        uint64_t off = (posted % static_cast<size_t>(a.depth)) * size;
+        bool okp = me == 0 ? ep->post_send({std::array<grex::SendRequest, 1>{{{mr, off, size, 1, posted}}}}).count == 1
+                           : ep->post_recv({std::array<grex::RecvRequest, 1>{{{mr, off, size, 1, posted}}}}).count == 1;
+        if (!okp) break;
+        ++posted;
+      }
+      drain(*dev, count, &done);
+    }
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    auto times = check(bs->all_gather("tbw/t" + std::to_string(size), std::to_string(s)), "times");
+    double slow = std::max(std::stod(times[0]), std::stod(times[1]));
+    if (me == 0)
+      std::printf("bw %zu %.2f %.0f\n", size, static_cast<double>(size * count) * 8 / slow / 1e9,
+                  static_cast<double>(count) / slow);
+    std::fflush(stdout);
+  }
+
+  // 8-byte ping-pong: half round trip.
+  check(bs->barrier("tbw/lat"), "barrier");
+  auto t0 = Clock::now();
+  for (int i = 0; i < a.lat_iters; ++i) {
+    size_t done = 0;
+    grex::RecvRequest rr{mr, 0, 8, 2, 1};
+    if (ep->post_recv({&rr, 1}).count != 1) die("post_recv");
+    if (me == 0) {
+      grex::SendRequest sr{mr, 64, 8, 2, 2};
+      if (ep->post_send({&sr, 1}).count != 1) die("post_send");
+      while (done < 2) drain(*dev, 2, &done);
+    } else {
+      while (done < 1) drain(*dev, 1, &done);
+      grex::SendRequest sr{mr, 64, 8, 2, 2};
+      if (ep->post_send({&sr, 1}).count != 1) die("post_send");
+      while (done < 2) drain(*dev, 2, &done);
+    }
+  }
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (me == 0) std::printf("lat 8 %.2f\n", s / a.lat_iters / 2 * 1e6);
+  check(bs->barrier("tbw/done"), "barrier");
+  (void)dev->deregister_memory(mr);
+  return 0;
+}
