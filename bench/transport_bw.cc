@@ -169,6 +169,12 @@ int main(int argc, char** argv) {
   }
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (me == 0) std::printf("lat 8 %.2f\n", s / a.lat_iters / 2 * 1e6);
+  if (std::getenv("TBW_STATS") != nullptr) {
+    std::string line = "stats rank " + std::to_string(me) + ":";
+    for (const auto& [k, v] : dev->counters())
+      if (v != 0) line += " " + k + "=" + std::to_string(v);
+    std::printf("%s\n", line.c_str());
+  }
   check(bs->barrier("tbw/done"), "barrier");
   (void)dev->deregister_memory(mr);
   return 0;

@@ -114,6 +114,7 @@ class Flow {
     uint64_t context = 0;
     uint32_t pkts = 0, pkts_acked = 0;
     bool segmented = false;
+    bool reported = false;  // its completion went out (messages may finish out of order)
     Status status = Status::kSuccess;
   };
   struct Slot {  // one packet in the send window

@@ -185,16 +185,21 @@ void Flow::ack_psn(uint32_t psn) noexcept {
 }
 
 void Flow::retire_msgs() noexcept {
-  while (tx_n_ > 0) {
-    TxMsg& m = txmsgs_[tx_head_];
-    if (!m.done) break;
-    if (m.kind != Kind::kAdvert && done_n_ < done_.size()) {
-      Op op = m.kind == Kind::kWrite ? Op::kWrite : Op::kSend;
-      uint64_t bytes = m.status == Status::kSuccess ? m.send_len : 0;
-      done_[(done_head_ + done_n_++) % done_.size()] =
-          Completion{m.context, bytes, m.kind == Kind::kSend ? m.tag : 0, peer_,
-                     static_cast<uint32_t>(m.tag), op, m.status};
-    }
+  // Report every finished message, even behind one still waiting for a
+  // retransmission (a stalled head must not stall the caller's pipeline);
+  // free ring entries from the head as they are reported.
+  for (size_t i = 0; i < tx_n_ && done_n_ < done_.size(); ++i) {
+    TxMsg& m = txmsgs_[(tx_head_ + i) % txmsgs_.size()];
+    if (!m.done || m.reported) continue;
+    m.reported = true;
+    if (m.kind == Kind::kAdvert) continue;
+    Op op = m.kind == Kind::kWrite ? Op::kWrite : Op::kSend;
+    uint64_t bytes = m.status == Status::kSuccess ? m.send_len : 0;
+    done_[(done_head_ + done_n_++) % done_.size()] =
+        Completion{m.context, bytes, m.kind == Kind::kSend ? m.tag : 0, peer_, static_cast<uint32_t>(m.tag), op,
+                   m.status};
+  }
+  while (tx_n_ > 0 && txmsgs_[tx_head_].reported) {
     tx_head_ = (tx_head_ + 1) % txmsgs_.size();
     --tx_n_;
     if (tx_seg_ > 0) --tx_seg_;
@@ -373,7 +378,7 @@ void Flow::fail_all(Status why) noexcept {
   };
   for (size_t i = 0; i < tx_n_; ++i) {
     TxMsg& m = txmsgs_[(tx_head_ + i) % txmsgs_.size()];
-    if (m.kind == Kind::kAdvert) continue;
+    if (m.kind == Kind::kAdvert || m.reported) continue;
     push(Completion{m.context, 0, m.kind == Kind::kSend ? m.tag : 0, peer_, 0,
                     m.kind == Kind::kWrite ? Op::kWrite : Op::kSend, m.done ? m.status : why});
   }
