@@ -104,7 +104,10 @@ DpdkEndpoint::DpdkEndpoint(DpdkDevice* dev, int peer, Port* port, const FrameAdd
       addr_(addr),
       flow_(cfg, static_cast<uint32_t>(peer + 1), static_cast<uint32_t>(dev->rank() + 1), peer, dev) {}
 
-DpdkEndpoint::~DpdkEndpoint() { dev_->remove_endpoint(this); }
+DpdkEndpoint::~DpdkEndpoint() {
+  dev_->close_endpoint(this);
+  dev_->remove_endpoint(this);
+}
 
 std::string DpdkEndpoint::describe_peer() const {
   char ip[INET_ADDRSTRLEN];
@@ -241,27 +244,37 @@ DpdkDevice::~DpdkDevice() {
   for (auto& p : ports_) p->stop();
 }
 
-// Both sides of a memif link must stop polling before either closes it (the
-// PMD crashes otherwise): say goodbye, wait briefly for the peer's goodbye,
-// give it a moment to leave its poll loop, then close.
-void DpdkDevice::quiesce() noexcept {
-  bool any = false;
-  for (DpdkEndpoint* ep : by_rank_)
-    if (ep != nullptr) {
-      ep->flow().close(-1);
-      any = true;
-    }
-  if (!any && ports_.empty()) return;
-  Deadline dl = Deadline::after_ms(200);
+// Graceful close of one connection: send CLOSE (carrying our ACKs) until the
+// peer's CLOSE arrives, polling meanwhile so we still answer its
+// retransmissions, for at most kCloseWaitMs. Both sides of a memif link thus
+// stop using it before either closes the port.
+void DpdkDevice::close_endpoint(DpdkEndpoint* ep) noexcept {
+  constexpr int64_t kCloseWaitMs = 200;
+  Deadline dl = Deadline::after_ms(kCloseWaitMs);
+  uint64_t next_ns = 0;
   Completion sink[32];
+  bool sent_once = false;
   while (!dl.expired()) {
-    bool all = true;
-    for (DpdkEndpoint* ep : by_rank_)
-      if (ep != nullptr && !ep->peer_closed) all = false;
-    if (all) break;
+    uint64_t now = now_ns();
+    if (now >= next_ns) {
+      ep->flow().close(-1);
+      flush(ep);
+      sent_once = true;
+      next_ns = now + 1'000'000;
+    }
+    if (ep->peer_closed) break;
     poll(sink);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!sent_once) {
+    ep->flow().close(-1);
+    flush(ep);
+  }
+}
+
+void DpdkDevice::quiesce() noexcept {
+  // Endpoints closed themselves; give a memif peer a moment to leave its
+  // poll loop before the ports go away.
+  if (!ports_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 Result<std::string> DpdkDevice::local_address() {

@@ -103,6 +103,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
 
   // Used by endpoints and regions.
   void remove_endpoint(DpdkEndpoint* ep) noexcept;
+  void close_endpoint(DpdkEndpoint* ep) noexcept;
   void flush(DpdkEndpoint* ep) noexcept;
   void forget_region(uint32_t id) noexcept;
   int rank() const noexcept { return opts_.rank; }

@@ -75,6 +75,7 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
       break;
     case wire::Type::kClose:
       if ((h.flags & wire::kFlagAbort) != 0 && h.msg_id > 0) abort_culprit_ = static_cast<int>(h.msg_id) - 1;
+      on_ack(h.ack, h.sack, false, now_ns);  // what it received completes first
       fail_all(Status::kPeerGone);
       break;
     case wire::Type::kConnect:

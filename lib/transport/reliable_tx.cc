@@ -401,6 +401,10 @@ void Flow::fail_all(Status why) noexcept {
 
 void Flow::close(int culprit) noexcept {
   wire::Header h = make(wire::Type::kClose);
+  // Carry our ACK state: the peer's sends that arrived complete at the peer
+  // even if the ACKs for them were lost.
+  h.ack = rcv_nxt_;
+  h.sack = sack_bits();
   if (culprit >= 0) {
     h.flags = wire::kFlagAbort;
     h.msg_id = static_cast<uint32_t>(culprit + 1);

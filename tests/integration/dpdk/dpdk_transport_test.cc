@@ -61,7 +61,12 @@ int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, const 
     }
     RANK_CHECK(link->to(1).post_send(reqs).count == reqs.size());
     RANK_CHECK(drain(dev, reqs.size(), &done, 120'000));
-    for (auto& c : done) RANK_CHECK(c.status == Status::kSuccess && c.op == Op::kSend);
+    for (auto& c : done) {
+      if (c.status != Status::kSuccess || c.op != Op::kSend)
+        std::fprintf(stderr, "send %llu: op %d status %s\n", static_cast<unsigned long long>(c.context),
+                     static_cast<int>(c.op), std::string(status_name(c.status)).c_str());
+      RANK_CHECK(c.status == Status::kSuccess && c.op == Op::kSend);
+    }
   } else {
     std::vector<RecvRequest> reqs;
     for (size_t i = 0, off = 0; i < sizes.size(); off += sizes[i], ++i) reqs.push_back({*mr, off, sizes[i], i % 4, i});
@@ -80,7 +85,11 @@ int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, const 
       RANK_CHECK(counter(dev, "rx_bad_frame") + counter(dev, "rx_bad_header") > 0);
     if (!faults.empty() && faults.find("drop") != std::string::npos) RANK_CHECK(counter(dev, "duplicates") >= 0);
   }
-  RANK_OK(r.bootstrap->barrier(std::string(name) + "/done"));
+  // Close the connection the way a job ends: the CLOSE exchange carries the
+  // final ACKs (which a lossy network may have dropped) to the sender.
+  (void)dev.deregister_memory(*mr);
+  link->eps.clear();
+  link->dev.reset();
   return 0;
 }
 

@@ -342,3 +342,34 @@ TEST(ReliableFlow, SoakManySeedsOfMixedFaults) {
 
 }  // namespace
 }  // namespace grex::reliable
+
+namespace grex::reliable {
+namespace {
+
+// The receiver got everything but every ACK it sent was lost; its CLOSE
+// carries the ACK state, so the sender's message completes successfully
+// instead of failing with kPeerGone.
+TEST(ReliableFlow, CloseCarriesTheFinalAcks) {
+  Net net(Config{});
+  std::vector<uint8_t> src(100'000, 3), dst(100'000, 0);
+  TestRegion rs(src.data(), src.size(), 1), rd(dst.data(), dst.size(), 2);
+  ASSERT_TRUE(net.b->post_recv({&rd, 0, dst.size(), 1, 2}));
+  std::vector<Completion> ca, cb;
+  ASSERT_TRUE(net.run(0, 0, &ca, &cb, 200));  // the advert reaches A
+  FaultConfig lose_all;
+  lose_all.drop = 1.0;
+  net.ba.faults = FaultInjector(lose_all);  // from now on B's packets are lost
+  ASSERT_TRUE(net.a->post_send({&rs, 0, src.size(), 1, 1}));
+  ASSERT_TRUE(net.run(0, 1, &ca, &cb, 100'000));
+  EXPECT_EQ(cb[0].status, Status::kSuccess);
+  EXPECT_TRUE(ca.empty());  // A has heard no ACK
+  net.ba.faults = FaultInjector();
+  net.b->close(-1);
+  ASSERT_TRUE(net.run(1, 1, &ca, &cb, 1'000));
+  EXPECT_EQ(ca[0].op, Op::kSend);
+  EXPECT_EQ(ca[0].status, Status::kSuccess);
+  EXPECT_TRUE(net.a->failed());  // and the connection is over
+}
+
+}  // namespace
+}  // namespace grex::reliable
