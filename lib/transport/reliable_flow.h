@@ -65,7 +65,7 @@ class RegionTable {
 struct FlowStats {
   uint64_t data_sent = 0, retransmits = 0, fast_retransmits = 0, timeouts = 0;
   uint64_t acks_sent = 0, acks_received = 0, nacks_sent = 0, nacks_received = 0;
-  uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0;
+  uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0, rx_backpressure = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
   uint64_t rtt_samples = 0, last_rtt_ns = 0, min_rtt_ns = 0, probe_timeouts = 0, tail_probes = 0;
 };
@@ -138,6 +138,7 @@ class Flow {
     uint64_t got = 0, len = 0, offset = 0;
     uint64_t tag = 0;
     uint16_t flags = 0;
+    Status status = Status::kSuccess;  // the first placement error, reported once at the end
   };
   struct Advert {
     uint32_t seq = 0;

@@ -95,6 +95,12 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
     ++stats_.out_of_window;
     return;
   }
+  if ((h.flags & wire::kFlagImm) != 0 && done_n_ == done_.size()) {
+    // No room for the completion it may raise: leave it unreceived; the
+    // sender repeats it once the application has polled.
+    ++stats_.rx_backpressure;
+    return;
+  }
   rx_mark(h.psn);
   if (d != 0) ++rx_above_;
   if ((h.flags & wire::kFlagAdvert) != 0) {
@@ -194,22 +200,21 @@ void Flow::place_write(const wire::Header& h, const uint8_t* payload) noexcept {
   uint32_t rkey = static_cast<uint32_t>(h.tag >> 32);
   RxWrite& w = rxwrites_[h.msg_id % rxwrites_.size()];
   if (!w.used || w.msg_id != h.msg_id) w = RxWrite{h.msg_id, true, 0, h.msg_len, 0, h.tag, h.flags};
-  uint8_t* dst = regions_ != nullptr ? regions_->resolve(rkey, h.remote + h.offset, h.payload_len) : nullptr;
-  Status st = Status::kSuccess;
   if (h.payload_len > 0) {
+    uint8_t* dst = regions_ != nullptr ? regions_->resolve(rkey, h.remote + h.offset, h.payload_len) : nullptr;
     if (dst == nullptr) {
       ++stats_.bad_placement;
-      st = Status::kRemoteAccess;
+      w.status = Status::kRemoteAccess;  // reported once, when the whole write has arrived
     } else {
       std::memcpy(dst, payload, h.payload_len);
     }
   }
   w.got += h.payload_len;
   stats_.bytes_received += h.payload_len;
-  if (st != Status::kSuccess || w.got >= w.len) {
+  if (w.got >= w.len) {
     if ((w.flags & wire::kFlagImm) != 0 && done_n_ < done_.size())
       done_[(done_head_ + done_n_++) % done_.size()] =
-          Completion{0, w.len, 0, peer_, static_cast<uint32_t>(w.tag), Op::kRemoteWrite, st};
+          Completion{0, w.len, 0, peer_, static_cast<uint32_t>(w.tag), Op::kRemoteWrite, w.status};
     w.used = false;
   }
 }

@@ -22,7 +22,7 @@ Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int pee
       retx_(cfg.window),
       done_(cfg.queue_depth * 3),
       recvs_(cfg.queue_depth),
-      rxwrites_(cfg.queue_depth),
+      rxwrites_(cfg.queue_depth * 4),  // > writes in flight (<= 3 x queue_depth): no slot collisions
       rcv_bits_((cfg.window + 63) / 64, 0),
       ctrl_(256) {
   probe_timeout_ns_ = cfg_.probe_timeout_ns;
@@ -45,6 +45,14 @@ void Flow::push_ctrl(const wire::Header& h) noexcept {
 
 bool Flow::post_send(const SendRequest& r) noexcept {
   if (failed_ || sends_n_ == sends_.size() || tx_n_ >= txmsgs_.size() - 1) return false;
+  if (r.length > 0 && (r.region == nullptr || r.offset > r.region->length() ||
+                       r.length > r.region->length() - r.offset)) {
+    // Fails here, before it could consume one of the peer's adverts.
+    if (done_n_ == done_.size()) return false;
+    done_[(done_head_ + done_n_++) % done_.size()] = Completion{r.context, 0, r.tag, peer_, 0, Op::kSend,
+                                                               Status::kLocalError};
+    return true;
+  }
   sends_[(sends_head_ + sends_n_++) % sends_.size()] = r;
   match_sends();
   return true;
@@ -257,6 +265,8 @@ bool Flow::idle() const noexcept { return !pending_work() && snd_una_ == snd_nxt
 
 size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   if (last_rx_ns_ == 0) last_rx_ns_ = now_ns;
+  // A send and an advert may both wait for a free message entry: retry.
+  if (sends_n_ > 0 && adverts_n_ > 0) match_sends();
   size_t n = 0;
   if (failed_) {
     while (n < out.size() && ctrl_n_ > 0) {  // a final kClose may still go out
@@ -354,6 +364,7 @@ size_t Flow::poll_completions(std::span<Completion> out) noexcept {
     out[n++] = done_[done_head_];
     done_head_ = (done_head_ + 1) % done_.size();
     --done_n_;
+    if (done_n_ == 0) retire_msgs();  // finished messages held back while the ring was full
   }
   // Receives finish out of order (different tags); report each once, and
   // free ring slots from the oldest.
