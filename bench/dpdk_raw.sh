@@ -32,8 +32,9 @@ REPEAT=${REPEAT:-3}
 
 DIR=$(mktemp -d /tmp/grex-dpdk-raw-XXXXXX)
 server_pid=
+# shellcheck disable=SC2317  # runs from the trap
 cleanup() {
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
+  if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null || true; fi
   rm -rf "$DIR"
 }
 trap cleanup EXIT

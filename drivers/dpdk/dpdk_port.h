@@ -14,6 +14,11 @@
 // that (e.g. through the bootstrap store: "stopped polling" from both ranks,
 // then close). Once neither polls, the two may close in any order or at the
 // same time (stop() serialises with memif's disconnect handling).
+// Other memif facts (DPDK 22.11): a client that connects before the server's
+// port has started is refused and does not retry; the server's listening
+// socket (abstract by default) stays bound until the process exits, so a
+// socket path can be served once per process; set bsize >= the largest frame
+// on both peers (open() refuses a smaller one).
 #pragma once
 
 #include <grex/result.h>
@@ -112,7 +117,8 @@ class Port {
   /// on EAL's interrupt thread (an alarm) so that it never overlaps the
   /// PMD's own control callbacks there (memif's handling of the peer's
   /// disconnect). Every mbuf of pool() must have been freed, and (memif) the
-  /// peer must have stopped polling, see above.
+  /// peer must have stopped polling, see above. Call it before any
+  /// rte_eal_cleanup(), and not in a child forked after EAL started.
   void stop() noexcept;
 
  private:
