@@ -215,7 +215,6 @@ void Flow::retire_msgs() noexcept {
 }
 
 void Flow::on_ack(uint32_t ack, uint64_t sack, bool dup_candidate, uint64_t now_ns) noexcept {
-  (void)now_ns;
   if (static_cast<int32_t>(ack - snd_una_) < 0 || static_cast<int32_t>(snd_nxt_ - ack) < 0) return;  // stale/bogus
   bool progress = ack != snd_una_;
   for (uint32_t p = snd_una_; p != ack; ++p) ack_psn(p);
@@ -227,6 +226,20 @@ void Flow::on_ack(uint32_t ack, uint64_t sack, bool dup_candidate, uint64_t now_
   while (snd_una_ != snd_nxt_ && win_[snd_una_ % cfg_.window].acked) {
     win_[snd_una_ % cfg_.window].used = false;
     ++snd_una_;
+  }
+  // SACK recovery: every packet below the highest one the peer has is lost
+  // (or reordered). Resend them all now rather than one hole per round trip;
+  // skip those resent within half an RTO (their copy may still be queued).
+  if (sack != 0 && snd_una_ != snd_nxt_) {
+    uint32_t top = ack + 1 + static_cast<uint32_t>(63 - __builtin_clzll(sack));
+    uint64_t guard = rto_ns() / 2;
+    for (uint32_t p = snd_una_; p != top && static_cast<int32_t>(snd_nxt_ - p) > 0; ++p) {
+      Slot& s = win_[p % cfg_.window];
+      if (s.used && !s.acked && now_ns - s.sent_ns > guard) {
+        s.sent_ns = now_ns;  // counts as sent for the guard; poll_tx stamps it again
+        queue_retransmit(p);
+      }
+    }
   }
   if (progress) {
     rto_backoff_ = 1;
