@@ -291,7 +291,6 @@ void DpdkDevice::flush(DpdkEndpoint* ep) noexcept {
 
 size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
   uint64_t now = now_ns();
-  last_now_ = now;
   // A memif peer that vanished takes its shared memory with it; the PMD's
   // control thread unmaps it while we might poll. Check the link first and
   // never touch a dead memif port again: its flow fails now (peer gone).

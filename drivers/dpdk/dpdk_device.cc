@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "drivers/dpdk/dpdk.h"
 #include "drivers/dpdk/dpdk_eal.h"
@@ -23,15 +23,6 @@ namespace {
 
 constexpr const char* kSubsys = "dpdk";
 constexpr size_t kGrexOverheadBytes = wire::kHeaderBytes + kIpv4HeaderBytes + kUdpHeaderBytes;
-
-std::string host_id() {
-  std::string id;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, id);
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  return std::string(host) + "/" + id;
-}
 
 // key=value,key=value -> FaultConfig.
 Result<FaultConfig> parse_faults(std::string_view spec) {
@@ -184,7 +175,7 @@ Result<void> DpdkDevice::init() {
   if (have_mask && !pin) sched_setaffinity(0, sizeof(mask), &mask);
   if (!r) return std::move(r).error().rank(opts_.rank).device("dpdk");
 
-  host_id_ = host_id();
+  host_id_ = grex::host_id();
   max_payload_ = static_cast<uint32_t>(dopts_.mtu - kGrexOverheadBytes);
   max_payload_ &= ~63u;  // keep payloads cache-line multiples
   flow_cfg_.max_payload = max_payload_;
@@ -236,7 +227,9 @@ Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts) {
 
 DpdkDevice::~DpdkDevice() {
   for (const auto& m : memif_markers_) ::unlink(m.c_str());
-  quiesce();
+  // Endpoints closed their connections; give a memif peer a moment to
+  // leave its poll loop before the ports go away.
+  if (!ports_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   release_all_registrations();
   for (auto& q : txq_)
     for (rte_mbuf* m : q) rte_pktmbuf_free(m);
@@ -269,12 +262,6 @@ void DpdkDevice::close_endpoint(DpdkEndpoint* ep) noexcept {
     ep->flow().close(-1);
     flush(ep);
   }
-}
-
-void DpdkDevice::quiesce() noexcept {
-  // Endpoints closed themselves; give a memif peer a moment to leave its
-  // poll loop before the ports go away.
-  if (!ports_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 Result<std::string> DpdkDevice::local_address() {

@@ -135,7 +135,6 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   void flush_tx() noexcept;
   bool connected_once(size_t port) const noexcept;
   void mark_dead(size_t port) noexcept;
-  void quiesce() noexcept;
 
   DeviceOptions opts_;
   DpdkOptions dopts_;
@@ -155,7 +154,6 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   uint32_t next_region_id_ = 1;
   uint32_t max_payload_ = 0;
   uint32_t ip_ = 0;
-  uint64_t last_now_ = 0;
 };
 
 }  // namespace grex::dpdk

@@ -11,11 +11,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "drivers/shm/shm.h"
 
@@ -23,15 +23,6 @@ namespace grex::shm {
 namespace {
 
 constexpr const char* kSubsys = "shm";
-
-std::string read_host_id() {
-  std::string id;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, id);
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  return std::string(host) + "/" + id;
-}
 
 Result<uint64_t> param_u64(const DeviceOptions& o, const char* key, const char* env, uint64_t def, uint64_t lo,
                            uint64_t hi) {
@@ -77,7 +68,7 @@ Result<void> ShmDevice::init() {
   cma_ = GREX_TRY(param_u64(opts_, "cma", "GREX_SHM_CMA", 1, 0, 1)) != 0;
   if (opts_.job_id.empty())
     return Error(Errc::kInvalidArgument, "shm needs a job id to name its segments").rank(opts_.rank).device("shm");
-  host_id_ = read_host_id();
+  host_id_ = host_id();
   caps_.driver = "shm";
   caps_.device_name = "shm";
   caps_.send_recv = true;

@@ -10,6 +10,7 @@
 #include "collectives/reduce.h"
 #include "collectives/stream.h"
 #include "core/config.h"
+#include "core/host.h"
 #include "core/log.h"
 
 namespace grex {
@@ -123,12 +124,16 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   const std::string prefix = c.opts.name;
 
   // Rank 0's random id names this communicator's shared resources.
-  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", random_hex(8)), "communicator setup");
+  // Every rank sends "<random id> <host id>": rank 0's id names this
+  // communicator's shared resources; the host ids count the ranks per host.
+  const std::string my_host = host_id();
+  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", random_hex(8) + " " + my_host),
+                          "communicator setup");
   DeviceOptions dopts = c.opts.device;
   dopts.driver = c.opts.backend;
   dopts.rank = c.rank;
   dopts.world_size = c.size;
-  dopts.job_id = ids[0] + "-" + sanitize(prefix);
+  dopts.job_id = ids[0].substr(0, ids[0].find(' ')) + "-" + sanitize(prefix);
   if (dopts.connect_timeout_ms == DeviceOptions{}.connect_timeout_ms) dopts.connect_timeout_ms = c.opts.timeout_ms;
   c.device = GREX_TRY(Device::open(dopts));
 
@@ -142,11 +147,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   GREX_TRY_CTX(c.bootstrap->barrier(prefix + "/connected"), "communicator setup");
   c.engine = std::make_unique<detail::Engine>(c.device.get(), &c.endpoints, c.rank);
   c.engine->set_timeout_ms(c.opts.timeout_ms);
-  // Ranks of this host: all of them for shm; others count the addresses that share our host part.
   int local = 0;
-  std::string host = addr.substr(addr.find(':', 4) + 1);
-  for (const auto& a : addrs) local += a.size() > 4 && a.substr(a.find(':', 4) + 1) == host ? 1 : 0;
-  if (c.opts.backend != "shm") local = c.size;  // conservative until other drivers say where they run
+  for (const auto& id : ids) local += id.substr(id.find(' ') + 1) == my_host ? 1 : 0;
   cpu_set_t cpus;
   int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   bool adaptive = c.opts.progress == "adaptive" || (c.opts.progress == "auto" && local > cores);

@@ -4,9 +4,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <string>
-#include <utility>
-#include <vector>
 
 namespace grex {
 
@@ -23,8 +20,5 @@ class Counter {
  private:
   std::atomic<uint64_t> v_{0};
 };
-
-/// A snapshot: (name, value) pairs in a fixed order.
-using CounterSnapshot = std::vector<std::pair<std::string, uint64_t>>;
 
 }  // namespace grex

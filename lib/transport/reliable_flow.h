@@ -92,8 +92,6 @@ class Flow {
   int peer_abort_culprit() const noexcept { return abort_culprit_; }
   /// Queues a kClose (with kFlagAbort and culprit when culprit >= 0).
   void close(int culprit) noexcept;
-  /// Nothing posted or in flight.
-  bool idle() const noexcept;
   const FlowStats& stats() const noexcept { return stats_; }
   uint32_t local_flow() const noexcept { return local_flow_; }
 

@@ -274,8 +274,6 @@ bool Flow::pending_work() const noexcept {
   return tx_n_ > 0 || sends_n_ > 0 || recv_next_ != recv_head_;
 }
 
-bool Flow::idle() const noexcept { return !pending_work() && snd_una_ == snd_nxt_ && done_n_ == 0; }
-
 size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   if (last_rx_ns_ == 0) last_rx_ns_ = now_ns;
   // A send and an advert may both wait for a free message entry: retry.
