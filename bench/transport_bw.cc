@@ -96,7 +96,10 @@ int main(int argc, char** argv) {
     if (me == 0) {
       double per = 0;
       {
-        size_t n = std::max<size_t>(16, static_cast<size_t>(a.depth));
+        // Long enough to get past start-up effects (first-touch faults,
+        // cold caches): 64 MiB or 65536 messages, at least 4 windows.
+        size_t n = std::max<size_t>(4 * static_cast<size_t>(a.depth),
+                                    std::min<size_t>(65536, (size_t{64} << 20) / std::max<size_t>(size, 1)));
         check(bs->all_gather("tbw/cal" + std::to_string(size), std::to_string(n)), "cal");
         auto t0 = Clock::now();
         size_t posted = 0, done = 0;
