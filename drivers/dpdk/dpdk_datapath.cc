@@ -16,7 +16,6 @@ constexpr size_t kFrameHeaderBytes = kHeadersBytes + wire::kHeaderBytes;
 constexpr uint16_t kRxBurst = 32;
 constexpr int kRxRounds = 8;
 constexpr size_t kTxQueueMax = 4096;
-constexpr size_t kTxPerFlow = 64;
 }  // namespace
 
 // ---------------------------------------------------------------- posting
@@ -281,9 +280,8 @@ void DpdkDevice::flush_tx() noexcept {
 }
 
 void DpdkDevice::flush(DpdkEndpoint* ep) noexcept {
-  reliable::TxPacket pk[kTxPerFlow];
-  size_t n = ep->flow().poll_tx(pk, now_ns());
-  for (size_t i = 0; i < n; ++i) transmit(ep, pk[i]);
+  size_t n = ep->flow().poll_tx(txpk_, now_ns());
+  for (size_t i = 0; i < n; ++i) transmit(ep, txpk_[i]);
   for (auto& h : held_) enqueue(h.port, h.m);
   held_.clear();
   flush_tx();
@@ -303,11 +301,10 @@ size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
     rx(i, now);
   }
   size_t sent = 0;
-  reliable::TxPacket pk[kTxPerFlow];
   for (DpdkEndpoint* ep : by_rank_) {
     if (ep == nullptr) continue;
-    size_t n = ep->flow().poll_tx(pk, now);
-    for (size_t i = 0; i < n; ++i) transmit(ep, pk[i]);
+    size_t n = ep->flow().poll_tx(txpk_, now);
+    for (size_t i = 0; i < n; ++i) transmit(ep, txpk_[i]);
     sent += n;
   }
   if (sent == 0 && !held_.empty()) {  // nothing left to overtake them

@@ -188,6 +188,7 @@ Result<void> DpdkDevice::init() {
   ip_ = dopts_.ip != 0 ? dopts_.ip : (0x0a4d0000u | static_cast<uint32_t>(opts_.rank + 1));  // 10.77.x.y
   by_rank_.assign(static_cast<size_t>(opts_.world_size), nullptr);
   linear_.resize(16384);
+  txpk_.resize(kTxPerPoll);
 
   if (dopts_.mode == "port") {
     PortOptions po;

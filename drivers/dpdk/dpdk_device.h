@@ -148,6 +148,8 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   std::vector<std::vector<rte_mbuf*>> txq_;  // per port: built, not yet taken by the PMD
   std::vector<Held> held_;                   // reordered packets waiting for their turn
   std::vector<uint8_t> linear_;              // RX bounce for multi-segment mbufs
+  static constexpr size_t kTxPerPoll = 64;   // packets one flow may emit per poll
+  std::vector<reliable::TxPacket> txpk_;     // poll_tx scratch, allocated once (no per-poll zeroing)
   std::vector<DpdkRegion*> regions_;         // by id - 1
   std::vector<std::string> memif_markers_;   // ready markers this rank (a memif server) still owns
   FaultInjector faults_;
