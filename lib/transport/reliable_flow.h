@@ -9,9 +9,16 @@
 //    per tag, then sends the bytes straight into that receive: no unexpected
 //    messages, no receiver-side buffering, no copy but the one into the
 //    posted buffer. Writes name a registered region (rkey) and an offset.
-//  - Selective repeat: per-flow PSNs, a window of unacknowledged packets,
-//    cumulative ACK + 64-bit SACK, NACK for the first hole (fast
-//    retransmit), duplicate-ACK fast retransmit, RTO with exponential backoff.
+//  - Selective repeat: per-flow PSNs; cumulative ACK + 64-bit SACK + a count
+//    of everything received above the ACK (rx_above); NACK for the first hole
+//    and a ranged NACK for every new gap as it appears (fast retransmit of all
+//    holes, not one per round trip); duplicate-ACK fast retransmit; RTO with
+//    exponential backoff.
+//  - Two limits on the sender: `window` packets in flight (sent, not known
+//    to have arrived: outstanding minus the peer's rx_above), and `span`, how
+//    far PSNs may run ahead of the oldest unacknowledged one. span > window
+//    lets a hole being repaired not stall the sender (as a SACK "pipe" in TCP
+//    does), while the window bounds what sits in queues.
 //    The receiver suppresses duplicates by PSN and places each payload at
 //    (message, offset), so reassembly needs no ordering.
 //  - Timing probes (kTimingReq/Resp) measure RTT minus the target's dwell
@@ -33,7 +40,9 @@ namespace grex::reliable {
 
 struct Config {
   uint32_t max_payload = 8192;           ///< payload bytes per kData packet
-  uint32_t window = 1024;                ///< packets in flight (power of two)
+  uint32_t window = 1024;                ///< packets in flight: sent, not known to have arrived
+  uint32_t span = 0;                     ///< PSN range ahead of the oldest unacked (power of two >= window;
+                                         ///< 0: 4 x window). Both ends must agree.
   uint32_t queue_depth = 1024;           ///< posted sends, receives and writes, each
   uint64_t rto_initial_ns = 2'000'000;   ///< first retransmission timeout
   uint64_t rto_min_ns = 200'000;
@@ -152,7 +161,8 @@ class Flow {
   void match_sends() noexcept;
   bool next_data(TxPacket* p, uint64_t now_ns) noexcept;
   void fill_data(TxPacket* p, uint32_t psn, uint64_t now_ns) noexcept;
-  void on_ack(uint32_t ack, uint64_t sack, bool is_dup_candidate, uint64_t now_ns) noexcept;
+  void on_ack(const wire::Header& h, bool is_dup_candidate, uint64_t now_ns) noexcept;
+  void on_nack(const wire::Header& h, uint64_t now_ns) noexcept;
   void ack_psn(uint32_t psn) noexcept;
   void retire_msgs() noexcept;
   void queue_retransmit(uint32_t psn) noexcept;
@@ -191,7 +201,9 @@ class Flow {
   std::vector<TxMsg> txmsgs_;  // ring
   size_t tx_head_ = 0, tx_n_ = 0, tx_seg_ = 0;  // tx_seg_: first message not fully segmented (offset from head)
   std::vector<Slot> win_;
+  uint32_t span_;                   // cfg_.span, resolved
   uint32_t snd_una_ = 0, snd_nxt_ = 0;
+  uint32_t peer_above_ = 0;         // the peer's rx_above for ack == snd_una_
   std::vector<uint32_t> retx_;  // psns to retransmit (ring)
   size_t retx_head_ = 0, retx_n_ = 0;
   uint32_t last_ack_ = 0, dupacks_ = 0;
@@ -205,9 +217,11 @@ class Flow {
   // rx
   std::vector<RxRecv> recvs_;
   uint32_t recv_head_ = 0, recv_next_ = 0;  // advert sequences: oldest unreported, next to post
+  uint32_t recv_ready_ = 0;  // receives finished but not yet reported (skips the scan when 0)
   std::vector<RxWrite> rxwrites_;
   uint32_t rcv_nxt_ = 0;
-  std::vector<uint64_t> rcv_bits_;  // received psns in [rcv_nxt_, rcv_nxt_ + window)
+  std::vector<uint64_t> rcv_bits_;  // received psns in [rcv_nxt_, rcv_nxt_ + span)
+  uint32_t rcv_high_ = 0;           // one past the highest psn received (gap detection)
   uint32_t rx_above_ = 0;           // how many of them lie above rcv_nxt_ (out of order)
   uint32_t unacked_rx_ = 0;
   bool ack_due_ = false;

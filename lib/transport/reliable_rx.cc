@@ -21,6 +21,7 @@ bool Flow::post_recv(const RecvRequest& r) noexcept {
                        r.length > r.region->length() - r.offset)) {
     x.done = true;
     x.status = Status::kLocalError;
+    ++recv_ready_;
     return true;  // reported by poll_completions; never advertised
   }
   // Advertise it: a reliable, payload-free kData the peer matches sends against.
@@ -36,17 +37,17 @@ bool Flow::post_recv(const RecvRequest& r) noexcept {
 
 bool Flow::rx_seen(uint32_t psn) const noexcept {
   uint32_t d = psn - rcv_nxt_;
-  return (rcv_bits_[(psn % cfg_.window) / 64] >> (psn % 64)) & 1 && d < cfg_.window;
+  return (rcv_bits_[(psn % span_) / 64] >> (psn % 64)) & 1 && d < span_;
 }
 
-void Flow::rx_mark(uint32_t psn) noexcept { rcv_bits_[(psn % cfg_.window) / 64] |= 1ull << (psn % 64); }
+void Flow::rx_mark(uint32_t psn) noexcept { rcv_bits_[(psn % span_) / 64] |= 1ull << (psn % 64); }
 
 uint64_t Flow::sack_bits() const noexcept {
   if (rx_above_ == 0) return 0;  // nothing arrived above the hole: the common case
   uint64_t bits = 0;
-  for (uint32_t i = 0; i < 64 && i + 1 < cfg_.window; ++i) {
+  for (uint32_t i = 0; i < 64 && i + 1 < span_; ++i) {
     uint32_t psn = rcv_nxt_ + 1 + i;
-    if ((rcv_bits_[(psn % cfg_.window) / 64] >> (psn % 64)) & 1) bits |= 1ull << i;
+    if ((rcv_bits_[(psn % span_) / 64] >> (psn % 64)) & 1) bits |= 1ull << i;
   }
   return bits;
 }
@@ -56,18 +57,16 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
   last_rx_ns_ = now_ns;
   switch (h.type) {
     case wire::Type::kData:
-      on_ack(h.ack, h.sack, false, now_ns);
+      on_ack(h, false, now_ns);
       on_data(h, payload, now_ns);
       break;
     case wire::Type::kAck:
       ++stats_.acks_received;
-      on_ack(h.ack, h.sack, true, now_ns);
+      on_ack(h, true, now_ns);
       break;
     case wire::Type::kNack:
       ++stats_.nacks_received;
-      on_ack(h.ack, h.sack, false, now_ns);
-      queue_retransmit(h.psn);
-      ++stats_.fast_retransmits;
+      on_nack(h, now_ns);
       break;
     case wire::Type::kTimingReq:
     case wire::Type::kTimingResp:
@@ -75,7 +74,7 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
       break;
     case wire::Type::kClose:
       if ((h.flags & wire::kFlagAbort) != 0 && h.msg_id > 0) abort_culprit_ = static_cast<int>(h.msg_id) - 1;
-      on_ack(h.ack, h.sack, false, now_ns);  // what it received completes first
+      on_ack(h, false, now_ns);  // what it received completes first
       fail_all(Status::kPeerGone);
       break;
     case wire::Type::kConnect:
@@ -91,7 +90,7 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
     ack_due_ = true;  // our ACK may have been lost: repeat it
     return;
   }
-  if (d >= cfg_.window) {
+  if (d >= span_) {
     ++stats_.out_of_window;
     return;
   }
@@ -103,6 +102,26 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   }
   rx_mark(h.psn);
   if (d != 0) ++rx_above_;
+  // A psn beyond the highest seen opens a gap: on an in-order link (memif,
+  // one queue) everything in it is lost. NACK the whole gap now, so every
+  // hole is repaired one round trip after it appears, however far above the
+  // ACK it lies. (Reordering costs a spurious resend, never correctness.)
+  if (static_cast<int32_t>(rcv_high_ - rcv_nxt_) < 0) rcv_high_ = rcv_nxt_;
+  if (static_cast<int32_t>(h.psn - rcv_high_) > 0) {
+    wire::Header n = make(wire::Type::kNack);
+    n.psn = rcv_high_;
+    n.msg_id = h.psn - rcv_high_;
+    n.ack = rcv_nxt_;
+    n.sack = sack_bits();
+    n.rx_above = rx_above_;
+    push_ctrl(n);
+    ++stats_.nacks_sent;
+    if (rcv_high_ == rcv_nxt_) {  // it names the oldest hole too: no second NACK for it below
+      nacked_psn_ = rcv_nxt_;
+      nack_ns_ = now_ns;
+    }
+  }
+  if (static_cast<int32_t>(h.psn + 1 - rcv_high_) > 0) rcv_high_ = h.psn + 1;
   if ((h.flags & wire::kFlagAdvert) != 0) {
     on_advert(h);
   } else if ((h.flags & wire::kFlagWrite) != 0) {
@@ -112,8 +131,8 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   }
   // Advance the cumulative point over everything that has arrived.
   bool first = true;
-  while ((rcv_bits_[(rcv_nxt_ % cfg_.window) / 64] >> (rcv_nxt_ % 64)) & 1) {
-    rcv_bits_[(rcv_nxt_ % cfg_.window) / 64] &= ~(1ull << (rcv_nxt_ % 64));
+  while ((rcv_bits_[(rcv_nxt_ % span_) / 64] >> (rcv_nxt_ % 64)) & 1) {
+    rcv_bits_[(rcv_nxt_ % span_) / 64] &= ~(1ull << (rcv_nxt_ % 64));
     if (!first || d != 0) --rx_above_;  // every packet after the first was counted above
     first = false;
     ++rcv_nxt_;
@@ -125,6 +144,7 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
       n.psn = rcv_nxt_;
       n.ack = rcv_nxt_;
       n.sack = sack_bits();
+      n.rx_above = rx_above_;
       push_ctrl(n);
       ++stats_.nacks_sent;
       nacked_psn_ = rcv_nxt_;
@@ -193,6 +213,7 @@ void Flow::place(const wire::Header& h, const uint8_t* payload) noexcept {
   if (r.got == r.expect) {
     r.done = true;
     r.status = h.msg_len > r.req.length ? Status::kTruncated : Status::kSuccess;
+    ++recv_ready_;
   }
 }
 

@@ -7,6 +7,10 @@
 
 namespace grex::reliable {
 
+namespace {
+uint32_t span_of(const Config& c) { return c.span != 0 ? c.span : 4 * c.window; }
+}  // namespace
+
 Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int peer, RegionTable* regions)
     : cfg_(cfg),
       local_flow_(local_flow),
@@ -16,14 +20,15 @@ Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int pee
       sends_(cfg.queue_depth),
       writes_(cfg.queue_depth),
       adverts_(cfg.queue_depth * 2),
-      early_(cfg.window),
+      early_(span_of(cfg)),
       txmsgs_(cfg.queue_depth * 3),
-      win_(cfg.window),
-      retx_(cfg.window),
+      win_(span_of(cfg)),
+      span_(span_of(cfg)),
+      retx_(span_of(cfg)),
       done_(cfg.queue_depth * 3),
       recvs_(cfg.queue_depth),
       rxwrites_(cfg.queue_depth * 4),  // > writes in flight (<= 3 x queue_depth): no slot collisions
-      rcv_bits_((cfg.window + 63) / 64, 0),
+      rcv_bits_((span_of(cfg) + 63) / 64, 0),
       ctrl_(256) {
   probe_timeout_ns_ = cfg_.probe_timeout_ns;
 }
@@ -124,7 +129,10 @@ void Flow::match_sends() noexcept {
 // Picks the next unsent piece of the oldest message that still has bytes to
 // segment. Every message, even an empty one, sends at least one packet.
 bool Flow::next_data(TxPacket* p, uint64_t now_ns) noexcept {
-  if (snd_nxt_ - snd_una_ >= cfg_.window) return false;
+  // The span bounds how far PSNs run ahead of the oldest hole; the window
+  // bounds what is in flight: outstanding minus what the peer says arrived.
+  const uint32_t outstanding = snd_nxt_ - snd_una_;
+  if (outstanding >= span_ || outstanding - std::min(peer_above_, outstanding) >= cfg_.window) return false;
   while (tx_seg_ < tx_n_) {
     uint32_t mi = static_cast<uint32_t>((tx_head_ + tx_seg_) % txmsgs_.size());
     TxMsg& m = txmsgs_[mi];
@@ -133,7 +141,7 @@ bool Flow::next_data(TxPacket* p, uint64_t now_ns) noexcept {
       continue;
     }
     uint32_t psn = snd_nxt_++;
-    Slot& s = win_[psn % cfg_.window];
+    Slot& s = win_[psn % span_];
     s = Slot{true, false, mi, m.next, static_cast<uint32_t>(std::min<uint64_t>(cfg_.max_payload, m.send_len - m.next)),
              now_ns, 1};
     if (m.kind == Kind::kAdvert) s.len = 0;
@@ -151,12 +159,13 @@ bool Flow::next_data(TxPacket* p, uint64_t now_ns) noexcept {
 }
 
 void Flow::fill_data(TxPacket* p, uint32_t psn, uint64_t now_ns) noexcept {
-  const Slot& s = win_[psn % cfg_.window];
+  const Slot& s = win_[psn % span_];
   const TxMsg& m = txmsgs_[s.msg];
   wire::Header h = make(wire::Type::kData);
   h.psn = psn;
   h.ack = rcv_nxt_;
   h.sack = sack_bits();
+  h.rx_above = rx_above_;
   h.msg_id = m.msg_id;
   h.payload_len = s.len;
   h.timestamp = now_ns;
@@ -185,7 +194,7 @@ void Flow::fill_data(TxPacket* p, uint32_t psn, uint64_t now_ns) noexcept {
 }
 
 void Flow::ack_psn(uint32_t psn) noexcept {
-  Slot& s = win_[psn % cfg_.window];
+  Slot& s = win_[psn % span_];
   if (!s.used || s.acked) return;
   s.acked = true;
   TxMsg& m = txmsgs_[s.msg];
@@ -214,7 +223,9 @@ void Flow::retire_msgs() noexcept {
   }
 }
 
-void Flow::on_ack(uint32_t ack, uint64_t sack, bool dup_candidate, uint64_t now_ns) noexcept {
+void Flow::on_ack(const wire::Header& h, bool dup_candidate, uint64_t now_ns) noexcept {
+  const uint32_t ack = h.ack;
+  const uint64_t sack = h.sack;
   if (static_cast<int32_t>(ack - snd_una_) < 0 || static_cast<int32_t>(snd_nxt_ - ack) < 0) return;  // stale/bogus
   bool progress = ack != snd_una_;
   for (uint32_t p = snd_una_; p != ack; ++p) ack_psn(p);
@@ -223,10 +234,14 @@ void Flow::on_ack(uint32_t ack, uint64_t sack, bool dup_candidate, uint64_t now_
       uint32_t p = ack + 1 + static_cast<uint32_t>(i);
       if (static_cast<int32_t>(snd_nxt_ - p) > 0) ack_psn(p);
     }
-  while (snd_una_ != snd_nxt_ && win_[snd_una_ % cfg_.window].acked) {
-    win_[snd_una_ % cfg_.window].used = false;
+  while (snd_una_ != snd_nxt_ && win_[snd_una_ % span_].acked) {
+    win_[snd_una_ % span_].used = false;
     ++snd_una_;
   }
+  // What arrived above the hole, as the peer counts it; never more than could
+  // have (a bogus count only shrinks our own estimate of what is in flight).
+  if (ack == snd_una_) peer_above_ = std::min(h.rx_above, snd_nxt_ - snd_una_);
+  else if (progress) peer_above_ = 0;
   // SACK recovery: every packet below the highest one the peer has is lost
   // (or reordered). Resend them all now rather than one hole per round trip;
   // skip those resent within half an RTO (their copy may still be queued).
@@ -234,7 +249,7 @@ void Flow::on_ack(uint32_t ack, uint64_t sack, bool dup_candidate, uint64_t now_
     uint32_t top = ack + 1 + static_cast<uint32_t>(63 - __builtin_clzll(sack));
     uint64_t guard = rto_ns() / 2;
     for (uint32_t p = snd_una_; p != top && static_cast<int32_t>(snd_nxt_ - p) > 0; ++p) {
-      Slot& s = win_[p % cfg_.window];
+      Slot& s = win_[p % span_];
       if (s.used && !s.acked && now_ns - s.sent_ns > guard) {
         s.sent_ns = now_ns;  // counts as sent for the guard; poll_tx stamps it again
         queue_retransmit(p);
@@ -246,8 +261,9 @@ void Flow::on_ack(uint32_t ack, uint64_t sack, bool dup_candidate, uint64_t now_
     dupacks_ = 0;
     tlp_armed_ = false;
   } else if (dup_candidate && sack != 0 && ack == last_ack_ && snd_una_ != snd_nxt_) {
-    if (++dupacks_ == cfg_.dupack_threshold) {
-      queue_retransmit(snd_una_);
+    const Slot& s = win_[snd_una_ % span_];
+    if (++dupacks_ == cfg_.dupack_threshold && !(s.sends > 1 && now_ns - s.sent_ns < rto_ns() / 2)) {
+      queue_retransmit(snd_una_);  // unless a NACK had it resent already
       ++stats_.fast_retransmits;
     }
   }
@@ -255,9 +271,32 @@ void Flow::on_ack(uint32_t ack, uint64_t sack, bool dup_candidate, uint64_t now_
   retire_msgs();
 }
 
+// A NACK names the first missing psn and how many follow it: a gap the peer
+// just saw open (or its oldest hole, repeated). Resend each at once, unless it
+// was already resent within half an RTO (its copy may still be queued).
+void Flow::on_nack(const wire::Header& h, uint64_t now_ns) noexcept {
+  on_ack(h, false, now_ns);
+  uint32_t first = h.psn, count = std::max<uint32_t>(h.msg_id, 1);
+  if (static_cast<int32_t>(first - snd_una_) < 0) {  // partly below the ACK: clip
+    uint32_t skip = snd_una_ - first;
+    if (skip >= count) return;
+    count -= skip;
+    first = snd_una_;
+  }
+  uint64_t guard = rto_ns() / 2;
+  for (uint32_t i = 0; i < count && i < span_; ++i) {
+    uint32_t p = first + i;
+    if (static_cast<int32_t>(snd_nxt_ - p) <= 0) break;
+    Slot& s = win_[p % span_];
+    if (!s.used || s.acked || (s.sends > 1 && now_ns - s.sent_ns < guard)) continue;
+    queue_retransmit(p);
+    ++stats_.fast_retransmits;
+  }
+}
+
 void Flow::queue_retransmit(uint32_t psn) noexcept {
   if (static_cast<int32_t>(psn - snd_una_) < 0 || static_cast<int32_t>(snd_nxt_ - psn) <= 0) return;
-  const Slot& s = win_[psn % cfg_.window];
+  const Slot& s = win_[psn % span_];
   if (!s.used || s.acked) return;
   for (size_t i = 0; i < retx_n_; ++i)
     if (retx_[(retx_head_ + i) % retx_.size()] == psn) return;
@@ -296,6 +335,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     wire::Header h = make(wire::Type::kAck);
     h.ack = rcv_nxt_;
     h.sack = sack_bits();
+    h.rx_above = rx_above_;
     push_ctrl(h);
     ++stats_.acks_sent;
     ack_due_ = false;
@@ -327,7 +367,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   }
   // RTO on the oldest unacknowledged packet.
   if (snd_una_ != snd_nxt_) {
-    const Slot& s = win_[snd_una_ % cfg_.window];
+    const Slot& s = win_[snd_una_ % span_];
     if (s.used && !s.acked && now_ns - s.sent_ns > rto_ns()) {
       queue_retransmit(snd_una_);
       ++stats_.timeouts;
@@ -338,7 +378,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     uint32_t psn = retx_[retx_head_];
     retx_head_ = (retx_head_ + 1) % retx_.size();
     --retx_n_;
-    Slot& s = win_[psn % cfg_.window];
+    Slot& s = win_[psn % span_];
     if (!s.used || s.acked) continue;
     s.sent_ns = now_ns;
     ++s.sends;
@@ -354,7 +394,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     uint64_t tlp_ns = stats_.rtt_samples > 0 ? std::max<uint64_t>(2 * stats_.last_rtt_ns, 20'000) : 200'000;
     if (now_ns - last_data_ns_ > tlp_ns) {
       for (uint32_t psn = snd_nxt_ - 1; psn != snd_una_ - 1; --psn) {
-        Slot& s = win_[psn % cfg_.window];
+        Slot& s = win_[psn % span_];
         if (!s.used || s.acked) continue;
         s.sent_ns = now_ns;
         ++s.sends;
@@ -379,11 +419,12 @@ size_t Flow::poll_completions(std::span<Completion> out) noexcept {
   }
   // Receives finish out of order (different tags); report each once, and
   // free ring slots from the oldest.
-  for (uint32_t s = recv_head_; s != recv_next_ && n < out.size(); ++s) {
+  for (uint32_t s = recv_head_; recv_ready_ > 0 && s != recv_next_ && n < out.size(); ++s) {
     RxRecv& r = recvs_[s % recvs_.size()];
     if (r.done && !r.reported) {
       out[n++] = Completion{r.req.context, r.got, r.tag, peer_, 0, Op::kRecv, r.status};
       r.reported = true;
+      --recv_ready_;
     }
   }
   while (recv_head_ != recv_next_ && recvs_[recv_head_ % recvs_.size()].reported) {
@@ -417,6 +458,7 @@ void Flow::fail_all(Status why) noexcept {
     r.used = false;
   }
   recv_head_ = recv_next_;
+  recv_ready_ = 0;
   retx_n_ = 0;
   snd_una_ = snd_nxt_;
 }
@@ -427,6 +469,7 @@ void Flow::close(int culprit) noexcept {
   // even if the ACKs for them were lost.
   h.ack = rcv_nxt_;
   h.sack = sack_bits();
+  h.rx_above = rx_above_;
   if (culprit >= 0) {
     h.flags = wire::kFlagAbort;
     h.msg_id = static_cast<uint32_t>(culprit + 1);

@@ -87,7 +87,7 @@ void encode(const Header& h, uint8_t* out, const uint8_t* payload) noexcept {
   put<uint64_t>(p, h.timestamp);
   put<uint64_t>(p, h.remote);
   put<uint32_t>(p, 0);  // crc, filled below
-  put<uint32_t>(p, 0);  // reserved
+  put<uint32_t>(p, h.rx_above);
   uint32_t crc = crc32c(out, kHeaderBytes);
   if ((h.flags & kFlagPayloadCrc) != 0 && payload != nullptr) crc = crc32c(payload, h.payload_len, crc);
   uint8_t* c = out + kHeaderBytes - 8;
@@ -113,7 +113,7 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
   x.timestamp = get<uint64_t>(p);
   x.remote = get<uint64_t>(p);
   x.crc = get<uint32_t>(p);
-  uint32_t reserved = get<uint32_t>(p);
+  x.rx_above = get<uint32_t>(p);
   if (x.version != kVersion) return Reject::kBadVersion;
   if (type == 0 || type > kMaxType) return Reject::kBadType;
   x.type = static_cast<Type>(type);
@@ -137,7 +137,8 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
   }
   if (len < kHeaderBytes + x.payload_len) return Reject::kTruncated;
   if (len > kHeaderBytes + x.payload_len) return Reject::kTrailing;
-  if (reserved != 0) return Reject::kBadLength;
+  bool carries_ack = x.type == Type::kData || x.type == Type::kAck || x.type == Type::kNack || x.type == Type::kClose;
+  if (!carries_ack && x.rx_above != 0) return Reject::kBadLength;
   uint8_t copy[kHeaderBytes];
   std::memcpy(copy, data, kHeaderBytes);
   std::memset(copy + kHeaderBytes - 8, 0, 4);

@@ -10,7 +10,7 @@
 
 namespace grex::wire {
 
-inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kVersion = 2;  // 2: rx_above (was reserved), kNack ranges
 inline constexpr size_t kHeaderBytes = 80;
 
 enum class Type : uint8_t {
@@ -39,7 +39,11 @@ inline constexpr uint16_t kKnownFlags = kFlagAdvert | kFlagWrite | kFlagImm | kF
 /// The decoded header. Field meaning by type:
 ///  kData        psn, ack/sack piggybacked, msg_id, offset, msg_len, payload_len, tag, timestamp (tx);
 ///               writes add `remote`, the target offset of the message's first byte
-///  kAck/kNack   ack (next expected psn), sack (bit i: psn ack+1+i received), psn (kNack: missing psn)
+///  kAck/kNack   ack (next expected psn), sack (bit i: psn ack+1+i received), psn (kNack: first
+///               missing psn), msg_id (kNack: how many consecutive psns from psn are missing, 0 = 1)
+///  every type that carries `ack` (kData, kAck, kNack, kClose) also carries rx_above: how many
+///               distinct psns above `ack` have arrived (the sender's estimate of what has left the
+///               network, beyond the 64 psns the sack bitmap can name); 0 on every other type
 ///  kTimingReq   psn = probe sequence, timestamp = sender's tx time
 ///  kTimingResp  psn = probe sequence, timestamp = echoed tx time, offset = rx time at target,
 ///               msg_len = reply tx time at target, tag = bytes the target has received on the flow
@@ -60,6 +64,7 @@ struct Header {
   uint64_t timestamp = 0;    ///< sender's clock, nanoseconds
   uint64_t remote = 0;       ///< writes: offset in the target region of the message's byte 0
   uint32_t crc = 0;          ///< CRC32C of the header (crc field zero) [+ payload]; set by encode()
+  uint32_t rx_above = 0;     ///< psns received above `ack` (see the field table)
 };
 
 /// Why decode() refused a packet.

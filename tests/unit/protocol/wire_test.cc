@@ -24,6 +24,7 @@ Header data_header(uint32_t payload) {
   h.msg_len = 4096 + payload + 10;
   h.tag = 0x1122334455667788ull;
   h.timestamp = 123456789;
+  h.rx_above = 37;
   return h;
 }
 
@@ -53,6 +54,7 @@ TEST(Wire, RoundTripsEveryField) {
   EXPECT_EQ(d.tag, 0x1122334455667788ull);
   EXPECT_EQ(d.timestamp, 123456789u);
   EXPECT_EQ(d.flags, kFlagPayloadCrc);
+  EXPECT_EQ(d.rx_above, 37u);
 }
 
 TEST(Wire, RejectsEachMalformation) {
@@ -68,7 +70,8 @@ TEST(Wire, RejectsEachMalformation) {
   expect(ok, Reject::kTruncated, 1);
   expect(ok, Reject::kTrailing, 0, 1);
   EXPECT_EQ(decode(nullptr, 0, 9000, &d), Reject::kTruncated);
-  { Header h = ok; h.version = 2; expect(h, Reject::kBadVersion); }
+  { Header h = ok; h.version = kVersion + 1; expect(h, Reject::kBadVersion); }
+  { Header h = ok; h.version = 1; expect(h, Reject::kBadVersion); }  // before rx_above
   { Header h = ok; h.type = static_cast<Type>(0); expect(h, Reject::kBadType); }
   { Header h = ok; h.type = static_cast<Type>(9); expect(h, Reject::kBadType); }
   { Header h = ok; h.flags = 1u << 9; expect(h, Reject::kBadFlags); }
@@ -76,6 +79,8 @@ TEST(Wire, RejectsEachMalformation) {
   { Header h = ok; h.flags = kFlagAdvert | kFlagWrite; expect(h, Reject::kBadFlags); }
   { Header h = ok; h.msg_len = 10; expect(h, Reject::kBadLength); }               // payload past the message
   { Header h = ok; h.remote = 5; expect(h, Reject::kBadLength); }                 // remote on a non-write
+  { Header h = ok; h.type = Type::kTimingReq; h.payload_len = 0; h.flags = 0; h.rx_above = 1;
+    auto p = packet(h, {}); EXPECT_EQ(decode(p.data(), p.size(), 9000, &d), Reject::kBadLength); }  // rx_above without an ack
   {
     Header h = ok;
     h.payload_len = 16;
