@@ -2,16 +2,19 @@
 # SPDX-License-Identifier: Apache-2.0
 # grex over DPDK memif against its peers, side by side in one run (medians of
 # REPEAT alternating runs):
-#  - reliable goodput (transport level, 16 messages in flight, 8 KiB .. 4 MiB)
+#  - reliable goodput (transport level, 16 messages and at most 16 MiB in
+#    flight, 8 KiB .. 4 MiB)
 #    vs the raw memif PMD at the same frame size (9000-byte frames, MTU 9000)
-#  - the same goodput vs kernel TCP over loopback (iperf3, one stream)
+#  - the same goodput vs kernel TCP over loopback (iperf3, one stream), with
+#    iperf3's default 128 KiB writes and with writes of the message size
+#    (at most 1 MiB, iperf3's limit)
 #  - 8-byte latency (half round trip) vs kernel UDP ping-pong on loopback
 #  - goodput with 1 % injected loss vs lossless (1 MiB messages)
 # Commands (BUILD defaults to build/):
-#   grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s S -t 16 -d 2
-#   GREX_DPDK_FAULTS=drop=0.01 grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s 1M -t 16 -d 2
+#   grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s S -t 16 -B 16M -d 2
+#   GREX_DPDK_FAULTS=drop=0.01 grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s 1M -t 16 -B 16M -d 2
 #   $BUILD/bench/dpdk_raw (server lcore 0, client lcore 1, --size 9000, 3 s), see bench/dpdk_raw.sh
-#   iperf3 -s -1 -p P & iperf3 -c 127.0.0.1 -p P -t 3 -J
+#   iperf3 -s -1 -p P & iperf3 -c 127.0.0.1 -p P -t 3 -J [-l S]
 #   $BUILD/bench/udp_pingpong 20000
 # Usage: bench/dpdk_compare.sh            (env: BUILD, REPEAT=3)
 set -euo pipefail
@@ -26,28 +29,43 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+tcp() {  # PORT [client args]: one iperf3 run over loopback, Gbit/s
+  local port=$1 json
+  shift
+  iperf3 -s -1 -p "$port" > /dev/null 2>&1 &
+  local spid=$!
+  for _ in $(seq 50); do ss -ltn 2>/dev/null | grep -q ":$port " && break; sleep 0.1; done
+  if ! json=$(iperf3 -c 127.0.0.1 -p "$port" -t 3 -J "$@" 2>/dev/null); then
+    kill "$spid" 2>/dev/null || true  # the client never came: do not wait on the server
+  fi
+  wait "$spid" 2>/dev/null || true
+  python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["end"]["sum_received"]["bits_per_second"]/1e9)' <<< "$json"
+}
+
 sizes=(8192 65536 1048576 4194304)
 for ((r = 0; r < REPEAT; r++)); do
-  $RUN "$BUILD/bench/transport_bw" -s 8K -s 64K -s 1M -s 4M -t 16 -d 2 -l 20000 >> "$tmp/grex" 2>/dev/null
-  GREX_DPDK_FAULTS=drop=0.01,seed=$((r + 1)) $RUN "$BUILD/bench/transport_bw" -s 1M -t 16 -d 2 -l 100 \
+  $RUN "$BUILD/bench/transport_bw" -s 8K -s 64K -s 1M -s 4M -t 16 -B 16M -d 2 -l 20000 >> "$tmp/grex" 2>/dev/null
+  GREX_DPDK_FAULTS=drop=0.01,seed=$((r + 1)) $RUN "$BUILD/bench/transport_bw" -s 1M -t 16 -B 16M -d 2 -l 100 \
     | sed 's/^bw/loss/' >> "$tmp/grex" 2>/dev/null
   BUILD=$BUILD REPEAT=1 bash "$ROOT/bench/dpdk_raw.sh" 3 9000 2>/dev/null | awk '/^\| *9000/ {print $6}' >> "$tmp/raw" || true
-  port=$((47400 + r))
-  iperf3 -s -1 -p $port > /dev/null 2>&1 &
-  sleep 0.5
-  iperf3 -c 127.0.0.1 -p $port -t 3 -J 2>/dev/null | python3 -c \
-    'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9)' >> "$tmp/tcp"
-  wait
+  base=$((47400 + 8 * r))
+  tcp $base >> "$tmp/tcp"
+  i=1
+  # iperf3 writes at most 1 MiB per call (-l): the 4 MiB row uses 1 MiB writes
+  for s in "${sizes[@]}"; do echo "$s $(tcp $((base + i)) -l $((s < 1048576 ? s : 1048576)))" >> "$tmp/tcpl"; i=$((i + 1)); done
   "$BUILD/bench/udp_pingpong" 20000 >> "$tmp/udp"
 done
 
 raw=$(median < "$tmp/raw")
 tcp=$(median < "$tmp/tcp")
-echo "| message | grex goodput (Gbit/s) | raw memif 9000 B (Gbit/s) | grex / raw | kernel TCP loopback (Gbit/s) | grex / TCP |"
-echo "|---:|---:|---:|---:|---:|---:|"
+echo "| message | in flight | grex goodput (Gbit/s) | raw memif 9000 B (Gbit/s) | grex / raw | TCP, 128 KiB writes (Gbit/s) | grex / TCP | TCP, message-size writes (Gbit/s) | grex / TCP |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for s in "${sizes[@]}"; do
   g=$(awk -v s=$s '$1=="bw" && $2==s {print $3}' "$tmp/grex" | median)
-  printf "| %s | %.1f | %.1f | %.2f | %.1f | %.2f |\n" "$s" "$g" "$raw" "$(echo "$g / $raw" | bc -l)" "$tcp" "$(echo "$g / $tcp" | bc -l)"
+  d=$(awk -v s=$s '$1=="bw" && $2==s {print $5}' "$tmp/grex" | median)
+  tl=$(awk -v s=$s '$1==s {print $2}' "$tmp/tcpl" | median)
+  printf "| %s | %s | %.1f | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f |\n" "$s" "$d" "$g" "$raw" "$(echo "$g / $raw" | bc -l)" \
+    "$tcp" "$(echo "$g / $tcp" | bc -l)" "$tl" "$(echo "$g / $tl" | bc -l)"
 done
 lat=$(awk '$1=="lat" {print $3}' "$tmp/grex" | median)
 udp=$(awk '{print $3}' "$tmp/udp" | median)

@@ -9,7 +9,7 @@
 #   GREX_DPDK_PORT=net_af_packet0,iface=vX,framesz=10240,blocksz=20480,framecnt=512 \
 #     transport_bw -s 64K -s 1M -t 16 -d 2                                  (A: rank 0, B: rank 1)
 #   iperf3 -s -1 (B), iperf3 -c 10.99.0.2 -t 3 -J (A)
-# Usage: bench/dpdk_veth.sh     (root; env BUILD)
+# Usage: bench/dpdk_veth.sh     (root; env BUILD, AFP_ARGS = af_packet devargs after iface=)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -41,7 +41,7 @@ for _ in $(seq 100); do port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$out"); [[ -n $po
 rank() {  # ns rank iface ip
   ip netns exec "$1" env GREX_RANK=$2 GREX_WORLD_SIZE=2 GREX_STORE_ADDR=10.98.0.1:$port GREX_STORE_EXTERNAL=1 \
     GREX_BACKEND=dpdk GREX_DPDK_MODE=port GREX_DPDK_MTU=9000 GREX_DPDK_IP=$4 GREX_DPDK_LCORE=$2 \
-    GREX_DPDK_PORT=net_af_packet0,iface=$3,framesz=10240,blocksz=20480,framecnt=512 \
+    GREX_DPDK_PORT=net_af_packet0,iface=$3,${AFP_ARGS:-framesz=10240,blocksz=20480,framecnt=512} \
     timeout 120 "$BUILD/bench/transport_bw" -s 64K -s 1M -t 16 -d 2 -l 2000
 }
 rank "$B" 1 vB 10.99.0.2 > /dev/null 2>&1 &

@@ -3,12 +3,13 @@
 // Device/Endpoint API): rank 0 keeps `depth` sends of `size` bytes in flight to
 // rank 1, which keeps as many receives posted; then an 8-byte ping-pong.
 // Run under grex-run:  grex-run -n 2 --backend dpdk -- transport_bw -s 1M -t 16 -d 3
-// Output (rank 0): "bw <bytes> <gbit/s> <msgs/s>" per size and "lat 8 <us half-rtt>".
+// Output (rank 0): "bw <bytes> <gbit/s> <msgs/s> <in flight>" per size and "lat 8 <us half-rtt>".
 #include <grex/bootstrap.h>
 #include <grex/transport.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   std::vector<size_t> sizes;
   int depth = 16;
+  size_t max_inflight = 0;  // -B: bytes in flight at most (0: depth x size)
   double seconds = 2.0;
   int lat_iters = 20000;
 };
@@ -59,12 +61,14 @@ int main(int argc, char** argv) {
       a.sizes.push_back(check(grex::config::parse_size(argv[++i], "-s"), "-s"));
     } else if (k == "-t" && i + 1 < argc) {
       a.depth = std::atoi(argv[++i]);
+    } else if (k == "-B" && i + 1 < argc) {
+      a.max_inflight = check(grex::config::parse_size(argv[++i], "-B"), "-B");
     } else if (k == "-d" && i + 1 < argc) {
       a.seconds = std::atof(argv[++i]);
     } else if (k == "-l" && i + 1 < argc) {
       a.lat_iters = std::atoi(argv[++i]);
     } else {
-      die("usage: transport_bw [-s SIZE]... [-t DEPTH] [-d SECONDS] [-l LAT_ITERS]");
+      die("usage: transport_bw [-s SIZE]... [-t DEPTH] [-B MAX_BYTES_IN_FLIGHT] [-d SECONDS] [-l LAT_ITERS]");
     }
   }
   if (a.sizes.empty()) a.sizes = {8192, 65536, 1 << 20, 4 << 20};
@@ -89,7 +93,12 @@ int main(int argc, char** argv) {
   grex::MemoryRegion* mr = check(dev->register_memory(buf.data(), buf.size()), "register");
   check(bs->barrier("tbw/ready"), "barrier");
 
+  const int max_depth = a.depth;
   for (size_t size : a.sizes) {
+    // Messages in flight: -t, fewer where -B caps the bytes (at least one).
+    a.depth = max_depth;
+    if (a.max_inflight > 0 && size > 0)
+      a.depth = static_cast<int>(std::clamp<size_t>(a.max_inflight / size, 1, static_cast<size_t>(max_depth)));
     // Both sides agree on the message count: as many as rank 0 manages in
     // `seconds`, learned from a short calibration run through the store.
     size_t count = 0;
@@ -147,8 +156,8 @@ int main(int argc, char** argv) {
     auto times = check(bs->all_gather("tbw/t" + std::to_string(size), std::to_string(s)), "times");
     double slow = std::max(std::stod(times[0]), std::stod(times[1]));
     if (me == 0)
-      std::printf("bw %zu %.2f %.0f\n", size, static_cast<double>(size * count) * 8 / slow / 1e9,
-                  static_cast<double>(count) / slow);
+      std::printf("bw %zu %.2f %.0f %d\n", size, static_cast<double>(size * count) * 8 / slow / 1e9,
+                  static_cast<double>(count) / slow, a.depth);
     std::fflush(stdout);
   }
 
