@@ -1,0 +1,472 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Runs a command where a Soft-RoCE (rdma_rxe) device exists, so the verbs tests can
+# run on machines without an RDMA NIC, and exits with the command's status.
+#
+#   softroce.sh [--selftest] [--keep-cache] -- COMMAND [ARGS...]
+#
+#   --selftest    run ibv_devinfo and ib_write_bw (plain and -R) on the device; no COMMAND
+#   --keep-cache  use the cached kernel as it is, without asking apt for a newer one
+#
+# Host path: when the host kernel has rdma_rxe, a dummy netdev with an rxe device on
+# it is made on the host and removed afterwards. VM path: otherwise Debian's kernel is
+# booted under qemu (TCG) with the host's / as a read-only overlay and the repository
+# shared read-write at the same path; SOFTROCE-VM.md (in shared/ beside the repository)
+# records why each piece is as it is. COMMAND sees GREX_RXE_DEV, GREX_RXE_NETDEV,
+# GREX_RXE_IP, GREX_IB_GID_INDEX and GREX_SOFTROCE=host|vm.
+#
+# Environment: SOFTROCE_CACHE (default <repo>/build-softroce-cache),
+# SOFTROCE_TIMEOUT (seconds for the whole VM, default 900), SOFTROCE_CPU (qemu CPU
+# model, default Nehalem = -march=corei7; "max" for binaries built for newer CPUs).
+# Exit status: COMMAND's; 77 when Soft-RoCE cannot be provided (callers count a skip);
+# 124 when the VM ran past SOFTROCE_TIMEOUT; 2 on a usage error.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
+cache=${SOFTROCE_CACHE:-$root/build-softroce-cache}
+vm_timeout_s=${SOFTROCE_TIMEOUT:-900}
+vm_mem_mib=512
+vm_cpus=2
+vm_cpu_model=${SOFTROCE_CPU:-Nehalem}
+gid_index=1   # GID 0 is the fe80:: one; 1 is the IPv4-mapped RoCE v2 GID
+# The modules the initramfs needs to mount the 9p shares and the overlay; their
+# dependencies are added from modules.dep.
+initramfs_modules=(virtio_pci 9pnet_virtio 9p overlay)
+
+log() { echo "softroce: $*" >&2; }
+skip() { log "SKIP: $*"; exit 77; }
+usage() {
+  echo "usage: softroce.sh [--selftest] [--keep-cache] -- COMMAND [ARGS...]" >&2
+  exit 2
+}
+help() { awk 'NR > 2 && /^#/ {sub(/^# ?/, ""); print} /^set -euo/ {exit}' "${BASH_SOURCE[0]}"; }
+
+# --- state removed by cleanup --------------------------------------------------
+tmp=""          # per-run temp dir (job file, initramfs staging, qemu pid file)
+host_rxe=""     # rxe device made on the host
+host_netdev=""  # dummy netdev made on the host
+vm_pipe_pid=""  # background pipeline around qemu
+# shellcheck disable=SC2317  # called from the EXIT trap
+cleanup() {
+  if [[ -n "$vm_pipe_pid" ]]; then
+    # Interrupted while the VM runs: stop qemu by its pid (it writes the pid file
+    # first thing), then let the console pipeline end before its files go.
+    for _ in $(seq 50); do [[ -s "$tmp/qemu.pid" ]] && break; sleep 0.1; done
+    kill "$(cat "$tmp/qemu.pid" 2>/dev/null)" 2>/dev/null || true
+    wait "$vm_pipe_pid" 2>/dev/null || true
+  fi
+  teardown_host_rxe
+  [[ -n "$tmp" ]] && rm -rf "$tmp"
+  return 0
+}
+teardown_host_rxe() {
+  if [[ -n "$host_rxe" ]]; then rdma link delete "$host_rxe" 2>/dev/null || true; fi
+  if [[ -n "$host_netdev" ]]; then ip link delete "$host_netdev" 2>/dev/null || true; fi
+  host_rxe="" host_netdev=""
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- packages ------------------------------------------------------------------
+# Installs the given Debian packages that are missing; fails if it cannot.
+install_missing() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  command -v apt-get >/dev/null || { log "no apt-get to install ${missing[*]}"; return 1; }
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Try the existing package lists first: an update is slow and needs the network.
+  if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >"$tmp/apt.log" 2>&1; then
+    apt-get update -q >>"$tmp/apt.log" 2>&1 || true
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$tmp/apt.log" 2>&1; then
+      tail -5 "$tmp/apt.log" >&2
+      return 1
+    fi
+  fi
+}
+
+# --- host path -----------------------------------------------------------------
+# Picks 10.77.N.1/24 with N the first /24 no host interface uses yet.
+free_ipv4() {
+  local n used
+  used=$(ip -4 -o addr show | awk '{print $4}')
+  for n in $(seq 0 254); do
+    grep -q "^10\.77\.$n\." <<<"$used" || { echo "10.77.$n.1"; return 0; }
+  done
+  return 1
+}
+
+# Index of the RoCE v2 GID that holds IPv4 address $2 on rxe device $1 (first 16 only:
+# reading all 1024 entries is slow, and the GID shows up right after the link).
+find_gid_index() {
+  local dev=$1 ip=$2 want i a b c d
+  IFS=. read -r a b c d <<<"$ip"
+  want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d")
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    for i in $(seq 0 15); do
+      if [[ "$(cat "/sys/class/infiniband/$dev/ports/1/gids/$i" 2>/dev/null)" == "$want" &&
+            "$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null)" == "RoCE v2" ]]; then
+        echo "$i"; return 0
+      fi
+    done
+    sleep 0.2
+  done
+  return 1
+}
+
+# Makes a dummy netdev + rxe device on the host; fails (leaving nothing) if the host
+# cannot, e.g. rdma_rxe missing or no CAP_NET_ADMIN in this namespace.
+setup_host_rxe() {
+  [[ -d /sys/module/rdma_rxe ]] || modprobe -q rdma_rxe 2>/dev/null || return 1
+  modprobe -q rdma_ucm 2>/dev/null || true
+  local ip
+  ip=$(free_ipv4) || return 1
+  # Unique names: another run (or a VM path run nested in a guest) may hold rxe0.
+  host_netdev=gxdum$$
+  ip link add "$host_netdev" type dummy || { host_netdev=""; return 1; }
+  # MTU 9000 gives rxe an active MTU of 4096 (1500 gives 1024).
+  ip link set "$host_netdev" mtu 9000 up || return 1
+  ip addr add "$ip/24" dev "$host_netdev" || return 1
+  rdma link add "gxrxe$$" type rxe netdev "$host_netdev" || return 1
+  host_rxe=gxrxe$$
+  gid_index=$(find_gid_index "$host_rxe" "$ip") || gid_index=1
+  export GREX_RXE_DEV=$host_rxe GREX_RXE_NETDEV=$host_netdev GREX_RXE_IP=$ip
+  export GREX_IB_GID_INDEX=$gid_index GREX_SOFTROCE=host
+}
+
+# --- VM path: cached kernel -----------------------------------------------------
+# Prints the version (e.g. 6.1.0-56-amd64) of the kernel linux-image-amd64 depends on.
+apt_kernel_version() {
+  local pkg
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ {print $2; exit}')
+  [[ -n "$pkg" ]] && echo "${pkg#linux-image-}"
+}
+
+# Newest kernel already unpacked in the cache, if any.
+cached_kernel_version() {
+  local d
+  d=$(find "$cache" -maxdepth 2 -name .complete -path '*/kernel-*' -printf '%h\n' 2>/dev/null | sort -V | tail -1)
+  [[ -n "$d" ]] && basename "$d" | sed 's/^kernel-//'
+}
+
+# Downloads and unpacks kernel $1 into $cache/kernel-$1 with modules.dep and vmlinux.
+fetch_kernel() {
+  local ver=$1 dir=$cache/kernel-$1 deb off
+  local part=$dir.partial
+  rm -rf "$part" && mkdir -p "$part" "$tmp/dl"
+  log "downloading linux-image-$ver (once; cached in $cache)"
+  # The sandbox user cannot write to our private temp dir; download as root.
+  if ! (cd "$tmp/dl" && apt-get download -q -o APT::Sandbox::User=root "linux-image-$ver") >"$tmp/dl.log" 2>&1; then
+    tail -3 "$tmp/dl.log" >&2
+    return 1
+  fi
+  deb=$(echo "$tmp"/dl/linux-image-*.deb)
+  # Unpack beside, never install over, the host's kernel. (Each step checks its
+  # status: callers run this as `fetch_kernel || ...`, where set -e is off.)
+  dpkg -x "$deb" "$part" || return 1
+  rm -f "$deb"
+  # Drop the hardware drivers a VM never loads: halves the cache (~440 -> ~215 MB).
+  (cd "$part/lib/modules/$ver/kernel" &&
+    rm -rf sound drivers/{gpu,media,net/wireless,net/ethernet,scsi,usb,iio,staging,infiniband/hw}) || return 1
+  # The .deb has no modules.dep (the postinst makes it); modprobe needs it.
+  depmod -b "$part" "$ver" || return 1
+  # Under TCG the stock kernel boots in ~3 s from the uncompressed ELF (PVH entry)
+  # against ~6 s from the bzImage: cut the xz payload out of the bzImage.
+  off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$part/boot/vmlinuz-$ver" | head -1 | cut -d: -f1)
+  [[ -n "$off" ]] || { log "no xz payload in vmlinuz-$ver"; return 1; }
+  tail -c +$((off + 1)) "$part/boot/vmlinuz-$ver" | xz -dc --single-stream >"$part/vmlinux" 2>/dev/null || true
+  [[ "$(head -c 4 "$part/vmlinux" | od -An -c | tr -d ' ')" == '177ELF' ]] ||
+    { log "could not extract vmlinux from vmlinuz-$ver"; return 1; }
+  touch "$part/.complete" && rm -rf "$dir" && mv "$part" "$dir"
+}
+
+# Sets kver to the kernel to boot, downloading it on the first run. Without
+# --keep-cache a newer linux-image-amd64 dependency replaces the cached kernel.
+ensure_kernel() {
+  local want
+  kver=$(cached_kernel_version || true)
+  [[ -n "$kver" && $keep_cache == 1 ]] && return 0
+  want=$(apt_kernel_version || true)
+  # No package lists yet (fresh machine): fetch them once, only when nothing is cached.
+  if [[ -z "$want" && -z "$kver" ]]; then
+    apt-get update -q >"$tmp/apt-update.log" 2>&1 || true
+    want=$(apt_kernel_version || true)
+  fi
+  if [[ -n "$want" && "$want" != "$kver" ]]; then
+    fetch_kernel "$want" || { [[ -n "$kver" ]] || return 1; log "keeping cached kernel $kver"; return 0; }
+    # Drop the kernel it replaces so the cache does not grow with every update.
+    [[ -n "$kver" ]] && rm -rf "$cache/kernel-$kver" "$cache"/initramfs-"$kver"-*.cpio
+    kver=$want
+  fi
+  [[ -n "$kver" ]]
+}
+
+# --- VM path: guest init ----------------------------------------------------------
+# The guest's /init. Stage 1 runs from the initramfs (busybox sh): it mounts the host's
+# / read-only over 9p as the lower layer of an overlay with a tmpfs upper, so host
+# binaries run unchanged; mounts the unpacked kernel's modules over /lib/modules and
+# the read-write shares at their host paths; then switch_roots (with chroot the
+# kernel's module helper runs outside it and `rdma link add` fails to load crc32).
+# Stage 2 runs as PID 1 of the new root under the host's /bin/sh: it makes the rxe
+# device, runs the job's command, prints the exit marker and powers off.
+guest_init() {
+  cat <<'EOF'
+#!/bin/busybox sh
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# softroce_job and softroce_marker come from the kernel command line (the kernel
+# hands unknown name=value parameters to init as environment variables).
+die() { echo "softroce-vm: $*"; echo "${softroce_marker}77"; poweroff_now; }
+poweroff_now() {
+  sync
+  ${softroce_busybox:-busybox} poweroff -f
+  echo o >/proc/sysrq-trigger
+  sleep 60
+}
+p9="trans=virtio,version=9p2000.L,msize=262144"
+
+if [ "$1" != stage2 ]; then
+  /bin/busybox --install -s /bin
+  mount -t proc proc /proc && mount -t sysfs sys /sys && mount -t devtmpfs dev /dev || die "mounting /proc /sys /dev failed"
+  for m in $(cat /modules/order); do insmod "/modules/$m" || die "insmod $m failed"; done
+  job=$softroce_job
+  mkdir -p /lower /rw /newroot
+  mount -t 9p -o "$p9,ro" hostroot /lower || die "mounting the host's / over 9p failed"
+  [ -r "/lower$job" ] || die "no job file $job"
+  . "/lower$job"
+  mount -t tmpfs -o mode=755 rw /rw && mkdir /rw/upper /rw/work || die "tmpfs failed"
+  mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work overlay /newroot ||
+    die "overlay mount failed"
+  i=0
+  while [ "$i" -lt "$softroce_nshares" ]; do
+    eval "dir=\$softroce_share_$i"
+    mount -t 9p -o "$p9" "work$i" "/newroot$dir" || die "mounting $dir read-write failed"
+    i=$((i + 1))
+  done
+  mkdir -p /newroot/lib/modules && mount --bind "/newroot$softroce_modules" /newroot/lib/modules ||
+    die "mounting the kernel modules failed"
+  for d in proc sys dev; do mount --move "/$d" "/newroot/$d"; done
+  mkdir -p /newroot/run/softroce && cp /init /newroot/run/softroce/init
+  exec switch_root /newroot /bin/sh /run/softroce/init stage2 "$job"
+fi
+
+job=$2
+. "$job"
+mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
+ip link set lo up
+modprobe rdma_rxe || die "modprobe rdma_rxe failed"
+modprobe rdma_ucm || die "modprobe rdma_ucm failed"
+ip link add "$softroce_netdev" type dummy &&
+  ip link set "$softroce_netdev" mtu 9000 up &&
+  ip addr add "$softroce_ip/24" dev "$softroce_netdev" &&
+  rdma link add "$softroce_rxe" type rxe netdev "$softroce_netdev" || die "creating $softroce_rxe failed"
+(softroce_command) </dev/null
+rc=$?
+echo "$softroce_marker$rc"
+poweroff_now
+EOF
+}
+
+# Sets initramfs to a cached cpio archive holding a static busybox, the modules
+# stage 1 loads (in dependency order) and guest_init as /init.
+ensure_initramfs() {
+  local key stage moddir m dep line deps order=()
+  # Rebuilt when the init, the module list or busybox changes.
+  key=$( { guest_init; echo "${initramfs_modules[*]}"; stat -Lc %s.%Y "$(command -v busybox)"; } | sha256sum | cut -c1-12)
+  initramfs=$cache/initramfs-$kver-$key.cpio
+  [[ -s "$initramfs" ]] && return 0
+  log "building initramfs for $kver"
+  stage=$tmp/initramfs
+  moddir=$cache/kernel-$kver/lib/modules/$kver
+  mkdir -p "$stage"/{bin,dev,proc,sys,modules} && cp "$(command -v busybox)" "$stage/bin/busybox" || return 1
+  ldd "$stage/bin/busybox" >/dev/null 2>&1 && { log "busybox is not static (install busybox-static)"; return 1; }
+  # The kernel opens /dev/console before /init can mount devtmpfs.
+  mknod "$stage/dev/console" c 5 1 && guest_init >"$stage/init" && chmod 755 "$stage/init" || return 1
+  # modules.dep lists every dependency, deepest last: load them in reverse, then the module.
+  for m in "${initramfs_modules[@]}"; do
+    line=$(grep -E "(^|/)$m\.ko:" "$moddir/modules.dep") || { log "module $m not in $kver"; return 1; }
+    deps=$(echo "${line#*:}" | tr ' ' '\n' | tac)
+    for dep in $deps ${line%%:*}; do
+      [[ " ${order[*]} " == *" ${dep##*/} "* ]] && continue
+      cp "$moddir/$dep" "$stage/modules/" || return 1
+      order+=("${dep##*/}")
+    done
+  done
+  printf '%s\n' "${order[@]}" >"$stage/modules/order"
+  (cd "$stage" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) >"$initramfs.partial" &&
+    mv "$initramfs.partial" "$initramfs"
+}
+
+# --- VM path: run -------------------------------------------------------------------
+# Quotes $1 for a POSIX shell (the guest's stage 2 runs under /bin/sh).
+shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+
+# Writes the job file the guest reads (through the read-only host share): the
+# read-write shares, the rxe names and the command with its environment.
+write_job() {
+  local i var
+  {
+    echo "softroce_busybox=$(shq "$(command -v busybox)")"
+    echo "softroce_modules=$(shq "$cache/kernel-$kver/lib/modules")"
+    echo "softroce_netdev=dum0 softroce_rxe=rxe0 softroce_ip=10.77.0.1"
+    echo "softroce_nshares=${#shares[@]}"
+    for i in "${!shares[@]}"; do echo "softroce_share_$i=$(shq "${shares[$i]}")"; done
+    echo "softroce_command() {"
+    # Pass the test settings through; set ours last so they win.
+    for var in $(compgen -e | grep -E '^(GREX_|GTEST_|ASAN_OPTIONS$|UBSAN_OPTIONS$)' || true); do
+      echo "  export $var=$(shq "${!var}")"
+    done
+    echo "  export PATH=$(shq "$PATH") HOME=$(shq "${HOME:-/root}")"
+    echo "  export GREX_RXE_DEV=rxe0 GREX_RXE_NETDEV=dum0 GREX_RXE_IP=10.77.0.1"
+    echo "  export GREX_IB_GID_INDEX=$gid_index GREX_SOFTROCE=vm"
+    echo "  cd $(shq "$cwd") || exit 1"
+    printf '  exec'; for var in "$@"; do printf ' %s' "$(shq "$var")"; done; echo
+    echo "}"
+  } >"$tmp/job"
+}
+
+run_in_vm() {
+  local cwd i marker start qemu_rc guest_rc shares
+  cwd=$(pwd -P)
+  # The repository (build outputs, result files) and, if elsewhere, the working
+  # directory are shared read-write at the same paths as on the host.
+  shares=("$root")
+  [[ "$cwd/" != "$root/"* && "$cwd" != / ]] && shares+=("$cwd")
+  marker="softroce-exit-$RANDOM$RANDOM="
+  write_job "$@"
+  # TCG (this /dev/kvm cannot run a stock kernel). Host binaries are built with
+  # -march=corei7 (SSE4.2, POPCNT), which the default qemu64 model lacks: Nehalem is
+  # that ISA; "max" runs newer ISAs too but halves rxe bandwidth (PCLMUL/AVX emulation).
+  local qemu=(qemu-system-x86_64 -accel tcg -cpu "$vm_cpu_model" -m "$vm_mem_mib" -smp "$vm_cpus"
+    -nodefaults -nic none -display none -serial stdio -no-reboot
+    -pidfile "$tmp/qemu.pid"
+    -kernel "$cache/kernel-$kver/vmlinux" -initrd "$initramfs"
+    -append "console=ttyS0 quiet panic=-1 softroce_job=$tmp/job softroce_marker=$marker"
+    -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap")
+  for i in "${!shares[@]}"; do  # (qemu reads ",," as a comma inside an option value)
+    qemu+=(-virtfs "local,path=${shares[$i]//,/,,},mount_tag=work$i,security_model=none,multidevs=remap")
+  done
+  log "path=vm: kernel $kver under qemu TCG ($vm_cpus vCPU $vm_cpu_model, $vm_mem_mib MiB), rxe0 on dum0 (10.77.0.1), shared rw: ${shares[*]}"
+  start=$SECONDS
+  # The console goes through a filter that drops the carriage returns of the serial
+  # line and takes the exit marker out. The pipeline runs in the background so that
+  # a signal reaches our trap (which kills qemu by its pid) without waiting for it.
+  {
+    qemu_rc=0
+    timeout -k 10 "$vm_timeout_s" "${qemu[@]}" </dev/null 2>&1 || qemu_rc=$?
+    echo "$qemu_rc" >"$tmp/qemu.rc"
+  } | awk -v m="$marker" -v out="$tmp/guest.rc" '
+      { sub(/\r$/, "") }
+      match($0, m "[0-9]+$") {
+        if (RSTART > 1) print substr($0, 1, RSTART - 1)
+        print substr($0, RSTART + length(m)) > out; close(out); next
+      }
+      /reboot: Power down$/ { next }
+      { print; fflush() }' &
+  vm_pipe_pid=$!
+  wait "$vm_pipe_pid"
+  vm_pipe_pid=""
+  qemu_rc=$(cat "$tmp/qemu.rc" 2>/dev/null || echo 1)
+  guest_rc=$(cat "$tmp/guest.rc" 2>/dev/null || true)
+  if [[ "$qemu_rc" == 124 || "$qemu_rc" == 137 ]]; then
+    log "VM killed after SOFTROCE_TIMEOUT=$vm_timeout_s s"
+    return 124
+  fi
+  if [[ -z "$guest_rc" ]]; then
+    log "VM ended (qemu status $qemu_rc) without the command's exit status"
+    return 1
+  fi
+  log "VM finished in $((SECONDS - start)) s; command exit status $guest_rc"
+  return "$guest_rc"
+}
+
+# --- selftest ------------------------------------------------------------------------
+# The selftest command: device query, then an ib_write_bw server + client on the rxe
+# device, with plain sockets and with rdma_cm (-R).
+selftest_script() {
+  cat <<'EOF'
+set -u
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+result() { echo "selftest: $1: $2"; [ "$2" = pass ] || fails=$((fails + 1)); }
+if ibv_devinfo -d "$GREX_RXE_DEV"; then result ibv_devinfo pass; else result ibv_devinfo FAIL; fi
+bw() {  # $1 = name, rest = extra ib_write_bw flags
+  name=$1; shift
+  set -- -d "$GREX_RXE_DEV" -x "$GREX_IB_GID_INDEX" -s 65536 -n 200 "$@"
+  timeout 120 ib_write_bw "$@" >"$dir/server.log" 2>&1 &
+  server=$!
+  # The client fails fast until the server listens: retry it.
+  tries=0
+  until timeout 60 ib_write_bw "$@" "$GREX_RXE_IP" >"$dir/client.log" 2>&1; do
+    tries=$((tries + 1))
+    if [ "$tries" -ge 30 ] || ! kill -0 "$server" 2>/dev/null; then
+      cat "$dir/client.log" "$dir/server.log"; kill "$server" 2>/dev/null; wait "$server"
+      result "$name" FAIL; return
+    fi
+    sleep 1
+  done
+  cat "$dir/client.log"
+  if wait "$server"; then result "$name" pass; else cat "$dir/server.log"; result "$name" FAIL; fi
+}
+bw ib_write_bw
+bw "ib_write_bw -R" -R
+if [ "$fails" = 0 ]; then echo "selftest: PASS"; else echo "selftest: FAIL ($fails failed)"; exit 1; fi
+EOF
+}
+
+# --- main ------------------------------------------------------------------------------
+selftest=0
+keep_cache=0
+while (($#)); do
+  case "$1" in
+    --selftest) selftest=1 ;;
+    --keep-cache) keep_cache=1 ;;
+    -h|--help) help; exit 0 ;;
+    --) shift; break ;;
+    -*) usage ;;
+    *) break ;;
+  esac
+  shift
+done
+if ((selftest)); then
+  (($# == 0)) || usage
+  set -- sh -c "$(selftest_script)"
+fi
+(($# > 0)) || usage
+
+[[ $(id -u) == 0 ]] || skip "needs root (rxe devices, modules and packages need it)"
+tmp=$(mktemp -d -t softroce.XXXXXX)
+chmod 755 "$tmp"   # the guest reads the job file through the host share as root
+
+# What both paths need: modprobe, ip/rdma, the rxe provider, the device tools, and
+# the development files the verbs backend builds against.
+pkgs=(kmod iproute2 ibverbs-providers ibverbs-utils libibverbs-dev librdmacm-dev)
+((selftest)) && pkgs+=(perftest)
+install_missing "${pkgs[@]}" || skip "cannot install ${pkgs[*]}"
+
+if setup_host_rxe; then
+  log "path=host: $GREX_RXE_DEV on $GREX_RXE_NETDEV ($GREX_RXE_IP, GID index $GREX_IB_GID_INDEX)"
+  rc=0
+  "$@" || rc=$?
+  exit "$rc"
+fi
+teardown_host_rxe   # a half-made one
+log "host kernel has no usable rdma_rxe: using a VM"
+
+install_missing qemu-system-x86 busybox-static xz-utils cpio ||
+  skip "cannot install qemu-system-x86 busybox-static xz-utils cpio"
+command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64"
+mkdir -p "$cache"
+# One run at a time fills the cache; others wait for it.
+exec {lock_fd}>"$cache/.lock"
+flock -w 900 "$lock_fd" || skip "cache $cache is locked by another run"
+ensure_kernel || skip "cannot download the kernel (linux-image-amd64's dependency); no network?"
+ensure_initramfs || skip "cannot build the initramfs"
+flock -u "$lock_fd"
+rc=0
+run_in_vm "$@" || rc=$?
+exit "$rc"
