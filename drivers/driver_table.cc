@@ -5,6 +5,9 @@
 #ifdef GREX_HAVE_DPDK
 #include "drivers/dpdk/dpdk.h"
 #endif
+#ifdef GREX_HAVE_VERBS
+#include "drivers/verbs/verbs.h"
+#endif
 #include "transport/registry.h"
 
 namespace grex {
@@ -18,7 +21,12 @@ std::span<const DriverEntry> drivers() noexcept {
 #else
       {"dpdk", nullptr, "libgrex was built without DPDK (install libdpdk-dev, reconfigure with -Ddpdk=enabled)"},
 #endif
-      {"verbs", nullptr, "the RDMA verbs backend is not implemented yet"},
+#ifdef GREX_HAVE_VERBS
+      {"verbs", &verbs::open_device, ""},
+#else
+      {"verbs", nullptr,
+       "libgrex was built without rdma-core (install libibverbs-dev librdmacm-dev, reconfigure with -Dverbs=enabled)"},
+#endif
   };
   return kDrivers;
 }

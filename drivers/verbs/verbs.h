@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+// Entry point of the RDMA verbs driver (RC queue pairs over rdma-core;
+// Soft-RoCE, RoCE and InfiniBand NICs).
+#pragma once
+
+#include <grex/transport.h>
+
+namespace grex::verbs {
+
+/// Opens the verbs device. Params (env override in brackets):
+///   dev        ibv device name [GREX_IB_DEV]; default: the first with an active port
+///   port       port number [GREX_IB_PORT], default 1
+///   gid_index  GID table index [GREX_IB_GID_INDEX]; default: the first RoCE v2
+///              IPv4-mapped GID of the port (its IPv4 address is what rdma_cm binds)
+///   ip         IPv4 address to bind instead (InfiniBand: the IPoIB address) [GREX_IB_IP]
+///   timeout    local ACK timeout exponent, 4.096 us x 2^N [GREX_IB_TIMEOUT], default 14
+///   retry_cnt  transport retries before a send fails [GREX_IB_RETRY_CNT], default 7
+///   inline     largest payload sent inline [GREX_IB_INLINE], default 64
+///   srq        1: one shared receive queue for all peers [GREX_IB_SRQ], default 0
+/// Errors: kNotFound when no RDMA device (or the named one) exists.
+Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts);
+
+}  // namespace grex::verbs

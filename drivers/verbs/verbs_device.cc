@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: Apache-2.0
+// Verbs driver set-up: device, port and GID choice, the rdma_cm listener,
+// memory registration (and the dma-buf probe), async and CM events.
+#include "drivers/verbs/verbs_device.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "drivers/verbs/verbs.h"
+
+namespace grex::verbs {
+namespace {
+
+constexpr const char* kSubsys = "verbs";
+
+std::string param(const DeviceOptions& o, const char* key, const char* env) {
+  std::string v;
+  if (auto it = o.params.find(key); it != o.params.end()) v = it->second;
+  if (const char* e = std::getenv(env)) v = e;
+  return v;
+}
+
+uint32_t mtu_bytes(ibv_mtu m) { return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128u << m : 0; }
+
+// Per-lane signalling rate in Mbit/s and lane count (ibv_port_attr encodings).
+uint64_t link_mbps(const ibv_port_attr& a) {
+  uint64_t lane = 0;
+  switch (a.active_speed) {
+    case 1: lane = 2500; break;     // SDR
+    case 2: lane = 5000; break;     // DDR
+    case 4: lane = 10000; break;    // QDR
+    case 8: lane = 10312; break;    // FDR10
+    case 16: lane = 14062; break;   // FDR
+    case 32: lane = 25781; break;   // EDR
+    case 64: lane = 53125; break;   // HDR
+    case 128: lane = 106250; break; // NDR
+    default: lane = 0;
+  }
+  uint64_t width = 0;
+  switch (a.active_width) {
+    case 1: width = 1; break;
+    case 2: width = 4; break;
+    case 4: width = 8; break;
+    case 8: width = 12; break;
+    case 16: width = 2; break;
+    default: width = 0;
+  }
+  return lane * width;
+}
+
+const char* port_state_name(ibv_port_state s) { return ibv_port_state_str(s); }
+
+std::string ip_str(uint32_t ip) {
+  in_addr a{htonl(ip)};
+  char b[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &a, b, sizeof(b));
+  return b;
+}
+
+bool ipv4_mapped(const ibv_gid& g, uint32_t* ip) {
+  static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(g.raw, prefix, 12) != 0) return false;
+  uint32_t be;
+  std::memcpy(&be, g.raw + 12, 4);
+  *ip = ntohl(be);
+  return true;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- regions
+
+VerbsRegion::VerbsRegion(ibv_mr* mr, void* addr, size_t len, MemoryDomain domain)
+    : MemoryRegion(addr, len, domain), mr_(mr) {
+  lkey_ = mr->lkey;
+  remote_ = RemoteRegion{reinterpret_cast<uint64_t>(addr), len, mr->rkey, static_cast<uint64_t>(::getpid())};
+}
+
+VerbsRegion::~VerbsRegion() { ibv_dereg_mr(mr_); }
+
+Result<std::unique_ptr<MemoryRegion>> VerbsDevice::do_register(void* addr, size_t length, MemoryDomain domain) {
+  if (domain == MemoryDomain::kCudaDevice) {
+    // GPU memory needs dma-buf (cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr)
+    // or nvidia_peermem; neither is wired in before the GPUDirect work lands.
+    return Error(Errc::kNotSupported, "cannot register CUDA device memory on " + name() + ": " +
+                                          (dmabuf_ ? "libgrex has no CUDA support built in"
+                                                   : "the device has no dma-buf registration (ibv_reg_dmabuf_mr "
+                                                     "reports EOPNOTSUPP) and libgrex has no CUDA support built in"))
+        .device(name())
+        .hint("register host memory, or use a NIC with GPUDirect (dma-buf or nvidia_peermem)");
+  }
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  ibv_mr* mr = ibv_reg_mr(pd_, addr, length, access);
+  if (mr == nullptr) {
+    int err = errno;
+    return Error::from_errno("ibv_reg_mr of " + std::to_string(length) + " bytes", err)
+        .device(name())
+        .hint(err == ENOMEM || err == EPERM ? "raise the locked-memory limit (ulimit -l unlimited)" : "");
+  }
+  return std::unique_ptr<MemoryRegion>(new VerbsRegion(mr, addr, length, domain));
+}
+
+// The probe NCCL uses: register an invalid dma-buf fd. EOPNOTSUPP or
+// EPROTONOSUPPORT means the stack cannot do dma-buf at all; anything else
+// (EBADF) means it could with a real fd.
+void VerbsDevice::probe_dmabuf() noexcept {
+  errno = 0;
+  ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+  if (mr != nullptr) {
+    ibv_dereg_mr(mr);
+    dmabuf_ = true;
+    return;
+  }
+  dmabuf_ = errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
+}
+
+// ---------------------------------------------------------------- set-up
+
+VerbsDevice::VerbsDevice(const DeviceOptions& opts) : opts_(opts) {}
+
+Result<void> VerbsDevice::parse_options() {
+  vo_.dev = param(opts_, "dev", "GREX_IB_DEV");
+  auto num = [&](const char* key, const char* env, int64_t lo, int64_t hi, int64_t def) -> Result<int64_t> {
+    std::string v = param(opts_, key, env);
+    if (v.empty()) return def;
+    int64_t x = GREX_TRY(config::parse_int(v, env));
+    if (x < lo || x > hi)
+      return Error(Errc::kInvalidArgument, std::string(env) + "=" + v + " is outside [" + std::to_string(lo) + ", " +
+                                               std::to_string(hi) + "]");
+    return x;
+  };
+  vo_.port = static_cast<uint8_t>(GREX_TRY(num("port", "GREX_IB_PORT", 1, 255, 1)));
+  vo_.gid_index = static_cast<int>(GREX_TRY(num("gid_index", "GREX_IB_GID_INDEX", -1, 65535, -1)));
+  vo_.timeout = static_cast<uint8_t>(GREX_TRY(num("timeout", "GREX_IB_TIMEOUT", 1, 31, 14)));
+  vo_.retry_cnt = static_cast<uint8_t>(GREX_TRY(num("retry_cnt", "GREX_IB_RETRY_CNT", 0, 7, 7)));
+  vo_.max_inline = static_cast<uint32_t>(GREX_TRY(num("inline", "GREX_IB_INLINE", 0, 1024, 64)));
+  vo_.srq = GREX_TRY(num("srq", "GREX_IB_SRQ", 0, 1, 0)) == 1;
+  if (auto v = param(opts_, "ip", "GREX_IB_IP"); !v.empty()) {
+    in_addr a;
+    if (inet_pton(AF_INET, v.c_str(), &a) != 1)
+      return Error(Errc::kInvalidArgument, "GREX_IB_IP='" + v + "' is not an IPv4 address");
+    vo_.ip = ntohl(a.s_addr);
+  }
+  return ok();
+}
+
+// rdma_cm owns one verbs context per device; QPs it connects must live on
+// that context, so the PD and CQ are made on it too.
+Result<void> VerbsDevice::pick_device() {
+  int n = 0;
+  devices_ = rdma_get_devices(&n);
+  if (devices_ == nullptr || n == 0)
+    return Error(Errc::kNotFound, "no RDMA device found (rdma_get_devices returned none)")
+        .device("verbs")
+        .hint("load a NIC driver or Soft-RoCE (rdma link add rxe0 type rxe netdev IFACE); tests: "
+              "tests/scripts/softroce.sh");
+  std::string seen;
+  for (int i = 0; i < n; ++i) {
+    ibv_context* c = devices_[i];
+    std::string nm = ibv_get_device_name(c->device);
+    seen += (seen.empty() ? "" : ", ") + nm;
+    if (!vo_.dev.empty() && nm != vo_.dev) continue;
+    ibv_port_attr pa;
+    if (ibv_query_port(c, vo_.port, &pa) != 0) continue;
+    if (vo_.dev.empty() && pa.state != IBV_PORT_ACTIVE) continue;
+    ctx_ = c;
+    port_attr_ = pa;
+    break;
+  }
+  if (ctx_ == nullptr) {
+    if (!vo_.dev.empty())
+      return Error(Errc::kNotFound, "no RDMA device named '" + vo_.dev + "' with a port " + std::to_string(vo_.port) +
+                                        " (devices: " + seen + ")")
+          .device("verbs")
+          .hint("GREX_IB_DEV / GREX_IB_PORT");
+    return Error(Errc::kNotFound, "no RDMA device with an active port " + std::to_string(vo_.port) + " (devices: " +
+                                      seen + ")")
+        .device("verbs")
+        .hint("check `ibv_devinfo` (port state) and the link of its network device");
+  }
+  caps_.device_name = ibv_get_device_name(ctx_->device);
+  if (port_attr_.state != IBV_PORT_ACTIVE)
+    return Error(Errc::kConnectionFailed, "port " + std::to_string(vo_.port) + " of " + caps_.device_name + " is " +
+                                              port_state_name(port_attr_.state))
+        .device(caps_.device_name)
+        .hint("bring its network device up (ip link set DEV up)");
+  if (ibv_query_device(ctx_, &dev_attr_) != 0)
+    return Error::from_errno("ibv_query_device", errno).device(caps_.device_name);
+  return ok();
+}
+
+// The IPv4 address rdma_cm binds to selects the GID: take it from the chosen
+// (or first) RoCE v2 IPv4-mapped GID of the port, unless given.
+Result<void> VerbsDevice::pick_address() {
+  if (vo_.ip != 0) return ok();
+  std::vector<ibv_gid_entry> gids(std::max<int>(port_attr_.gid_tbl_len, 1));
+  ssize_t n = ibv_query_gid_table(ctx_, gids.data(), gids.size(), 0);
+  if (n < 0) return Error::from_errno("ibv_query_gid_table", static_cast<int>(-n)).device(name());
+  for (ssize_t i = 0; i < n; ++i) {
+    const ibv_gid_entry& e = gids[static_cast<size_t>(i)];
+    if (e.port_num != vo_.port) continue;
+    if (vo_.gid_index >= 0 && e.gid_index != static_cast<uint32_t>(vo_.gid_index)) continue;
+    uint32_t ip = 0;
+    if (vo_.gid_index < 0 && e.gid_type != IBV_GID_TYPE_ROCE_V2) continue;
+    if (!ipv4_mapped(e.gid, &ip)) {
+      if (vo_.gid_index >= 0)
+        return Error(Errc::kInvalidArgument, "GID index " + std::to_string(vo_.gid_index) + " of " + name() +
+                                                 " is not an IPv4-mapped GID; rdma_cm needs an IPv4 address")
+            .device(name())
+            .hint("pick another GREX_IB_GID_INDEX (see `show_gids`), or set GREX_IB_IP");
+      continue;
+    }
+    vo_.ip = ip;
+    vo_.gid_index = static_cast<int>(e.gid_index);
+    return ok();
+  }
+  return Error(Errc::kNotFound, "port " + std::to_string(vo_.port) + " of " + name() +
+                                    (vo_.gid_index >= 0 ? " has no GID index " + std::to_string(vo_.gid_index)
+                                                        : " has no RoCE v2 GID with an IPv4 address"))
+      .device(name())
+      .hint("give its network device an IPv4 address, or set GREX_IB_IP (InfiniBand: the IPoIB address)");
+}
+
+Result<void> VerbsDevice::init() {
+  GREX_TRY(parse_options());
+  GREX_TRY(pick_device());
+  GREX_TRY(pick_address());
+  pd_ = ibv_alloc_pd(ctx_);
+  if (pd_ == nullptr) return Error::from_errno("ibv_alloc_pd", errno).device(name());
+  // One CQ for every queue pair: each peer needs at most its send and
+  // receive depth of entries outstanding.
+  uint32_t per_peer = 2 * opts_.queue_depth + 2 * opts_.queue_depth + 256;
+  int cqe = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(dev_attr_.max_cqe),
+                                                uint64_t{per_peer} * static_cast<uint64_t>(std::max(1, opts_.world_size))));
+  cq_ = ibv_create_cq(ctx_, cqe, nullptr, nullptr, 0);
+  if (cq_ == nullptr) return Error::from_errno("ibv_create_cq(" + std::to_string(cqe) + ")", errno).device(name());
+  if (vo_.srq) {
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = std::min<uint32_t>(static_cast<uint32_t>(dev_attr_.max_srq_wr), 4 * opts_.queue_depth + 256);
+    sa.attr.max_sge = 1;
+    srq_ = ibv_create_srq(pd_, &sa);
+    if (srq_ == nullptr) return Error::from_errno("ibv_create_srq", errno).device(name()).hint("GREX_IB_SRQ=0");
+    srq_slots_.resize(sa.attr.max_wr);
+    srq_mr_ = ibv_reg_mr(pd_, srq_slots_.data(), srq_slots_.size() * sizeof(Ctrl), IBV_ACCESS_LOCAL_WRITE);
+    if (srq_mr_ == nullptr) return Error::from_errno("ibv_reg_mr (receive slots)", errno).device(name());
+    for (uint32_t i = 0; i < srq_slots_.size(); ++i) {
+      ibv_sge sge{reinterpret_cast<uint64_t>(&srq_slots_[i]), sizeof(Ctrl), srq_mr_->lkey};
+      ibv_recv_wr wr{};
+      wr.wr_id = wr_id(0, kRecvSlot, i);
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      ibv_recv_wr* bad = nullptr;
+      if (int e = ibv_post_srq_recv(srq_, &wr, &bad); e != 0) return Error::from_errno("ibv_post_srq_recv", e);
+    }
+  }
+  // Async events (port down, QP fatal) and CM events (disconnects) are
+  // polled from poll(): make both channels non-blocking.
+  int fl = fcntl(ctx_->async_fd, F_GETFL);
+  fcntl(ctx_->async_fd, F_SETFL, fl | O_NONBLOCK);
+  ec_ = rdma_create_event_channel();
+  if (ec_ == nullptr) return Error::from_errno("rdma_create_event_channel", errno).hint("is rdma_ucm loaded?");
+  fl = fcntl(ec_->fd, F_GETFL);
+  fcntl(ec_->fd, F_SETFL, fl | O_NONBLOCK);
+  if (rdma_create_id(ec_, &listener_, nullptr, RDMA_PS_TCP) != 0)
+    return Error::from_errno("rdma_create_id", errno).device(name());
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(vo_.ip);
+  sa.sin_port = 0;
+  if (rdma_bind_addr(listener_, reinterpret_cast<sockaddr*>(&sa)) != 0)
+    return Error::from_errno("rdma_bind_addr(" + ip_str(vo_.ip) + ")", errno)
+        .device(name())
+        .hint("the address must belong to the RDMA device's network interface");
+  if (listener_->verbs != ctx_)
+    return Error(Errc::kInvalidArgument, ip_str(vo_.ip) + " belongs to another RDMA device than " + name())
+        .device(name())
+        .hint("set GREX_IB_IP / GREX_IB_GID_INDEX to an address of this device");
+  if (rdma_listen(listener_, 64) != 0) return Error::from_errno("rdma_listen", errno).device(name());
+  listen_port_ = ntohs(rdma_get_src_port(listener_));
+  probe_dmabuf();
+  done_.resize(4 * opts_.queue_depth + 64);
+
+  caps_.driver = "verbs";
+  caps_.send_recv = true;
+  caps_.write_imm = true;
+  caps_.zero_copy_send = true;
+  caps_.gpu_memory = false;
+  caps_.max_message_bytes = UINT32_MAX;  // larger messages are split into several writes
+  caps_.max_post_batch = opts_.queue_depth;
+  caps_.queue_depth = opts_.queue_depth;
+  caps_.link_speed_mbps = link_mbps(port_attr_);
+  caps_.mtu_bytes = mtu_bytes(port_attr_.active_mtu);
+  GREX_INFO(kSubsys, "%s port %u: %s, active MTU %u, %llu Mbit/s, GID index %d (%s), listening on %s:%u, dma-buf %s",
+            name().c_str(), vo_.port, port_state_name(port_attr_.state), caps_.mtu_bytes,
+            static_cast<unsigned long long>(caps_.link_speed_mbps), vo_.gid_index, ip_str(vo_.ip).c_str(),
+            ip_str(vo_.ip).c_str(), listen_port_, dmabuf_ ? "yes" : "no");
+  return ok();
+}
+
+Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts) {
+  auto dev = std::make_unique<VerbsDevice>(opts);
+  if (auto r = dev->init(); !r) return std::move(r).error().rank(opts.rank);
+  return std::unique_ptr<Device>(std::move(dev));
+}
+
+VerbsDevice::~VerbsDevice() {
+  release_all_registrations();
+  for (auto& [rank, ev] : requests_) {
+    rdma_reject(ev->id, nullptr, 0);
+    rdma_cm_id* id = ev->id;
+    rdma_ack_cm_event(ev);
+    rdma_destroy_id(id);
+  }
+  if (listener_ != nullptr) rdma_destroy_id(listener_);
+  if (ec_ != nullptr) rdma_destroy_event_channel(ec_);
+  if (srq_mr_ != nullptr) ibv_dereg_mr(srq_mr_);
+  if (srq_ != nullptr) ibv_destroy_srq(srq_);
+  if (cq_ != nullptr) ibv_destroy_cq(cq_);
+  if (pd_ != nullptr) ibv_dealloc_pd(pd_);
+  if (devices_ != nullptr) rdma_free_devices(devices_);
+}
+
+Result<std::string> VerbsDevice::local_address() {
+  // verbs:<ip>:<port>:<active mtu>
+  return "verbs:" + ip_str(vo_.ip) + ":" + std::to_string(listen_port_) + ":" + std::to_string(caps_.mtu_bytes);
+}
+
+std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
+  return {{"wr_posted", stats.wr_posted.get()},     {"wc_polled", stats.wc_polled.get()},
+          {"sends", stats.sends.get()},             {"recvs", stats.recvs.get()},
+          {"writes", stats.writes.get()},           {"remote_writes", stats.remote_writes.get()},
+          {"bytes_sent", stats.bytes_sent.get()},   {"bytes_received", stats.bytes_received.get()},
+          {"adverts", stats.adverts.get()},         {"inline_sends", stats.inline_sends.get()},
+          {"wc_errors", stats.wc_errors.get()},     {"async_events", stats.async_events.get()},
+          {"cm_events", stats.cm_events.get()},     {"dmabuf_supported", dmabuf_ ? 1u : 0u},
+          {"gid_index", static_cast<uint64_t>(vo_.gid_index)}};
+}
+
+void VerbsDevice::push_completion(const Completion& c) noexcept {
+  if (done_n_ == done_.size()) return;  // sized for every request that can be outstanding
+  done_[(done_head_ + done_n_++) % done_.size()] = c;
+}
+
+void VerbsDevice::forget(VerbsEndpoint* ep) noexcept {
+  if (ep->id_ < eps_.size()) eps_[ep->id_] = nullptr;
+  if (ep->qp_ != nullptr) qps_.erase(ep->qp_->qp_num);
+}
+
+VerbsEndpoint* VerbsDevice::by_qp(uint32_t qp_num) const noexcept {
+  auto it = qps_.find(qp_num);
+  return it == qps_.end() ? nullptr : it->second;
+}
+
+// ---------------------------------------------------------------- events
+
+// Waits for the next CM event on `id` (or, with want_request, for a connect
+// request from rank `peer` on the listener). Events for other ids are
+// handled or kept for their own connect() call.
+Result<rdma_cm_event*> VerbsDevice::wait_event(rdma_cm_id* id, int64_t deadline_ms, bool want_request, int peer) {
+  if (want_request) {
+    for (size_t i = 0; i < requests_.size(); ++i)
+      if (requests_[i].first == peer) {
+        rdma_cm_event* ev = requests_[i].second;
+        requests_.erase(requests_.begin() + static_cast<long>(i));
+        return ev;
+      }
+  }
+  for (;;) {
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(ec_, &ev) == 0) {
+      stats.cm_events.add();
+      if (want_request && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        int from = -1;
+        if (ev->param.conn.private_data != nullptr && ev->param.conn.private_data_len >= 8) {
+          uint32_t w[2];
+          std::memcpy(w, ev->param.conn.private_data, 8);
+          if (w[0] == 0x67726578u) from = static_cast<int>(w[1]);  // "grex"
+        }
+        if (from == peer) return ev;
+      }
+      if (!want_request && ev->id == id) return ev;
+      handle_stray(ev);
+      continue;
+    }
+    if (errno != EAGAIN) return Error::from_errno("rdma_get_cm_event", errno).device(name());
+    int64_t left = deadline_ms - static_cast<int64_t>(now_ns() / 1'000'000);
+    if (left <= 0) return Error(Errc::kTimeout, "timed out waiting for rdma_cm").device(name());
+    pollfd p{ec_->fd, POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));
+  }
+}
+
+// A CM event nobody is waiting for: a connect request from a rank whose
+// connect() comes later (kept), or a disconnect of a live endpoint.
+void VerbsDevice::handle_stray(rdma_cm_event* ev) noexcept {
+  if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+    int from = -1;
+    if (ev->param.conn.private_data != nullptr && ev->param.conn.private_data_len >= 8) {
+      uint32_t w[2];
+      std::memcpy(w, ev->param.conn.private_data, 8);
+      if (w[0] == 0x67726578u) from = static_cast<int>(w[1]);
+    }
+    if (from >= 0 && from < opts_.world_size) {
+      requests_.emplace_back(from, ev);  // acknowledged when claimed
+      return;
+    }
+    GREX_WARN(kSubsys, "%s: rejected a connection request without a grex rank", name().c_str());
+    rdma_reject(ev->id, nullptr, 0);
+    rdma_cm_id* id = ev->id;
+    rdma_ack_cm_event(ev);
+    rdma_destroy_id(id);
+    return;
+  }
+  VerbsEndpoint* ep = ev->id != nullptr ? static_cast<VerbsEndpoint*>(ev->id->context) : nullptr;
+  rdma_cm_event_type type = ev->event;
+  rdma_ack_cm_event(ev);
+  if (ep == nullptr) return;
+  switch (type) {
+    case RDMA_CM_EVENT_DISCONNECTED:
+      ep->fail(Status::kPeerGone, "the connection was closed (the peer exited or died)");
+      break;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      ep->fail(Status::kLocalError, "the RDMA device was removed");
+      break;
+    default:
+      break;
+  }
+}
+
+// Called from poll() about once a millisecond: CM events (disconnects) and
+// async device events (port down, QP fatal) never wait for a completion.
+void VerbsDevice::poll_events() noexcept {
+  rdma_cm_event* ev = nullptr;
+  while (rdma_get_cm_event(ec_, &ev) == 0) {
+    stats.cm_events.add();
+    handle_stray(ev);
+  }
+  ibv_async_event ae;
+  while (ibv_get_async_event(ctx_, &ae) == 0) {
+    stats.async_events.add();
+    switch (ae.event_type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+        if (VerbsEndpoint* ep = by_qp(ae.element.qp->qp_num))
+          ep->fail(ae.event_type == IBV_EVENT_QP_ACCESS_ERR ? Status::kRemoteAccess : Status::kLocalError,
+                   std::string("async event: ") + ibv_event_type_str(ae.event_type));
+        break;
+      case IBV_EVENT_PORT_ERR:
+      case IBV_EVENT_DEVICE_FATAL:
+        GREX_WARN(kSubsys, "%s: %s (port %u)", name().c_str(), ibv_event_type_str(ae.event_type), vo_.port);
+        for (VerbsEndpoint* ep : eps_)
+          if (ep != nullptr)
+            ep->fail(Status::kLocalError, std::string(ibv_event_type_str(ae.event_type)) + " on " + name() + " port " +
+                                              std::to_string(vo_.port) + " (check the link: ibv_devinfo)");
+        break;
+      default:
+        GREX_DEBUG(kSubsys, "%s: async event %s", name().c_str(), ibv_event_type_str(ae.event_type));
+    }
+    ibv_ack_async_event(&ae);
+  }
+}
+
+}  // namespace grex::verbs

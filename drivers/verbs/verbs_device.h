@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+// The verbs driver's Device, Endpoint and MemoryRegion.
+//
+// Tagged messages follow the model the DPDK protocol copies: every posted
+// receive is advertised to the peer (a small SEND carrying address, rkey,
+// length, tag and the receive's sequence); the sender matches its sends to
+// adverts first-in first-out per tag and RDMA-WRITEs the bytes straight into
+// the receive buffer, the last piece WITH IMMEDIATE (imm = receive sequence,
+// top bit = truncated). No copies on either side, no unexpected messages.
+// One-sided writes are RDMA WRITEs; with an immediate for the target they are
+// followed by a small SEND {imm, length} (RC delivers it after the data).
+//
+// One protection domain and one completion queue per device; one RC queue
+// pair per peer, connected through librdmacm; receive buffers for the small
+// control SENDs per queue pair (or one shared receive queue).
+#pragma once
+
+#include <grex/transport.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/counters.h"
+
+namespace grex::verbs {
+
+class VerbsDevice;
+
+/// Driver options, from DeviceOptions::params and GREX_IB_* (see verbs.h).
+struct VerbsOptions {
+  std::string dev;
+  uint8_t port = 1;
+  int gid_index = -1;  // -1: choose
+  uint32_t ip = 0;     // host order; 0: from the GID
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint32_t max_inline = 64;
+  bool srq = false;
+};
+
+/// The control message every SEND carries (little-endian on the wire;
+/// grex's supported hosts are little-endian, checked at build time).
+struct Ctrl {
+  enum Type : uint8_t { kAdvert = 1, kWriteImm = 2, kAbort = 3 };
+  uint8_t type = 0;
+  uint8_t pad[3] = {};
+  uint32_t seq = 0;   ///< kAdvert: receive sequence; kWriteImm: imm; kAbort: culprit + 1
+  uint64_t tag = 0;   ///< kAdvert
+  uint64_t addr = 0;  ///< kAdvert: buffer address at the receiver
+  uint64_t len = 0;   ///< kAdvert: buffer length; kWriteImm: bytes written
+  uint32_t rkey = 0;  ///< kAdvert
+  uint32_t pad2 = 0;
+};
+static_assert(sizeof(Ctrl) == 40, "Ctrl is a wire format");
+
+// wr_id: endpoint id (16 bits) | kind (4 bits) | value (44 bits).
+enum Kind : uint64_t {
+  kOpDone = 1,    ///< the last work request of a send or write; value: its send-queue sequence
+  kSqMark = 2,    ///< a signalled control SEND; value: its send-queue sequence
+  kRecvSlot = 3,  ///< a receive buffer; value: its slot
+};
+constexpr uint64_t kValueMask = (uint64_t{1} << 44) - 1;
+inline uint64_t wr_id(uint16_t ep, Kind k, uint64_t v) {
+  return (uint64_t{ep} << 48) | (uint64_t{k} << 44) | (v & kValueMask);
+}
+inline uint16_t wr_ep(uint64_t w) { return static_cast<uint16_t>(w >> 48); }
+inline Kind wr_kind(uint64_t w) { return static_cast<Kind>((w >> 44) & 0xf); }
+inline uint64_t wr_value(uint64_t w) { return w & kValueMask; }
+
+class VerbsRegion final : public MemoryRegion {
+ public:
+  VerbsRegion(ibv_mr* mr, void* addr, size_t len, MemoryDomain domain);
+  ~VerbsRegion() override;
+  uint32_t rkey() const noexcept { return mr_->rkey; }
+
+ private:
+  ibv_mr* mr_;
+};
+
+class VerbsEndpoint final : public Endpoint {
+ public:
+  VerbsEndpoint(VerbsDevice* dev, int peer, uint16_t id);
+  ~VerbsEndpoint() override;
+
+  PostResult post_send(std::span<const SendRequest> reqs) noexcept override;
+  PostResult post_recv(std::span<const RecvRequest> reqs) noexcept override;
+  PostResult post_write(std::span<const WriteRequest> reqs) noexcept override;
+  bool peer_failed() const noexcept override { return failed_; }
+  void announce_abort(int culprit) noexcept override;
+  int peer_abort_culprit() const noexcept override { return abort_culprit_; }
+  std::string describe_peer() const override;
+
+ private:
+  friend class VerbsDevice;
+  struct Advert {
+    uint32_t seq = 0;
+    uint64_t tag = 0, addr = 0, len = 0;
+    uint32_t rkey = 0;
+  };
+  struct Recv {
+    RecvRequest req;
+    uint32_t seq = 0;
+    bool used = false, done = false;
+  };
+  struct Op {  // a send or write posted to the NIC, awaiting its signalled completion
+    uint64_t context = 0, bytes = 0, tag = 0;
+    grex::Op op = grex::Op::kSend;
+    Status status = Status::kSuccess;
+    uint64_t sq_seq = 0;  // send-queue position of its last work request
+  };
+
+  Result<void> setup_qp(rdma_cm_id* id);
+  void fail(Status why, const std::string& reason) noexcept;
+  void progress() noexcept;  // posts what waits for send-queue room
+  bool post_adverts() noexcept;
+  bool match_sends() noexcept;
+  bool post_writes() noexcept;
+  bool post_ctrl(const Ctrl& c) noexcept;
+  bool has_work() const noexcept {
+    return !failed_ && ((sends_n_ > 0 && adverts_n_ > 0) || writes_n_ > 0 || advertised_ != recv_next_);
+  }
+  bool post_chunks(const MemoryRegion* mr, uint64_t off, uint64_t len, uint64_t raddr, uint32_t rkey,
+                   bool with_imm, uint32_t imm, const Ctrl* then, uint64_t wr_id) noexcept;
+  uint32_t sq_room() const noexcept { return sq_depth_ - static_cast<uint32_t>(sq_posted_ - sq_done_); }
+  void on_send_wc(const ibv_wc& wc) noexcept;
+  void on_recv_wc(const ibv_wc& wc, const Ctrl* c) noexcept;
+  void complete(const Completion& c) noexcept;
+  void repost_recv(uint32_t slot) noexcept;
+
+  VerbsDevice* dev_;
+  uint16_t id_;
+  rdma_cm_id* cm_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  bool failed_ = false;
+  bool connected_ = false;
+  int abort_culprit_ = -1;
+  std::string peer_ip_;
+  uint32_t path_mtu_ = 0;
+  uint32_t sq_depth_ = 0, rq_depth_ = 0, max_inline_ = 0;
+  std::vector<Ctrl> tx_slots_;  // control messages when the QP cannot send them inline
+  ibv_mr* tx_mr_ = nullptr;
+  uint64_t sq_posted_ = 0, sq_done_ = 0, unsignalled_ = 0;
+  // receive side
+  std::vector<Recv> recvs_;  // ring by sequence (power-of-two size)
+  uint32_t recv_head_ = 0, recv_next_ = 0, advertised_ = 0;
+  std::vector<Ctrl> rx_slots_;  // control-message receive buffers (per-QP receive queue)
+  ibv_mr* rx_mr_ = nullptr;
+  // send side
+  std::vector<SendRequest> sends_;  // posted, unmatched (ring)
+  size_t sends_head_ = 0, sends_n_ = 0;
+  std::vector<Advert> adverts_;  // from the peer, unmatched (ring)
+  size_t adverts_head_ = 0, adverts_n_ = 0;
+  uint32_t advert_expected_ = 0;
+  std::vector<WriteRequest> writes_;  // posted, not yet on the send queue (ring)
+  size_t writes_head_ = 0, writes_n_ = 0;
+  std::vector<Op> ops_;  // on the send queue, in order (ring)
+  size_t ops_head_ = 0, ops_n_ = 0;
+};
+
+class VerbsDevice final : public Device {
+ public:
+  explicit VerbsDevice(const DeviceOptions& opts);
+  ~VerbsDevice() override;
+  Result<void> init();
+
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+  Result<std::string> local_address() override;
+  Result<std::unique_ptr<Endpoint>> connect(int peer, std::string_view peer_address) override;
+  size_t poll(std::span<Completion> out) noexcept override;
+  std::vector<std::pair<std::string, uint64_t>> counters() const override;
+
+  // Used by endpoints.
+  int rank() const noexcept { return opts_.rank; }
+  const VerbsOptions& vopts() const noexcept { return vo_; }
+  const DeviceOptions& opts() const noexcept { return opts_; }
+  ibv_pd* pd() const noexcept { return pd_; }
+  ibv_cq* cq() const noexcept { return cq_; }
+  ibv_srq* srq() const noexcept { return srq_; }
+  void push_completion(const Completion& c) noexcept;
+  void forget(VerbsEndpoint* ep) noexcept;
+  std::string name() const { return caps_.device_name; }
+
+  struct Stats {
+    Counter wr_posted, wc_polled, sends, recvs, writes, remote_writes, bytes_sent, bytes_received, adverts,
+        inline_sends, wc_errors, async_events, cm_events, rnr_free_slots;
+  };
+  Stats stats;
+
+ protected:
+  Result<std::unique_ptr<MemoryRegion>> do_register(void* addr, size_t length, MemoryDomain domain) override;
+
+ private:
+  friend class VerbsEndpoint;
+  Result<void> parse_options();
+  Result<void> pick_device();
+  Result<void> pick_address();
+  void probe_dmabuf() noexcept;
+  Result<rdma_cm_event*> wait_event(rdma_cm_id* id, int64_t deadline_ms, bool want_request, int peer);
+  void handle_stray(rdma_cm_event* ev) noexcept;
+  void poll_events() noexcept;
+  VerbsEndpoint* by_qp(uint32_t qp_num) const noexcept;
+
+  DeviceOptions opts_;
+  VerbsOptions vo_;
+  Capabilities caps_;
+  ibv_context** devices_ = nullptr;  // rdma_get_devices()
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_srq* srq_ = nullptr;
+  rdma_event_channel* ec_ = nullptr;
+  rdma_cm_id* listener_ = nullptr;
+  uint16_t listen_port_ = 0;
+  ibv_port_attr port_attr_{};
+  ibv_device_attr dev_attr_{};
+  bool dmabuf_ = false;
+  std::vector<VerbsEndpoint*> eps_;                   // by endpoint id (never reused)
+  std::unordered_map<uint32_t, VerbsEndpoint*> qps_;  // qp_num -> endpoint
+  std::vector<std::pair<int, rdma_cm_event*>> requests_;  // connect requests not yet claimed, by rank
+  std::vector<Ctrl> srq_slots_;   // shared receive queue buffers (srq=1)
+  ibv_mr* srq_mr_ = nullptr;
+  std::vector<Completion> done_;  // completions made outside a CQ entry (ring)
+  size_t done_head_ = 0, done_n_ = 0;
+  uint64_t polls_ = 0, events_ns_ = 0;
+};
+
+}  // namespace grex::verbs
