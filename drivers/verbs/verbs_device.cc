@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "drivers/verbs/verbs.h"
+#include "drivers/verbs/verbs_gid.h"
 
 namespace grex::verbs {
 namespace {
@@ -63,15 +64,6 @@ std::string ip_str(uint32_t ip) {
   char b[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &a, b, sizeof(b));
   return b;
-}
-
-bool ipv4_mapped(const ibv_gid& g, uint32_t* ip) {
-  static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(g.raw, prefix, 12) != 0) return false;
-  uint32_t be;
-  std::memcpy(&be, g.raw + 12, 4);
-  *ip = ntohl(be);
-  return true;
 }
 
 }  // namespace
@@ -204,29 +196,17 @@ Result<void> VerbsDevice::pick_address() {
   std::vector<ibv_gid_entry> gids(std::max<int>(port_attr_.gid_tbl_len, 1));
   ssize_t n = ibv_query_gid_table(ctx_, gids.data(), gids.size(), 0);
   if (n < 0) return Error::from_errno("ibv_query_gid_table", static_cast<int>(-n)).device(name());
-  for (ssize_t i = 0; i < n; ++i) {
-    const ibv_gid_entry& e = gids[static_cast<size_t>(i)];
-    if (e.port_num != vo_.port) continue;
-    if (vo_.gid_index >= 0 && e.gid_index != static_cast<uint32_t>(vo_.gid_index)) continue;
-    uint32_t ip = 0;
-    if (vo_.gid_index < 0 && e.gid_type != IBV_GID_TYPE_ROCE_V2) continue;
-    if (!ipv4_mapped(e.gid, &ip)) {
-      if (vo_.gid_index >= 0)
-        return Error(Errc::kInvalidArgument, "GID index " + std::to_string(vo_.gid_index) + " of " + name() +
-                                                 " is not an IPv4-mapped GID; rdma_cm needs an IPv4 address")
-            .device(name())
-            .hint("pick another GREX_IB_GID_INDEX (see `show_gids`), or set GREX_IB_IP");
-      continue;
-    }
-    vo_.ip = ip;
-    vo_.gid_index = static_cast<int>(e.gid_index);
-    return ok();
+  std::vector<GidEntry> table(static_cast<size_t>(n));
+  for (size_t i = 0; i < table.size(); ++i) {
+    table[i].index = gids[i].gid_index;
+    table[i].port = gids[i].port_num;
+    std::memcpy(table[i].raw, gids[i].gid.raw, 16);
+    table[i].roce_v2 = gids[i].gid_type == IBV_GID_TYPE_ROCE_V2;
   }
-  return Error(Errc::kNotFound, "port " + std::to_string(vo_.port) + " of " + name() +
-                                    (vo_.gid_index >= 0 ? " has no GID index " + std::to_string(vo_.gid_index)
-                                                        : " has no RoCE v2 GID with an IPv4 address"))
-      .device(name())
-      .hint("give its network device an IPv4 address, or set GREX_IB_IP (InfiniBand: the IPoIB address)");
+  GidChoice c = GREX_TRY(choose_gid(table, vo_.port, vo_.gid_index, name()));
+  vo_.ip = c.ip;
+  vo_.gid_index = static_cast<int>(c.index);
+  return ok();
 }
 
 Result<void> VerbsDevice::init() {
