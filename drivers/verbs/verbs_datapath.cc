@@ -132,9 +132,9 @@ bool VerbsEndpoint::post_ctrl(const Ctrl& c) noexcept {
     sge = {reinterpret_cast<uint64_t>(&slot), sizeof(Ctrl), tx_mr_->lkey};
   }
   uint64_t seq = sq_posted_ + 1;
+  wr.wr_id = wr_id(id_, kSqMark, seq);  // also names us in an error completion, which is always reported
   if (++unsignalled_ >= sq_depth_ / 4) {
     wr.send_flags |= IBV_SEND_SIGNALED;
-    wr.wr_id = wr_id(id_, kSqMark, seq);
     unsignalled_ = 0;
   }
   ibv_send_wr* bad = nullptr;
@@ -183,6 +183,7 @@ bool VerbsEndpoint::post_chunks(const MemoryRegion* mr, uint64_t off, uint64_t l
     uint64_t piece = std::min(kMaxChunk, len - done);
     ibv_send_wr& w = wrs[k];
     w = ibv_send_wr{};
+    w.wr_id = wr_id(id_, kSqMark, sq_posted_ + k + 1);
     w.opcode = IBV_WR_RDMA_WRITE;
     w.wr.rdma.remote_addr = raddr + done;
     w.wr.rdma.rkey = rkey;
@@ -206,6 +207,7 @@ bool VerbsEndpoint::post_chunks(const MemoryRegion* mr, uint64_t off, uint64_t l
   if (then != nullptr) {
     ibv_send_wr& w = wrs[k];
     w = ibv_send_wr{};
+    w.wr_id = wr_id(id_, kSqMark, sq_posted_ + k + 1);
     w.opcode = IBV_WR_SEND;
     if (max_inline_ >= sizeof(Ctrl)) {
       sges[k] = {reinterpret_cast<uint64_t>(then), sizeof(Ctrl), 0};
@@ -306,17 +308,25 @@ void VerbsEndpoint::on_send_wc(const ibv_wc& wc) noexcept {
     if (failed_) return;  // flushed after the first error
     dev_->stats.wc_errors.add();
     Status st = status_of(wc.status);
-    if (kind == kOpDone && ops_n_ > 0) {  // the failing request gets the precise status
-      Op& o = ops_[ops_head_];
+    const Op* head = ops_n_ > 0 && ops_[ops_head_].sq_seq >= wr_value(wc.wr_id) ? &ops_[ops_head_] : nullptr;
+    // A tagged send writes into a buffer the peer advertised: its rkey being
+    // refused means the peer tore its memory down, i.e. it exited or died
+    // (its registrations go before its queue pair). Only a one-sided write
+    // names a key the user chose.
+    if (st == Status::kRemoteAccess && (head == nullptr || head->op == grex::Op::kSend)) st = Status::kPeerGone;
+    if (head != nullptr) {  // the failing request gets the precise status
+      const Op& o = *head;
       complete(Completion{o.context, 0, o.op == grex::Op::kSend ? o.tag : 0, peer_, 0, o.op, st});
       ops_head_ = (ops_head_ + 1) % ops_.size();
       --ops_n_;
     }
     std::string why = std::string(ibv_wc_status_str(wc.status)) + " (vendor error " + std::to_string(wc.vendor_err) +
                       ")";
-    if (st == Status::kPeerGone)
+    if (wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_RNR_RETRY_EXC_ERR)
       why += ": transport retries exhausted; the peer is dead or unreachable (check its process, the port state, "
              "GID index " + std::to_string(dev_->vopts().gid_index) + " and path MTU " + std::to_string(path_mtu_) + ")";
+    else if (st == Status::kPeerGone)
+      why += ": the peer's receive buffer is gone; it exited or died";
     fail(st == Status::kRemoteAccess ? Status::kCancelled : st, why);
     return;
   }

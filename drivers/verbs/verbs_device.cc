@@ -220,7 +220,11 @@ Result<void> VerbsDevice::init() {
   uint32_t per_peer = 2 * opts_.queue_depth + 2 * opts_.queue_depth + 256;
   int cqe = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(dev_attr_.max_cqe),
                                                 uint64_t{per_peer} * static_cast<uint64_t>(std::max(1, opts_.world_size))));
-  cq_ = ibv_create_cq(ctx_, cqe, nullptr, nullptr, 0);
+  channel_ = ibv_create_comp_channel(ctx_);
+  if (channel_ == nullptr) return Error::from_errno("ibv_create_comp_channel", errno).device(name());
+  int cfl = fcntl(channel_->fd, F_GETFL);
+  fcntl(channel_->fd, F_SETFL, cfl | O_NONBLOCK);
+  cq_ = ibv_create_cq(ctx_, cqe, nullptr, channel_, 0);
   if (cq_ == nullptr) return Error::from_errno("ibv_create_cq(" + std::to_string(cqe) + ")", errno).device(name());
   if (vo_.srq) {
     ibv_srq_init_attr sa{};
@@ -273,6 +277,7 @@ Result<void> VerbsDevice::init() {
   caps_.write_imm = true;
   caps_.zero_copy_send = true;
   caps_.gpu_memory = false;
+  caps_.registration_pins_pages = true;
   caps_.max_message_bytes = UINT32_MAX;  // larger messages are split into several writes
   caps_.max_post_batch = opts_.queue_depth;
   caps_.queue_depth = opts_.queue_depth;
@@ -304,6 +309,7 @@ VerbsDevice::~VerbsDevice() {
   if (srq_mr_ != nullptr) ibv_dereg_mr(srq_mr_);
   if (srq_ != nullptr) ibv_destroy_srq(srq_);
   if (cq_ != nullptr) ibv_destroy_cq(cq_);
+  if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
   if (pd_ != nullptr) ibv_dealloc_pd(pd_);
   if (devices_ != nullptr) rdma_free_devices(devices_);
 }
@@ -320,7 +326,8 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
           {"bytes_sent", stats.bytes_sent.get()},   {"bytes_received", stats.bytes_received.get()},
           {"adverts", stats.adverts.get()},         {"inline_sends", stats.inline_sends.get()},
           {"wc_errors", stats.wc_errors.get()},     {"async_events", stats.async_events.get()},
-          {"cm_events", stats.cm_events.get()},     {"dmabuf_supported", dmabuf_ ? 1u : 0u},
+          {"cm_events", stats.cm_events.get()},     {"cq_events", stats.cq_events.get()},
+          {"dmabuf_supported", dmabuf_ ? 1u : 0u},
           {"gid_index", static_cast<uint64_t>(vo_.gid_index)}};
 }
 
@@ -337,6 +344,35 @@ void VerbsDevice::forget(VerbsEndpoint* ep) noexcept {
 VerbsEndpoint* VerbsDevice::by_qp(uint32_t qp_num) const noexcept {
   auto it = qps_.find(qp_num);
   return it == qps_.end() ? nullptr : it->second;
+}
+
+// The adaptive progress mode's nap: the first call arms the CQ and returns
+// (the caller polls once more, catching what arrived before arming); the
+// next blocks on the completion channel, the CM channel and the async fd.
+bool VerbsDevice::wait(uint64_t timeout_ns) noexcept {
+  if (!armed_) {
+    if (ibv_req_notify_cq(cq_, 0) != 0) return false;
+    armed_ = true;
+    return true;
+  }
+  pollfd fds[3] = {{channel_->fd, POLLIN, 0}, {ec_->fd, POLLIN, 0}, {ctx_->async_fd, POLLIN, 0}};
+  int ms = static_cast<int>(std::max<uint64_t>(1, timeout_ns / 1'000'000));
+  if (::poll(fds, 3, ms) > 0) {
+    if ((fds[0].revents & POLLIN) != 0) {
+      ibv_cq* cq = nullptr;
+      void* ctx = nullptr;
+      if (ibv_get_cq_event(channel_, &cq, &ctx) == 0) {
+        ibv_ack_cq_events(cq, 1);
+        armed_ = false;
+        stats.cq_events.add();
+      }
+    }
+    if ((fds[1].revents | fds[2].revents) & POLLIN) {
+      poll_events();
+      events_ns_ = now_ns();
+    }
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------- events

@@ -172,6 +172,7 @@ class VerbsDevice final : public Device {
   Result<std::string> local_address() override;
   Result<std::unique_ptr<Endpoint>> connect(int peer, std::string_view peer_address) override;
   size_t poll(std::span<Completion> out) noexcept override;
+  bool wait(uint64_t timeout_ns) noexcept override;
   std::vector<std::pair<std::string, uint64_t>> counters() const override;
 
   // Used by endpoints.
@@ -187,7 +188,7 @@ class VerbsDevice final : public Device {
 
   struct Stats {
     Counter wr_posted, wc_polled, sends, recvs, writes, remote_writes, bytes_sent, bytes_received, adverts,
-        inline_sends, wc_errors, async_events, cm_events, rnr_free_slots;
+        inline_sends, wc_errors, async_events, cm_events, cq_events;
   };
   Stats stats;
 
@@ -211,6 +212,8 @@ class VerbsDevice final : public Device {
   ibv_context** devices_ = nullptr;  // rdma_get_devices()
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* channel_ = nullptr;  // completion events for wait()
+  bool armed_ = false;                  // ibv_req_notify_cq is pending on cq_
   ibv_cq* cq_ = nullptr;
   ibv_srq* srq_ = nullptr;
   rdma_event_channel* ec_ = nullptr;

@@ -38,8 +38,11 @@ struct Communicator::Impl {
   std::vector<CachedRegistration> reg_cache;
   uint64_t reg_clock = 0;
   static constexpr size_t kMaxCachedRegistrations = 32;
-  /// A registration covering [p, p+n), from the cache or new.
-  Result<MemoryRegion*> registration(const void* p, size_t n);
+  /// A registration covering [p, p+n), from the cache or new. *transient is
+  /// set when the caller must release it after the call: on devices whose
+  /// registrations pin pages, user memory is never cached across calls (the
+  /// user may free it and get other pages at the same address).
+  Result<MemoryRegion*> registration(const void* p, size_t n, bool* transient);
   /// Drops cached registrations inside `mr`'s range (before it is freed).
   void evict_registrations(const MemoryRegion* mr);
 
@@ -71,15 +74,17 @@ struct Communicator::Impl {
   Result<void> dissemination_barrier();
 };
 
-/// The registration a call uses for one buffer; it stays in the
-/// communicator's cache after the call (see Impl::registration).
+/// The registration a call uses for one buffer: it stays in the
+/// communicator's cache after the call, or is released at the end of the
+/// scope where caching would be unsafe (see Impl::registration).
 class ScopedRegistration {
  public:
   explicit ScopedRegistration(Communicator::Impl& c) : c_(c) {}
+  ~ScopedRegistration();
   ScopedRegistration(const ScopedRegistration&) = delete;
   ScopedRegistration& operator=(const ScopedRegistration&) = delete;
   Result<MemoryRegion*> acquire(const void* p, size_t bytes) {
-    auto r = c_.registration(p, bytes);
+    auto r = c_.registration(p, bytes, &transient_);
     if (r) mr_ = *r;
     return r;
   }
@@ -92,6 +97,7 @@ class ScopedRegistration {
  private:
   Communicator::Impl& c_;
   MemoryRegion* mr_ = nullptr;
+  bool transient_ = false;
 };
 
 }  // namespace grex

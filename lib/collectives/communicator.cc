@@ -201,13 +201,20 @@ Result<void> Communicator::Impl::ensure_scratch(size_t bytes) {
   return ok();
 }
 
-Result<MemoryRegion*> Communicator::Impl::registration(const void* p, size_t n) {
+Result<MemoryRegion*> Communicator::Impl::registration(const void* p, size_t n, bool* transient) {
+  *transient = false;
   for (auto& c : reg_cache)
     if (c.mr->contains(p, n)) {
       c.last_use = ++reg_clock;
       return c.mr;
     }
   MemoryRegion* mr = GREX_TRY(device->register_memory(const_cast<void*>(p), n));
+  if (device->capabilities().registration_pins_pages) {
+    // User memory is registered for this call only. (Memory from alloc()
+    // stays registered in the device's cache, which finds it again cheaply.)
+    *transient = true;
+    return mr;
+  }
   if (reg_cache.size() == kMaxCachedRegistrations) {
     auto victim = std::min_element(reg_cache.begin(), reg_cache.end(),
                                    [](const auto& a, const auto& b) { return a.last_use < b.last_use; });
@@ -216,6 +223,10 @@ Result<MemoryRegion*> Communicator::Impl::registration(const void* p, size_t n) 
   }
   reg_cache.push_back({mr, ++reg_clock});
   return mr;
+}
+
+ScopedRegistration::~ScopedRegistration() {
+  if (transient_ && mr_ != nullptr) (void)c_.device->deregister_memory(mr_);
 }
 
 void Communicator::Impl::evict_registrations(const MemoryRegion* mr) {

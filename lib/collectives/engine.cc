@@ -153,8 +153,10 @@ Result<void> Engine::progress() {
     if (adaptive_ && idle_polls_ > kYieldPolls) {
       // Nap, growing from 1 us to kMaxNapNs while nothing arrives.
       long ns = std::min<long>(kMaxNapNs, 1000L << std::min<uint32_t>((idle_polls_ - kYieldPolls) / 64, 6));
-      timespec ts{0, ns};
-      nanosleep(&ts, nullptr);
+      if (!dev_->wait(static_cast<uint64_t>(ns) * 64)) {  // a completion channel wakes us early
+        timespec ts{0, ns};
+        nanosleep(&ts, nullptr);
+      }
     } else {
       sched_yield();  // let the rank we wait for run
     }

@@ -52,6 +52,10 @@ struct Capabilities {
   uint32_t queue_depth = 0;        ///< outstanding requests per endpoint and direction
   uint64_t link_speed_mbps = 0;    ///< 0 when not meaningful (shm)
   uint32_t mtu_bytes = 0;          ///< 0 when not meaningful (shm)
+  /// Registration pins the physical pages (verbs): a registration outlives
+  /// free() + malloc() at the same address only by pointing at the old pages,
+  /// so callers must not keep registrations of memory they do not own.
+  bool registration_pins_pages = false;
 };
 
 /// Options for Device::open. Driver-specific settings go in `params`
@@ -213,6 +217,15 @@ class Device {
 
   /// Makes progress and returns up to out.size() completions. Never blocks.
   virtual size_t poll(std::span<Completion> out) noexcept = 0;
+  /// For callers that would otherwise spin on an idle device: blocks up to
+  /// `timeout_ns` until the device may have something for poll() (verbs: a
+  /// completion-channel event). Call it only after a poll() that returned
+  /// nothing, and poll() again after it returns. Returns false at once when
+  /// the driver cannot block (the caller sleeps or yields instead).
+  virtual bool wait(uint64_t timeout_ns) noexcept {
+    (void)timeout_ns;
+    return false;
+  }
 
   /// Counters of this device ("bytes_sent", ...), for --stats and tests.
   virtual std::vector<std::pair<std::string, uint64_t>> counters() const { return {}; }
