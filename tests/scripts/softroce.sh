@@ -3,23 +3,35 @@
 # Runs a command where a Soft-RoCE (rdma_rxe) device exists, so the verbs tests can
 # run on machines without an RDMA NIC, and exits with the command's status.
 #
-#   softroce.sh [--selftest] [--keep-cache] -- COMMAND [ARGS...]
+#   softroce.sh [--selftest] [--keep-cache] [--hosts 1|2] -- COMMAND [ARGS...]
 #
 #   --selftest    run ibv_devinfo and ib_write_bw (plain and -R) on the device; no COMMAND
+#                 (with --hosts 2: ping, a TCP exchange, ib_write_bw plain and -R and
+#                 ib_write_lat between the two guests)
 #   --keep-cache  use the cached kernel as it is, without asking apt for a newer one
+#   --hosts 2     two Soft-RoCE hosts: two VM guests (1 vCPU each) whose virtio-net NICs
+#                 are joined by a qemu stream netdev, rxe0 on eth0 in each (10.78.0.1 and
+#                 10.78.0.2, MTU 9000); COMMAND runs in both at once, each output line
+#                 prefixed "[g0] " or "[g1] ". VM path only: exits 77 where the host
+#                 kernel has rdma_rxe (rxe routes in the initial namespace only).
 #
 # Host path: when the host kernel has rdma_rxe, a dummy netdev with an rxe device on
 # it is made on the host and removed afterwards. VM path: otherwise Debian's kernel is
 # booted under qemu (TCG) with the host's / as a read-only overlay and the repository
 # shared read-write at the same path; SOFTROCE-VM.md (in shared/ beside the repository)
 # records why each piece is as it is. COMMAND sees GREX_RXE_DEV, GREX_RXE_NETDEV,
-# GREX_RXE_IP, GREX_IB_GID_INDEX and GREX_SOFTROCE=host|vm.
+# GREX_RXE_IP, GREX_IB_GID_INDEX and GREX_SOFTROCE=host|vm; with --hosts 2 also
+# GREX_HOST_INDEX (0 or 1), GREX_HOST_COUNT=2 and GREX_PEER_IP (the other guest's address).
 #
 # Environment: SOFTROCE_CACHE (default <repo>/build-softroce-cache),
 # SOFTROCE_TIMEOUT (seconds for the whole VM, default 900), SOFTROCE_CPU (qemu CPU
 # model, default Nehalem = -march=corei7; "max" for binaries built for newer CPUs).
 # Exit status: COMMAND's; 77 when Soft-RoCE cannot be provided (callers count a skip);
-# 124 when the VM ran past SOFTROCE_TIMEOUT; 2 on a usage error.
+# 124 when the VM ran past SOFTROCE_TIMEOUT; 2 on a usage error. With --hosts 2:
+# 0 when both commands exit 0, else the first non-zero status, guest 0's first (when
+# one command fails, the other guest gets 60 s to end, then is stopped, and its missing
+# status does not count); 124 when the run as a whole (from guest 0's start) ran past
+# SOFTROCE_TIMEOUT: both qemu are then killed.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -29,6 +41,11 @@ vm_mem_mib=512
 vm_cpus=2
 vm_cpu_model=${SOFTROCE_CPU:-Nehalem}
 gid_index=1   # GID 0 is the fe80:: one; 1 is the IPv4-mapped RoCE v2 GID
+# Two-host mode: guest i has MAC two_host_macs[i] and address two_host_ips[i]; when one
+# guest's command fails, the other gets peer_grace_s to end before it is stopped.
+two_host_ips=(10.78.0.1 10.78.0.2)
+two_host_macs=(52:54:00:4e:00:01 52:54:00:4e:00:02)
+peer_grace_s=60
 # The modules the initramfs needs to mount the 9p shares and the overlay; their
 # dependencies are added from modules.dep.
 initramfs_modules=(virtio_pci 9pnet_virtio 9p overlay)
@@ -36,7 +53,7 @@ initramfs_modules=(virtio_pci 9pnet_virtio 9p overlay)
 log() { echo "softroce: $*" >&2; }
 skip() { log "SKIP: $*"; exit 77; }
 usage() {
-  echo "usage: softroce.sh [--selftest] [--keep-cache] -- COMMAND [ARGS...]" >&2
+  echo "usage: softroce.sh [--selftest] [--keep-cache] [--hosts 1|2] -- COMMAND [ARGS...]" >&2
   exit 2
 }
 help() { awk 'NR > 2 && /^#/ {sub(/^# ?/, ""); print} /^set -euo/ {exit}' "${BASH_SOURCE[0]}"; }
@@ -45,15 +62,19 @@ help() { awk 'NR > 2 && /^#/ {sub(/^# ?/, ""); print} /^set -euo/ {exit}' "${BAS
 tmp=""          # per-run temp dir (job file, initramfs staging, qemu pid file)
 host_rxe=""     # rxe device made on the host
 host_netdev=""  # dummy netdev made on the host
-vm_pipe_pid=""  # background pipeline around qemu
+vm_pipe_pids=() # background pipelines around qemu (one per guest)
+vm_pidfiles=()  # their qemu pid files
 # shellcheck disable=SC2317  # called from the EXIT trap
 cleanup() {
-  if [[ -n "$vm_pipe_pid" ]]; then
-    # Interrupted while the VM runs: stop qemu by its pid (it writes the pid file
-    # first thing), then let the console pipeline end before its files go.
-    for _ in $(seq 50); do [[ -s "$tmp/qemu.pid" ]] && break; sleep 0.1; done
-    kill "$(cat "$tmp/qemu.pid" 2>/dev/null)" 2>/dev/null || true
-    wait "$vm_pipe_pid" 2>/dev/null || true
+  local f p
+  if ((${#vm_pipe_pids[@]})); then
+    # Interrupted while a VM runs: stop qemu by its pid (it writes the pid file
+    # first thing), then let the console pipelines end before their files go.
+    for f in "${vm_pidfiles[@]}"; do
+      for _ in $(seq 50); do [[ -s "$f" ]] && break; sleep 0.1; done
+      kill "$(cat "$f" 2>/dev/null)" 2>/dev/null || true
+    done
+    for p in "${vm_pipe_pids[@]}"; do wait "$p" 2>/dev/null || true; done
   fi
   teardown_host_rxe
   [[ -n "$tmp" ]] && rm -rf "$tmp"
@@ -212,7 +233,9 @@ ensure_kernel() {
 # the read-write shares at their host paths; then switch_roots (with chroot the
 # kernel's module helper runs outside it and `rdma link add` fails to load crc32).
 # Stage 2 runs as PID 1 of the new root under the host's /bin/sh: it makes the rxe
-# device, runs the job's command, prints the exit marker and powers off.
+# device, runs the job's command, prints the exit marker and powers off. The rxe device
+# sits on a dummy netdev, or, where the job sets softroce_mac (two-host mode), on the
+# virtio-net NIC with that MAC; job files without it work as before.
 guest_init() {
   cat <<'EOF'
 #!/bin/busybox sh
@@ -227,6 +250,42 @@ poweroff_now() {
   sleep 60
 }
 p9="trans=virtio,version=9p2000.L,msize=262144"
+# Two-host mode: names the NIC with MAC $softroce_mac $softroce_netdev, gives it MTU
+# $softroce_mtu (or the most virtio-net allows) and $softroce_ip, makes $softroce_rxe on
+# it, sets softroce_gid to the RoCE v2 GID of the IPv4 address and reports all that on
+# a "${softroce_marker}info" line (which the host logs).
+setup_nic() {
+  modprobe virtio_net || return 1
+  nic=""
+  for _ in $(seq 50); do
+    for d in /sys/class/net/*; do
+      [ "$(cat "$d/address" 2>/dev/null)" = "$softroce_mac" ] && nic=${d##*/}
+    done
+    [ -n "$nic" ] && break
+    sleep 0.1
+  done
+  [ -n "$nic" ] || { echo "softroce-vm: no NIC with MAC $softroce_mac"; return 1; }
+  if [ "$nic" != "$softroce_netdev" ]; then ip link set "$nic" name "$softroce_netdev" || return 1; fi
+  if ! ip link set "$softroce_netdev" mtu "$softroce_mtu" 2>/dev/null; then
+    max=$(ip -d link show "$softroce_netdev" | sed -n 's/.* maxmtu \([0-9]*\).*/\1/p')
+    if [ -n "$max" ] && [ "$max" -lt "$softroce_mtu" ]; then ip link set "$softroce_netdev" mtu "$max"; fi
+  fi
+  ip link set "$softroce_netdev" up && ip addr add "$softroce_ip/24" dev "$softroce_netdev" &&
+    rdma link add "$softroce_rxe" type rxe netdev "$softroce_netdev" || return 1
+  # First 16 entries only: reading all 1024 is slow under TCG.
+  want=$(echo "$softroce_ip" | awk -F. '{printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4}')
+  g=/sys/class/infiniband/$softroce_rxe/ports/1
+  softroce_gid=""
+  for _ in $(seq 25); do
+    for i in $(seq 0 15); do
+      if [ "$(cat "$g/gids/$i" 2>/dev/null)" = "$want" ] &&
+         [ "$(cat "$g/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ]; then softroce_gid=$i; break 2; fi
+    done
+    sleep 0.2
+  done
+  [ -n "$softroce_gid" ] || { echo "softroce-vm: no RoCE v2 GID for $softroce_ip on $softroce_rxe"; return 1; }
+  echo "${softroce_marker}info $softroce_rxe on $softroce_netdev ($softroce_ip/24, MTU $(cat "/sys/class/net/$softroce_netdev/mtu") for $softroce_mtu asked, GID index $softroce_gid)"
+}
 
 if [ "$1" != stage2 ]; then
   /bin/busybox --install -s /bin
@@ -259,10 +318,14 @@ mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
 ip link set lo up
 modprobe rdma_rxe || die "modprobe rdma_rxe failed"
 modprobe rdma_ucm || die "modprobe rdma_ucm failed"
-ip link add "$softroce_netdev" type dummy &&
-  ip link set "$softroce_netdev" mtu 9000 up &&
-  ip addr add "$softroce_ip/24" dev "$softroce_netdev" &&
-  rdma link add "$softroce_rxe" type rxe netdev "$softroce_netdev" || die "creating $softroce_rxe failed"
+if [ -n "${softroce_mac:-}" ]; then
+  setup_nic || die "creating $softroce_rxe on the NIC $softroce_mac failed"
+else
+  ip link add "$softroce_netdev" type dummy &&
+    ip link set "$softroce_netdev" mtu 9000 up &&
+    ip addr add "$softroce_ip/24" dev "$softroce_netdev" &&
+    rdma link add "$softroce_rxe" type rxe netdev "$softroce_netdev" || die "creating $softroce_rxe failed"
+fi
 (softroce_command) </dev/null
 rc=$?
 echo "$softroce_marker$rc"
@@ -304,14 +367,21 @@ ensure_initramfs() {
 # Quotes $1 for a POSIX shell (the guest's stage 2 runs under /bin/sh).
 shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
-# Writes the job file the guest reads (through the read-only host share): the
-# read-write shares, the rxe names and the command with its environment.
+# Writes job file $1 for guest $2 ("" in the one-guest mode, else the guest's index in
+# the two-host mode), which the guest reads through the read-only host share: the
+# read-write shares, the rxe names and the command ($3...) with its environment.
 write_job() {
-  local i var
+  local file=$1 idx=$2 i var
+  shift 2
   {
     echo "softroce_busybox=$(shq "$(command -v busybox)")"
     echo "softroce_modules=$(shq "$cache/kernel-$kver/lib/modules")"
-    echo "softroce_netdev=dum0 softroce_rxe=rxe0 softroce_ip=10.77.0.1"
+    if [[ -z "$idx" ]]; then
+      echo "softroce_netdev=dum0 softroce_rxe=rxe0 softroce_ip=10.77.0.1"
+    else
+      echo "softroce_netdev=eth0 softroce_rxe=rxe0 softroce_ip=${two_host_ips[idx]}"
+      echo "softroce_mac=${two_host_macs[idx]} softroce_mtu=9000"
+    fi
     echo "softroce_nshares=${#shares[@]}"
     for i in "${!shares[@]}"; do echo "softroce_share_$i=$(shq "${shares[$i]}")"; done
     echo "softroce_command() {"
@@ -320,55 +390,91 @@ write_job() {
       echo "  export $var=$(shq "${!var}")"
     done
     echo "  export PATH=$(shq "$PATH") HOME=$(shq "${HOME:-/root}")"
-    echo "  export GREX_RXE_DEV=rxe0 GREX_RXE_NETDEV=dum0 GREX_RXE_IP=10.77.0.1"
-    echo "  export GREX_IB_GID_INDEX=$gid_index GREX_SOFTROCE=vm"
+    if [[ -z "$idx" ]]; then
+      echo "  export GREX_RXE_DEV=rxe0 GREX_RXE_NETDEV=dum0 GREX_RXE_IP=10.77.0.1"
+      echo "  export GREX_IB_GID_INDEX=$gid_index GREX_SOFTROCE=vm"
+    else
+      echo "  export GREX_RXE_DEV=rxe0 GREX_RXE_NETDEV=eth0 GREX_RXE_IP=${two_host_ips[idx]}"
+      # shellcheck disable=SC2016  # softroce_gid is the guest's: setup_nic finds it
+      echo '  export GREX_IB_GID_INDEX="$softroce_gid" GREX_SOFTROCE=vm'
+      echo "  export GREX_HOST_INDEX=$idx GREX_HOST_COUNT=2 GREX_PEER_IP=${two_host_ips[1 - idx]}"
+    fi
     echo "  cd $(shq "$cwd") || exit 1"
     printf '  exec'; for var in "$@"; do printf ' %s' "$(shq "$var")"; done; echo
     echo "}"
-  } >"$tmp/job"
+  } >"$file"
 }
 
-run_in_vm() {
-  local cwd i marker start qemu_rc guest_rc shares
+# Sets the caller's cwd and shares: the repository (build outputs, result files) and,
+# if elsewhere, the working directory are shared read-write at the same paths as on
+# the host.
+vm_shares() {
   cwd=$(pwd -P)
-  # The repository (build outputs, result files) and, if elsewhere, the working
-  # directory are shared read-write at the same paths as on the host.
   shares=("$root")
   [[ "$cwd/" != "$root/"* && "$cwd" != / ]] && shares+=("$cwd")
-  marker="softroce-exit-$RANDOM$RANDOM="
-  write_job "$@"
+  return 0
+}
+
+# Sets the caller's qemu to the command line of a guest with $1 vCPUs, qemu pid file
+# $2 and job file $3 (marker and shares are the caller's).
+qemu_command() {
+  local i
   # TCG (this /dev/kvm cannot run a stock kernel). Host binaries are built with
   # -march=corei7 (SSE4.2, POPCNT), which the default qemu64 model lacks: Nehalem is
   # that ISA; "max" runs newer ISAs too but halves rxe bandwidth (PCLMUL/AVX emulation).
-  local qemu=(qemu-system-x86_64 -accel tcg -cpu "$vm_cpu_model" -m "$vm_mem_mib" -smp "$vm_cpus"
+  qemu=(qemu-system-x86_64 -accel tcg -cpu "$vm_cpu_model" -m "$vm_mem_mib" -smp "$1"
     -nodefaults -nic none -display none -serial stdio -no-reboot
-    -pidfile "$tmp/qemu.pid"
+    -pidfile "$2"
     -kernel "$cache/kernel-$kver/vmlinux" -initrd "$initramfs"
-    -append "console=ttyS0 quiet panic=-1 softroce_job=$tmp/job softroce_marker=$marker"
+    -append "console=ttyS0 quiet panic=-1 softroce_job=$3 softroce_marker=$marker"
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap")
   for i in "${!shares[@]}"; do  # (qemu reads ",," as a comma inside an option value)
     qemu+=(-virtfs "local,path=${shares[$i]//,/,,},mount_tag=work$i,security_model=none,multidevs=remap")
   done
-  log "path=vm: kernel $kver under qemu TCG ($vm_cpus vCPU $vm_cpu_model, $vm_mem_mib MiB), rxe0 on dum0 (10.77.0.1), shared rw: ${shares[*]}"
-  start=$SECONDS
-  # The console goes through a filter that drops the carriage returns of the serial
-  # line and takes the exit marker out. The pipeline runs in the background so that
-  # a signal reaches our trap (which kills qemu by its pid) without waiting for it.
+}
+
+# Starts the caller's qemu command line under `timeout $4` in the background and adds
+# the pipeline's pid to vm_pipe_pids. The console goes through a filter that drops
+# the carriage returns of the serial line, prefixes each line with $3, takes the exit
+# marker out (the command's status goes to file $2; qemu's own status to file $1) and
+# logs the guest's "info" reports to stderr. In the background so that a signal
+# reaches our trap (which kills qemu by its pid) without waiting for it. (mawk reads
+# a pipe in blocks unless -W interactive: without it lines would show up late.)
+start_vm() {
+  local qemu_rc_file=$1 guest_rc_file=$2 prefix=$3 limit_s=$4 qemu_rc awk=(awk)
+  [[ "$(awk -W version 2>/dev/null </dev/null)" == *mawk* ]] && awk=(awk -W interactive)
+  # shellcheck disable=SC2016  # the $ are awk's
   {
     qemu_rc=0
-    timeout -k 10 "$vm_timeout_s" "${qemu[@]}" </dev/null 2>&1 || qemu_rc=$?
-    echo "$qemu_rc" >"$tmp/qemu.rc"
-  } | awk -v m="$marker" -v out="$tmp/guest.rc" '
+    timeout -k 10 "$limit_s" "${qemu[@]}" </dev/null 2>&1 || qemu_rc=$?
+    echo "$qemu_rc" >"$qemu_rc_file"
+  } | "${awk[@]}" -v m="$marker" -v out="$guest_rc_file" -v p="$prefix" '
       { sub(/\r$/, "") }
+      (i = index($0, m "info ")) > 0 {
+        if (i > 1) print p substr($0, 1, i - 1)
+        print "softroce: " p substr($0, i + length(m) + 5) > "/dev/stderr"; fflush("/dev/stderr"); next
+      }
       match($0, m "[0-9]+$") {
-        if (RSTART > 1) print substr($0, 1, RSTART - 1)
+        if (RSTART > 1) print p substr($0, 1, RSTART - 1)
         print substr($0, RSTART + length(m)) > out; close(out); next
       }
       /reboot: Power down$/ { next }
-      { print; fflush() }' &
-  vm_pipe_pid=$!
-  wait "$vm_pipe_pid"
-  vm_pipe_pid=""
+      { print p $0; fflush() }' &
+  vm_pipe_pids+=("$!")
+}
+
+run_in_vm() {
+  local cwd marker start qemu_rc guest_rc shares qemu
+  vm_shares
+  marker="softroce-exit-$RANDOM$RANDOM="
+  write_job "$tmp/job" "" "$@"
+  qemu_command "$vm_cpus" "$tmp/qemu.pid" "$tmp/job"
+  log "path=vm: kernel $kver under qemu TCG ($vm_cpus vCPU $vm_cpu_model, $vm_mem_mib MiB), rxe0 on dum0 (10.77.0.1), shared rw: ${shares[*]}"
+  start=$SECONDS
+  vm_pidfiles=("$tmp/qemu.pid")
+  start_vm "$tmp/qemu.rc" "$tmp/guest.rc" "" "$vm_timeout_s"
+  wait "${vm_pipe_pids[0]}"
+  vm_pipe_pids=()
   qemu_rc=$(cat "$tmp/qemu.rc" 2>/dev/null || echo 1)
   guest_rc=$(cat "$tmp/guest.rc" 2>/dev/null || true)
   if [[ "$qemu_rc" == 124 || "$qemu_rc" == 137 ]]; then
@@ -381,6 +487,101 @@ run_in_vm() {
   fi
   log "VM finished in $((SECONDS - start)) s; command exit status $guest_rc"
   return "$guest_rc"
+}
+
+# Sends signal $1 to the qemu of each guest index that follows (by its pid file).
+kill_guests() {
+  local sig=$1 i
+  shift
+  for i in "$@"; do kill "-$sig" "$(cat "${vm_pidfiles[i]}" 2>/dev/null)" 2>/dev/null || true; done
+}
+
+# Two-host mode: guest 0 (stream server) and guest 1 (stream client), their virtio-net
+# NICs joined by a qemu stream netdev over a unix socket; the command runs in both.
+# SOFTROCE_TIMEOUT counts from guest 0's start; past it both qemu are killed (124).
+# When one guest's command fails (or its VM ends without a status), the other may be
+# waiting on it: it gets peer_grace_s to end on its own, then is stopped, and its
+# missing status does not count.
+run_in_vm2() {
+  local cwd marker start shares qemu i sock rc now ended timed_out=0 grace_at="" kill_at=""
+  local running=() stopped=(0 0) status=() qemu_rc guest_rc
+  vm_shares
+  marker="softroce-exit-$RANDOM$RANDOM="
+  sock=$tmp/net.sock
+  for i in 0 1; do write_job "$tmp/job$i" "$i" "$@"; done
+  log "path=vm, 2 hosts: kernel $kver under qemu TCG (2 guests of 1 vCPU $vm_cpu_model, $vm_mem_mib MiB), rxe0 on eth0 (${two_host_ips[0]} | ${two_host_ips[1]}) joined by a qemu stream netdev, shared rw: ${shares[*]}"
+  start=$SECONDS
+  for i in 0 1; do
+    qemu_command 1 "$tmp/qemu$i.pid" "$tmp/job$i"
+    qemu+=(-netdev "stream,id=n0,server=$( ((i == 0)) && echo on || echo off),addr.type=unix,addr.path=${sock//,/,,}"
+      -device "virtio-net-pci,netdev=n0,mac=${two_host_macs[i]}")
+    if ((i == 1)); then
+      # The client connects once, at its start: wait for guest 0's socket.
+      for _ in $(seq 300); do
+        [[ -S "$sock" ]] && break
+        kill -0 "${vm_pipe_pids[0]}" 2>/dev/null || break
+        sleep 0.1
+      done
+      [[ -S "$sock" ]] || { log "guest 0's qemu did not open its socket $sock"; return 1; }
+    fi
+    vm_pidfiles+=("$tmp/qemu$i.pid")
+    # (The watchdog below kills both at SOFTROCE_TIMEOUT; `timeout` is a backstop.)
+    start_vm "$tmp/qemu$i.rc" "$tmp/guest$i.rc" "[g$i] " $((vm_timeout_s + 30))
+  done
+  while :; do
+    running=()
+    for i in 0 1; do kill -0 "${vm_pipe_pids[i]}" 2>/dev/null && running+=("$i"); done
+    ((${#running[@]})) || break
+    now=$SECONDS
+    if ((!timed_out && now - start >= vm_timeout_s)); then
+      timed_out=1
+      log "SOFTROCE_TIMEOUT=$vm_timeout_s s reached (guest ${running[*]} still running): killing both VMs"
+      kill_guests TERM 0 1
+      kill_at=$((now + 10))
+    elif ((!timed_out)) && [[ -z "$grace_at" && ${#running[@]} == 1 ]]; then
+      ended=$((1 - running[0]))
+      rc=$(cat "$tmp/guest$ended.rc" 2>/dev/null || true)
+      if [[ "$rc" != 0 ]]; then
+        log "guest $ended ended with status ${rc:-(none)}: guest ${running[0]} gets $peer_grace_s s to end"
+        grace_at=$((now + peer_grace_s))
+      else
+        grace_at=never
+      fi
+    elif [[ "$grace_at" =~ ^[0-9]+$ && -z "$kill_at" ]] && ((now >= grace_at)); then
+      log "stopping guest ${running[0]}: its peer failed $peer_grace_s s ago"
+      stopped[running[0]]=1
+      kill_guests TERM "${running[0]}"
+      kill_at=$((now + 10))
+    fi
+    if [[ -n "$kill_at" ]] && ((now >= kill_at)); then kill_guests KILL "${running[@]}"; fi
+    sleep 0.5
+  done
+  for i in 0 1; do wait "${vm_pipe_pids[i]}" || true; done
+  vm_pipe_pids=()
+  for i in 0 1; do
+    qemu_rc=$(cat "$tmp/qemu$i.rc" 2>/dev/null || echo 1)
+    guest_rc=$(cat "$tmp/guest$i.rc" 2>/dev/null || true)
+    if [[ "$qemu_rc" == 124 || "$qemu_rc" == 137 ]]; then
+      timed_out=1
+    fi
+    if [[ -n "$guest_rc" ]]; then
+      status[i]=$guest_rc
+    elif ((stopped[i] || timed_out)); then
+      status[i]=none
+    else
+      log "guest $i's VM ended (qemu status $qemu_rc) without the command's exit status"
+      status[i]=1
+    fi
+  done
+  if ((timed_out)); then
+    log "VMs killed after SOFTROCE_TIMEOUT=$vm_timeout_s s (command exit status: guest 0 ${status[0]}, guest 1 ${status[1]})"
+    return 124
+  fi
+  log "VMs finished in $((SECONDS - start)) s; command exit status: guest 0 ${status[0]}, guest 1 ${status[1]}"
+  for i in 0 1; do
+    [[ "${status[i]}" == none || "${status[i]}" == 0 ]] || return "${status[i]}"
+  done
+  return 0
 }
 
 # --- selftest ------------------------------------------------------------------------
@@ -418,13 +619,94 @@ if [ "$fails" = 0 ]; then echo "selftest: PASS"; else echo "selftest: FAIL ($fai
 EOF
 }
 
+# The two-host selftest command, run in both guests: the device, plain IP both ways
+# (ping, then a TCP line from guest 1 to a listener on guest 0 and an answer back, as
+# the job rendezvous store does), then ib_write_bw (plain and -R) and ib_write_lat,
+# each with the server on guest 0 and the client on guest 1.
+selftest2_script() {
+  cat <<'EOF2'
+set -u
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+me=$GREX_HOST_INDEX
+peer=$GREX_PEER_IP
+result() { echo "selftest: $1: $2"; [ "$2" = pass ] || fails=$((fails + 1)); }
+echo "selftest: host $me of $GREX_HOST_COUNT: $GREX_RXE_DEV on $GREX_RXE_NETDEV ($GREX_RXE_IP, MTU $(cat "/sys/class/net/$GREX_RXE_NETDEV/mtu"), GID index $GREX_IB_GID_INDEX), peer $peer"
+if ibv_devinfo -d "$GREX_RXE_DEV" >"$dir/devinfo" 2>&1; then
+  grep -E 'hca_id|state:|active_mtu|link_layer' "$dir/devinfo"
+  result ibv_devinfo pass
+else
+  cat "$dir/devinfo"; result ibv_devinfo FAIL
+fi
+# The peer may still be booting: wait until it answers.
+tries=0
+until busybox ping -c 1 -W 1 "$peer" >/dev/null 2>&1; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 90 ] || break
+done
+if busybox ping -c 3 -s 8000 "$peer" >"$dir/ping" 2>&1; then
+  tail -1 "$dir/ping"; result "ping -s 8000 $peer" pass
+else
+  cat "$dir/ping"; result "ping -s 8000 $peer" FAIL
+fi
+if [ "$me" = 0 ]; then
+  timeout 120 busybox nc -l -p 17777 -e sh -c "read -r l; echo \"\$l\" >$dir/tcp; echo \"ack \$l\""
+  if [ "$(cat "$dir/tcp" 2>/dev/null)" = "hello from g1" ]; then
+    result "tcp from $peer" pass
+  else
+    result "tcp from $peer" FAIL
+  fi
+else
+  tries=0
+  until bash -c 'exec 3<>"/dev/tcp/$1/17777" && echo "hello from g1" >&3 && read -r r <&3 && [ "$r" = "ack hello from g1" ]' tcp "$peer" 2>/dev/null; do
+    tries=$((tries + 1))
+    [ "$tries" -lt 60 ] || break
+    sleep 1
+  done
+  if [ "$tries" -lt 60 ]; then result "tcp to $peer:17777" pass; else result "tcp to $peer:17777" FAIL; fi
+fi
+perf() {  # $1 = name, $2 = tool, $3 = port, rest = extra flags
+  name=$1 tool=$2 port=$3
+  shift 3
+  set -- -d "$GREX_RXE_DEV" -x "$GREX_IB_GID_INDEX" -p "$port" "$@"
+  if [ "$me" = 0 ]; then
+    if timeout 120 "$tool" "$@" >"$dir/server.log" 2>&1; then
+      result "$name server" pass
+    else
+      cat "$dir/server.log"; result "$name server" FAIL
+    fi
+    return
+  fi
+  # The client fails fast until the server listens: retry it.
+  tries=0
+  until timeout 60 "$tool" "$@" "$peer" >"$dir/client.log" 2>&1; do
+    tries=$((tries + 1))
+    if [ "$tries" -ge 60 ]; then
+      cat "$dir/client.log"; result "$name client" FAIL; return
+    fi
+    sleep 1
+  done
+  cat "$dir/client.log"
+  result "$name client" pass
+}
+perf ib_write_bw ib_write_bw 18515 -s 65536 -n 200
+perf "ib_write_bw -R" ib_write_bw 18516 -s 65536 -n 200 -R
+perf ib_write_lat ib_write_lat 18517
+if [ "$fails" = 0 ]; then echo "selftest: PASS"; else echo "selftest: FAIL ($fails failed)"; exit 1; fi
+EOF2
+}
+
 # --- main ------------------------------------------------------------------------------
 selftest=0
 keep_cache=0
+hosts=1
 while (($#)); do
   case "$1" in
     --selftest) selftest=1 ;;
     --keep-cache) keep_cache=1 ;;
+    --hosts) (($# >= 2)) || usage; hosts=$2; shift ;;
+    --hosts=*) hosts=${1#*=} ;;
     -h|--help) help; exit 0 ;;
     --) shift; break ;;
     -*) usage ;;
@@ -432,9 +714,10 @@ while (($#)); do
   esac
   shift
 done
+[[ "$hosts" == 1 || "$hosts" == 2 ]] || usage
 if ((selftest)); then
   (($# == 0)) || usage
-  set -- sh -c "$(selftest_script)"
+  if ((hosts == 2)); then set -- sh -c "$(selftest2_script)"; else set -- sh -c "$(selftest_script)"; fi
 fi
 (($# > 0)) || usage
 
@@ -448,7 +731,15 @@ pkgs=(kmod iproute2 ibverbs-providers ibverbs-utils libibverbs-dev librdmacm-dev
 ((selftest)) && pkgs+=(perftest)
 install_missing "${pkgs[@]}" || skip "cannot install ${pkgs[*]}"
 
-if setup_host_rxe; then
+if ((hosts == 2)); then
+  # rxe routes in the initial network namespace only, so two namespaces on one kernel
+  # are not two hosts (SOFTROCE-VM.md); this script does not boot VMs where the host
+  # path works.
+  if setup_host_rxe; then
+    teardown_host_rxe
+    skip "--hosts 2 needs the VM path (two guests), and this host's kernel has rdma_rxe (the host path): no two-host Soft-RoCE here"
+  fi
+elif setup_host_rxe; then
   log "path=host: $GREX_RXE_DEV on $GREX_RXE_NETDEV ($GREX_RXE_IP, GID index $GREX_IB_GID_INDEX)"
   rc=0
   "$@" || rc=$?
@@ -468,5 +759,5 @@ ensure_kernel || skip "cannot download the kernel (linux-image-amd64's dependenc
 ensure_initramfs || skip "cannot build the initramfs"
 flock -u "$lock_fd"
 rc=0
-run_in_vm "$@" || rc=$?
+if ((hosts == 2)); then run_in_vm2 "$@" || rc=$?; else run_in_vm "$@" || rc=$?; fi
 exit "$rc"
