@@ -4,6 +4,7 @@
 // rank 1, which keeps as many receives posted; then an 8-byte ping-pong.
 // Run under grex-run:  grex-run -n 2 --backend dpdk -- transport_bw -s 1M -t 16 -d 3
 // Output (rank 0): "bw <bytes> <gbit/s> <msgs/s> <in flight>" per size and "lat 8 <us half-rtt>".
+// -w measures one-sided writes instead (ib_write_bw / ib_write_lat style).
 #include <grex/bootstrap.h>
 #include <grex/transport.h>
 
@@ -27,6 +28,7 @@ struct Args {
   std::vector<size_t> sizes;
   int depth = 16;
   size_t max_inflight = 0;  // -B: bytes in flight at most (0: depth x size)
+  bool writes = false;      // -w: one-sided writes (perftest ib_write_bw / ib_write_lat)
   double seconds = 2.0;
   int lat_iters = 20000;
 };
@@ -51,6 +53,96 @@ void drain(grex::Device& dev, size_t want, size_t* got) {
   (void)want;
 }
 
+// -w: rank 0 writes into rank 1's region, `depth` writes in flight, for
+// `seconds` per size (the target does nothing: one-sided, as ib_write_bw).
+// Latency as ib_write_lat: each side writes 8 bytes into the other and spins
+// on its own buffer until the peer's value lands.
+void run_writes(const Args& a, grex::Bootstrap& bs, grex::Device& dev, grex::Endpoint& ep, grex::MemoryRegion* mr,
+                uint8_t* buf, int me) {
+  grex::RemoteRegion mine = mr->remote();
+  auto all = check(bs.all_gather("tbw/region", std::string(reinterpret_cast<char*>(&mine), sizeof(mine))), "region");
+  grex::RemoteRegion theirs;
+  std::memcpy(&theirs, all[static_cast<size_t>(1 - me)].data(), sizeof(theirs));
+  grex::Completion cs[64];
+  for (size_t size : a.sizes) {
+    int depth = a.depth;
+    if (a.max_inflight > 0 && size > 0)
+      depth = static_cast<int>(std::clamp<size_t>(a.max_inflight / size, 1, static_cast<size_t>(a.depth)));
+    // The target only polls (a DPDK target moves the bytes in its poll), until
+    // a zero-byte message says the writer is done.
+    grex::RecvRequest fin{mr, 0, 0, 9, 0};
+    if (me == 1 && ep.post_recv({&fin, 1}).count != 1) die("post_recv");
+    check(bs.barrier("tbw/w" + std::to_string(size)), "barrier");
+    if (me == 1) {
+      for (size_t got = 0; got == 0;) {
+        size_t n = dev.poll(cs);
+        for (size_t i = 0; i < n; ++i) got += cs[i].op == grex::Op::kRecv;
+      }
+    }
+    if (me == 0) {
+      size_t posted = 0, done = 0;
+      auto t0 = Clock::now();
+      auto end = t0 + std::chrono::duration<double>(a.seconds);
+      while (true) {
+        bool more = Clock::now() < end;
+        while (more && posted - done < static_cast<size_t>(depth)) {
+          // Every write reads and lands at offset 0, as ib_write_bw does:
+          // the buffers stay cache-resident on both sides.
+          grex::WriteRequest w{mr, 0, size, theirs, 0, 0, false, posted};
+          if (ep.post_write({&w, 1}).count != 1) break;
+          ++posted;
+        }
+        size_t n = dev.poll(cs);
+        for (size_t i = 0; i < n; ++i)
+          if (cs[i].status != grex::Status::kSuccess) die("write failed: " + std::string(grex::status_name(cs[i].status)));
+        done += n;
+        if (!more && done == posted) break;
+      }
+      double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      grex::SendRequest f{mr, 0, 0, 9, 0};
+      if (ep.post_send({&f, 1}).count != 1) die("post_send");
+      for (size_t got = 0; got == 0;) {
+        size_t n = dev.poll(cs);
+        for (size_t i = 0; i < n; ++i) got += cs[i].op == grex::Op::kSend;
+      }
+      std::printf("bw %zu %.3f %.0f %d\n", size, static_cast<double>(size * done) * 8 / secs / 1e9,
+                  static_cast<double>(done) / secs, depth);
+      std::fflush(stdout);
+    }
+    check(bs.barrier("tbw/w" + std::to_string(size) + "/done"), "barrier");
+  }
+  // Latency: buf[0..8) is where the peer's value lands, buf[64..72) our source.
+  check(bs.barrier("tbw/wlat"), "barrier");
+  auto* landing = reinterpret_cast<uint64_t*>(buf);
+  auto* source = reinterpret_cast<uint64_t*>(buf + 64);
+  *landing = 0;
+  check(bs.barrier("tbw/wlat2"), "barrier");
+  auto wait_for = [&](uint64_t v) {
+    while (__atomic_load_n(landing, __ATOMIC_ACQUIRE) != v) dev.poll(cs);
+  };
+  std::vector<double> half_rtt_us;
+  half_rtt_us.reserve(static_cast<size_t>(a.lat_iters));
+  auto t0 = Clock::now();
+  for (uint64_t i = 1; i <= static_cast<uint64_t>(a.lat_iters); ++i) {
+    auto t = Clock::now();
+    if (me == 1) wait_for(i);
+    *source = i;
+    grex::WriteRequest w{mr, 64, 8, theirs, 0, 0, false, i};
+    if (ep.post_write({&w, 1}).count != 1) die("post_write");
+    if (me == 0) {
+      wait_for(i);
+      half_rtt_us.push_back(std::chrono::duration<double>(Clock::now() - t).count() / 2 * 1e6);
+    }
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (int i = 0; i < 1000; ++i) dev.poll(cs);  // reap the last completions
+  if (me == 0 && !half_rtt_us.empty()) {
+    std::sort(half_rtt_us.begin(), half_rtt_us.end());
+    // mean, then the median (perftest's t_avg and t_typical)
+    std::printf("lat 8 %.2f %.2f\n", secs / a.lat_iters / 2 * 1e6, half_rtt_us[half_rtt_us.size() / 2]);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,12 +155,14 @@ int main(int argc, char** argv) {
       a.depth = std::atoi(argv[++i]);
     } else if (k == "-B" && i + 1 < argc) {
       a.max_inflight = check(grex::config::parse_size(argv[++i], "-B"), "-B");
+    } else if (k == "-w") {
+      a.writes = true;
     } else if (k == "-d" && i + 1 < argc) {
       a.seconds = std::atof(argv[++i]);
     } else if (k == "-l" && i + 1 < argc) {
       a.lat_iters = std::atoi(argv[++i]);
     } else {
-      die("usage: transport_bw [-s SIZE]... [-t DEPTH] [-B MAX_BYTES_IN_FLIGHT] [-d SECONDS] [-l LAT_ITERS]");
+      die("usage: transport_bw [-w] [-s SIZE]... [-t DEPTH] [-B MAX_BYTES_IN_FLIGHT] [-d SECONDS] [-l LAT_ITERS]");
     }
   }
   if (a.sizes.empty()) a.sizes = {8192, 65536, 1 << 20, 4 << 20};
@@ -87,12 +181,21 @@ int main(int argc, char** argv) {
   auto dev = check(grex::Device::open(o), "open");
   auto addrs = check(bs->all_gather("tbw/addr", check(dev->local_address(), "address")), "addresses");
   auto ep = check(dev->connect(peer, addrs[static_cast<size_t>(peer)]), "connect");
-  size_t max = 0;
-  for (size_t s : a.sizes) max = std::max(max, s);
-  std::vector<uint8_t> buf(max * static_cast<size_t>(a.depth) + 64, 1);
+  size_t need = 0;  // the largest size x its messages in flight
+  for (size_t s : a.sizes) {
+    size_t d = static_cast<size_t>(a.depth);
+    if (a.max_inflight > 0 && s > 0) d = std::clamp<size_t>(a.max_inflight / s, 1, d);
+    need = std::max(need, s * d);
+  }
+  std::vector<uint8_t> buf(need + 128, 1);
   grex::MemoryRegion* mr = check(dev->register_memory(buf.data(), buf.size()), "register");
   check(bs->barrier("tbw/ready"), "barrier");
 
+  if (a.writes) {
+    run_writes(a, *bs, *dev, *ep, mr, buf.data(), me);
+    a.sizes.clear();
+    a.lat_iters = 0;
+  }
   const int max_depth = a.depth;
   for (size_t size : a.sizes) {
     // Messages in flight: -t, fewer where -B caps the bytes (at least one).
@@ -164,7 +267,7 @@ int main(int argc, char** argv) {
   // 8-byte ping-pong: half round trip.
   check(bs->barrier("tbw/lat"), "barrier");
   auto t0 = Clock::now();
-  for (int i = 0; i < a.lat_iters; ++i) {
+  for (int i = 0; i < a.lat_iters; ++i) {  // (write mode measured its own)
     size_t done = 0;
     grex::RecvRequest rr{mr, 0, 8, 2, 1};
     if (ep->post_recv({&rr, 1}).count != 1) die("post_recv");
@@ -180,7 +283,7 @@ int main(int argc, char** argv) {
     }
   }
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (me == 0) std::printf("lat 8 %.2f\n", s / a.lat_iters / 2 * 1e6);
+  if (me == 0 && a.lat_iters > 0) std::printf("lat 8 %.2f\n", s / a.lat_iters / 2 * 1e6);
   if (std::getenv("TBW_STATS") != nullptr) {
     std::string line = "stats rank " + std::to_string(me) + ":";
     for (const auto& [k, v] : dev->counters())
