@@ -103,7 +103,7 @@ void VerbsEndpoint::announce_abort(int culprit) noexcept {
   Ctrl c;
   c.type = Ctrl::kAbort;
   c.seq = static_cast<uint32_t>(culprit + 1);
-  post_ctrl(c);
+  post_ctrls(&c, 1);
 }
 
 void VerbsEndpoint::progress() noexcept {
@@ -113,58 +113,68 @@ void VerbsEndpoint::progress() noexcept {
   post_writes();
 }
 
-// One control SEND; unsignalled, except every quarter of the send queue so
-// the queue's space can be reclaimed.
-bool VerbsEndpoint::post_ctrl(const Ctrl& c) noexcept {
-  if (sq_room() < 1) return false;
-  ibv_sge sge{};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_SEND;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  if (max_inline_ >= sizeof(Ctrl)) {
-    sge = {reinterpret_cast<uint64_t>(&c), sizeof(Ctrl), 0};
-    wr.send_flags = IBV_SEND_INLINE;
-    dev_->stats.inline_sends.add();
-  } else {
-    Ctrl& slot = tx_slots_[sq_posted_ % tx_slots_.size()];
-    slot = c;
-    sge = {reinterpret_cast<uint64_t>(&slot), sizeof(Ctrl), tx_mr_->lkey};
-  }
-  uint64_t seq = sq_posted_ + 1;
-  wr.wr_id = wr_id(id_, kSqMark, seq);  // also names us in an error completion, which is always reported
-  if (++unsignalled_ >= sq_depth_ / 4) {
-    wr.send_flags |= IBV_SEND_SIGNALED;
-    unsignalled_ = 0;
+// Control SENDs in one post list; unsignalled, except one in every quarter
+// of the send queue so its slots can be reclaimed. Inline when the QP allows.
+bool VerbsEndpoint::post_ctrls(const Ctrl* cs, uint32_t n) noexcept {
+  if (n == 0) return true;
+  if (sq_room() < n || n > kBatch) return false;
+  ibv_send_wr wrs[kBatch];
+  ibv_sge sges[kBatch];
+  for (uint32_t k = 0; k < n; ++k) {
+    ibv_send_wr& wr = wrs[k];
+    wr = ibv_send_wr{};
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &sges[k];
+    wr.num_sge = 1;
+    wr.next = k + 1 < n ? &wrs[k + 1] : nullptr;
+    if (max_inline_ >= sizeof(Ctrl)) {
+      sges[k] = {reinterpret_cast<uint64_t>(&cs[k]), sizeof(Ctrl), 0};
+      wr.send_flags = IBV_SEND_INLINE;
+    } else {
+      Ctrl& slot = tx_slots_[(sq_posted_ + k) % tx_slots_.size()];
+      slot = cs[k];
+      sges[k] = {reinterpret_cast<uint64_t>(&slot), sizeof(Ctrl), tx_mr_->lkey};
+    }
+    wr.wr_id = wr_id(id_, kSqMark, sq_posted_ + k + 1);  // also names us in an error completion
+    if (++unsignalled_ >= sq_depth_ / 4) {
+      wr.send_flags |= IBV_SEND_SIGNALED;
+      unsignalled_ = 0;
+    }
   }
   ibv_send_wr* bad = nullptr;
-  if (int e = ibv_post_send(qp_, &wr, &bad); e != 0) {
+  if (int e = ibv_post_send(qp_, wrs, &bad); e != 0) {
     fail(Status::kLocalError, std::string("ibv_post_send (control): ") + std::strerror(e));
     return false;
   }
-  sq_posted_ = seq;
-  dev_->stats.wr_posted.add();
+  sq_posted_ += n;
+  dev_->stats.wr_posted.add(n);
+  if (max_inline_ >= sizeof(Ctrl)) dev_->stats.inline_sends.add(n);
   return true;
 }
 
-// Advertises posted receives, several per post list.
+// Advertises posted receives, up to a post list at a time.
 bool VerbsEndpoint::post_adverts() noexcept {
   while (advertised_ != recv_next_) {
-    Recv& r = recvs_[advertised_ & (recvs_.size() - 1)];
-    if (r.done) {  // failed locally, never advertised
-      ++advertised_;
-      continue;
+    Ctrl batch[kBatch];
+    uint32_t n = 0;
+    uint32_t seq = advertised_;
+    uint32_t room = std::min<uint32_t>(sq_room(), kBatch);
+    for (; seq != recv_next_ && n < room; ++seq) {
+      const Recv& r = recvs_[seq & (recvs_.size() - 1)];
+      if (r.done) continue;  // failed locally, never advertised
+      Ctrl& c = batch[n++];
+      c = Ctrl{};
+      c.type = Ctrl::kAdvert;
+      c.seq = r.seq;
+      c.tag = r.req.tag;
+      c.len = r.req.length;
+      c.addr = r.req.region != nullptr ? reinterpret_cast<uint64_t>(r.req.region->addr()) + r.req.offset : 0;
+      c.rkey = r.req.region != nullptr ? static_cast<uint32_t>(r.req.region->remote().rkey) : 0;
     }
-    Ctrl c;
-    c.type = Ctrl::kAdvert;
-    c.seq = r.seq;
-    c.tag = r.req.tag;
-    c.len = r.req.length;
-    c.addr = r.req.region != nullptr ? reinterpret_cast<uint64_t>(r.req.region->addr()) + r.req.offset : 0;
-    c.rkey = r.req.region != nullptr ? static_cast<uint32_t>(r.req.region->remote().rkey) : 0;
-    if (!post_ctrl(c)) return false;
-    dev_->stats.adverts.add();
-    ++advertised_;
+    if (n == 0 && seq == advertised_) return false;  // no send-queue room
+    if (!post_ctrls(batch, n)) return false;
+    dev_->stats.adverts.add(n);
+    advertised_ = seq;
   }
   return true;
 }

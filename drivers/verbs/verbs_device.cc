@@ -72,11 +72,14 @@ std::string ip_str(uint32_t ip) {
 
 VerbsRegion::VerbsRegion(ibv_mr* mr, void* addr, size_t len, MemoryDomain domain)
     : MemoryRegion(addr, len, domain), mr_(mr) {
-  lkey_ = mr->lkey;
-  remote_ = RemoteRegion{reinterpret_cast<uint64_t>(addr), len, mr->rkey, static_cast<uint64_t>(::getpid())};
+  lkey_ = mr != nullptr ? mr->lkey : 0;
+  remote_ = RemoteRegion{reinterpret_cast<uint64_t>(addr), len, mr != nullptr ? mr->rkey : 0,
+                         static_cast<uint64_t>(::getpid())};
 }
 
-VerbsRegion::~VerbsRegion() { ibv_dereg_mr(mr_); }
+VerbsRegion::~VerbsRegion() {
+  if (mr_ != nullptr) ibv_dereg_mr(mr_);
+}
 
 Result<std::unique_ptr<MemoryRegion>> VerbsDevice::do_register(void* addr, size_t length, MemoryDomain domain) {
   if (domain == MemoryDomain::kCudaDevice) {
@@ -89,6 +92,9 @@ Result<std::unique_ptr<MemoryRegion>> VerbsDevice::do_register(void* addr, size_
         .device(name())
         .hint("register host memory, or use a NIC with GPUDirect (dma-buf or nvidia_peermem)");
   }
+  // Zero bytes need no memory registration (ibv_reg_mr refuses them): zero-
+  // length sends and writes carry no scatter entry and no key is checked.
+  if (length == 0) return std::unique_ptr<MemoryRegion>(new VerbsRegion(nullptr, addr, 0, domain));
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   ibv_mr* mr = ibv_reg_mr(pd_, addr, length, access);
   if (mr == nullptr) {

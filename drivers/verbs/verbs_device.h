@@ -76,7 +76,6 @@ class VerbsRegion final : public MemoryRegion {
  public:
   VerbsRegion(ibv_mr* mr, void* addr, size_t len, MemoryDomain domain);
   ~VerbsRegion() override;
-  uint32_t rkey() const noexcept { return mr_->rkey; }
 
  private:
   ibv_mr* mr_;
@@ -120,7 +119,7 @@ class VerbsEndpoint final : public Endpoint {
   bool post_adverts() noexcept;
   bool match_sends() noexcept;
   bool post_writes() noexcept;
-  bool post_ctrl(const Ctrl& c) noexcept;
+  bool post_ctrls(const Ctrl* cs, uint32_t n) noexcept;
   bool has_work() const noexcept {
     return !failed_ && ((sends_n_ > 0 && adverts_n_ > 0) || writes_n_ > 0 || advertised_ != recv_next_);
   }

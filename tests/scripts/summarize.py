@@ -19,7 +19,7 @@ for suite in root.iter("testsuite"):
         if kinds & {"failure", "error"}:
             failed += 1
             failing.append(f"{suite.get('name')}.{case.get('name')}")
-            bad_suites.add(suite.get("name"))
+            bad_suites.add(f"{suite.get('name')}.{case.get('name')}")
         elif "skipped" in kinds or case.get("status") == "notrun":
             skipped += 1
         else:

@@ -21,8 +21,9 @@ namespace {
 
 // Rank 0 sends message i (sizes[i] bytes, tag i % 4) from one registered
 // buffer; rank 1 receives into its own and compares checksums.
-int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, int64_t timeout_ms) {
-  auto link = open_link(r, name, verbs_options());
+int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, int64_t timeout_ms,
+             const std::map<std::string, std::string>& extra = {}) {
+  auto link = open_link(r, name, verbs_options(extra));
   RANK_OK(link);
   Device& dev = *link->dev;
   size_t total = 0;
@@ -71,6 +72,19 @@ TEST(VerbsTransport, SizesUpTo64MiB) {
   auto res = run_ranks(2, [](Rank& r) {
     return exchange(r, "vsz", {0, 1, 7, 4095, 4097, 65536, (1u << 20) + 3, 16u << 20, 64u << 20}, 180'000);
   }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// The same exchange with one shared receive queue for all peers and no
+// inline data (control messages then go from registered send slots).
+TEST(VerbsTransport, SharedReceiveQueueWithoutInline) {
+  REQUIRE_VERBS();
+  if (!testing_verbs()) GTEST_SKIP() << "verbs options";
+  auto res = run_ranks(2, [](Rank& r) {
+    std::vector<size_t> sizes = {0, 1, 7, 4097, (1u << 20) + 3};
+    for (size_t i = 0; i < 300; ++i) sizes.push_back((i * 7919) % 20'000);
+    return exchange(r, "vsrq", sizes, 120'000, {{"srq", "1"}, {"inline", "0"}});
+  }, 180);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
@@ -233,6 +247,85 @@ TEST(VerbsTransport, WriteWithImmediateThenOutOfRangeWrite) {
     return 0;
   }, 120);
   EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// 200 writes with immediates into distinct ranges: the target's kRemoteWrite
+// completions come in posting order, and when each arrives its bytes are
+// already in place.
+TEST(VerbsTransport, WritesWithImmediateCompleteInOrder) {
+  REQUIRE_VERBS();
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto link = open_link(r, "vword", verbs_options());
+    RANK_OK(link);
+    Device& dev = *link->dev;
+    constexpr size_t kWrites = 200;
+    auto size_of = [](size_t i) -> size_t { return (i * 131) % 5000 + 1; };
+    std::vector<size_t> off(kWrites + 1, 0);
+    for (size_t i = 0; i < kWrites; ++i) off[i + 1] = off[i] + size_of(i);
+    std::vector<uint8_t> buf(off[kWrites], 0);
+    auto mr = dev.register_memory(buf.data(), buf.size());
+    RANK_OK(mr);
+    RemoteRegion mine = (*mr)->remote();
+    auto all = r.bootstrap->all_gather("vword/region", std::string(reinterpret_cast<char*>(&mine), sizeof(mine)));
+    RANK_OK(all);
+    std::vector<Completion> done;
+    if (r.rank == 0) {
+      RemoteRegion theirs;
+      std::memcpy(&theirs, (*all)[1].data(), sizeof(theirs));
+      std::vector<WriteRequest> w;
+      for (size_t i = 0; i < kWrites; ++i) {
+        fill(buf.data() + off[i], size_of(i), i);
+        w.push_back({*mr, off[i], size_of(i), theirs, off[i], static_cast<uint32_t>(1000 + i), true, i});
+      }
+      RANK_CHECK(post_all(dev, w, [&](auto x) { return link->to(1).post_write(x); }, &done));
+      RANK_CHECK(drain(dev, kWrites, &done, 60'000));
+      for (auto& c : done) RANK_CHECK(c.op == Op::kWrite && c.status == Status::kSuccess);
+    } else {
+      Completion cs[16];
+      size_t next = 0;
+      uint64_t deadline = now_ns() + 60'000'000'000ull;
+      while (next < kWrites && now_ns() < deadline) {
+        size_t n = dev.poll(cs);
+        for (size_t k = 0; k < n; ++k) {
+          RANK_CHECK(cs[k].op == Op::kRemoteWrite && cs[k].status == Status::kSuccess);
+          RANK_CHECK(cs[k].imm == 1000 + next && cs[k].bytes == size_of(next));
+          RANK_CHECK(checksum(buf.data() + off[next], size_of(next)) == fill_checksum(size_of(next), next));
+          ++next;
+        }
+      }
+      RANK_CHECK(next == kWrites);
+    }
+    RANK_OK(r.bootstrap->barrier("vword/done"));
+    return 0;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// A GID index that does not exist, or one without an IPv4 address (index 0,
+// the fe80:: GID), fails Device::open at once with an error that says so.
+TEST(VerbsTransport, WrongGidIndexIsAClearError) {
+  REQUIRE_VERBS();
+  if (!testing_verbs()) GTEST_SKIP() << "verbs GID choice";
+  // The environment overrides the parameter: take it away for this case.
+  std::string saved = env_or("GREX_IB_GID_INDEX");
+  ::unsetenv("GREX_IB_GID_INDEX");
+  struct Restore {
+    std::string v;
+    ~Restore() {
+      if (!v.empty()) ::setenv("GREX_IB_GID_INDEX", v.c_str(), 1);
+    }
+  } restore{saved};
+  auto o = verbs_options({{"gid_index", "1000"}});
+  uint64_t t0 = now_ns();
+  auto d = Device::open(o);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().code(), Errc::kNotFound) << d.error().message();
+  EXPECT_NE(d.error().message().find("no GID index 1000"), std::string::npos) << d.error().message();
+  o.params["gid_index"] = "0";
+  auto z = Device::open(o);
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.error().message().find("not an IPv4-mapped GID"), std::string::npos) << z.error().message();
+  EXPECT_LT(now_ns() - t0, 5'000'000'000ull);  // an error, not a hang
 }
 
 // Rank 1 posts a 64 MiB receive, takes part for 100 ms and is SIGKILLed

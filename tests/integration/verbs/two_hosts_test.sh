@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Two hosts: two Soft-RoCE guests joined by a qemu stream netdev, each with its
+# own rxe device on its virtio NIC (tests/scripts/softroce.sh --hosts 2). Rank 0
+# runs in guest 0 and hosts the store on its address; rank 1 runs in guest 1.
+# Over verbs between them: grex-perf allreduce with result checks (-c 1), then
+# send_bw. Exit status: 0 when both ranks pass; 77 when no Soft-RoCE VM can be
+# made here (meson counts a skip).
+#   two_hosts_test.sh SOFTROCE_SH GREX_PERF
+set -euo pipefail
+(($# == 2)) || { echo "usage: two_hosts_test.sh SOFTROCE_SH GREX_PERF" >&2; exit 2; }
+softroce=$1 perf=$2
+# Inside each guest: GREX_HOST_INDEX is the rank; guest 0's address is the store's.
+inner='ulimit -l unlimited
+export GREX_RANK=$GREX_HOST_INDEX GREX_WORLD_SIZE=2 GREX_BACKEND=verbs GREX_JOB_TOKEN=grex-two-hosts
+if [ "$GREX_HOST_INDEX" = 0 ]; then store=$GREX_RXE_IP; else store=$GREX_PEER_IP; fi
+export GREX_STORE_ADDR=$store:29517
+"$0" allreduce -b 8 -e 1M -f 8 -n 3 -w 1 -c 1 && "$0" send_bw -s 65536 -n 100'
+exec "$softroce" --hosts 2 -- sh -c "$inner" "$perf"
