@@ -81,17 +81,19 @@ void run_writes(const Args& a, grex::Bootstrap& bs, grex::Device& dev, grex::End
     }
     if (me == 0) {
       size_t posted = 0, done = 0;
+      std::vector<grex::WriteRequest> batch(static_cast<size_t>(depth));
       auto t0 = Clock::now();
       auto end = t0 + std::chrono::duration<double>(a.seconds);
       while (true) {
         bool more = Clock::now() < end;
-        while (more && posted - done < static_cast<size_t>(depth)) {
-          // Every write reads and lands at offset 0, as ib_write_bw does:
-          // the buffers stay cache-resident on both sides.
-          grex::WriteRequest w{mr, 0, size, theirs, 0, 0, false, posted};
-          if (ep.post_write({&w, 1}).count != 1) break;
-          ++posted;
+        // Refill the window in one batch. Every write reads and lands at
+        // offset 0, as ib_write_bw does: buffers stay cache-resident.
+        size_t k = 0;
+        while (more && k < batch.size() && posted + k - done < static_cast<size_t>(depth)) {
+          batch[k] = grex::WriteRequest{mr, 0, size, theirs, 0, 0, false, posted + k};
+          ++k;
         }
+        if (k > 0) posted += ep.post_write({batch.data(), k}).count;
         size_t n = dev.poll(cs);
         for (size_t i = 0; i < n; ++i)
           if (cs[i].status != grex::Status::kSuccess) die("write failed: " + std::string(grex::status_name(cs[i].status)));

@@ -3,6 +3,7 @@
 // WRITE (WITH IMMEDIATE) straight into the peer's buffer, selective
 // signalling, batched post lists, completion processing and failures.
 #include <arpa/inet.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cstring>
@@ -179,28 +180,38 @@ bool VerbsEndpoint::post_adverts() noexcept {
   return true;
 }
 
-// Posts RDMA WRITEs of [off, off+len) of `mr` to raddr, at most 1 GiB each;
-// the last WITH IMMEDIATE when asked, then an optional control SEND; the
-// final work request is signalled with `id`. One post list.
-bool VerbsEndpoint::post_chunks(const MemoryRegion* mr, uint64_t off, uint64_t len, uint64_t raddr, uint32_t rkey,
-                                bool with_imm, uint32_t imm, const Ctrl* then, uint64_t id) noexcept {
-  uint32_t n = chunks(len) + (then != nullptr ? 1 : 0);
-  if (sq_room() < n || n > kBatch) return false;
+// Work requests gathered for one ibv_post_send. Control messages sent inline
+// live here until the post (the NIC copies them then).
+struct VerbsEndpoint::PostList {
   ibv_send_wr wrs[kBatch];
   ibv_sge sges[kBatch];
-  uint32_t k = 0;
-  for (uint64_t done = 0; k < chunks(len); ++k) {
+  Ctrl ctrls[kBatch];
+  uint32_t n = 0;
+};
+
+// Appends RDMA WRITEs of [off, off+len) of `mr` to raddr, at most 1 GiB each,
+// the last WITH IMMEDIATE when asked, then an optional control SEND. The last
+// work request completes the request (kOpDone); it is signalled every 16
+// requests, and flush() signals the last of each list, so each request's
+// completion is reported by the first signalled one at or after it (RC
+// completes in order). False when the list or the send queue is full.
+bool VerbsEndpoint::append(PostList& pl, const MemoryRegion* mr, uint64_t off, uint64_t len, uint64_t raddr,
+                           uint32_t rkey, bool with_imm, uint32_t imm, const Ctrl* then) noexcept {
+  const uint32_t n = chunks(len) + (then != nullptr ? 1 : 0);
+  if (pl.n + n > kBatch || sq_room() < pl.n + n) return false;
+  uint32_t k = pl.n;
+  for (uint64_t done = 0; k < pl.n + chunks(len); ++k) {
     uint64_t piece = std::min(kMaxChunk, len - done);
-    ibv_send_wr& w = wrs[k];
+    ibv_send_wr& w = pl.wrs[k];
     w = ibv_send_wr{};
     w.wr_id = wr_id(id_, kSqMark, sq_posted_ + k + 1);
     w.opcode = IBV_WR_RDMA_WRITE;
     w.wr.rdma.remote_addr = raddr + done;
     w.wr.rdma.rkey = rkey;
     if (piece > 0) {
-      sges[k] = {reinterpret_cast<uint64_t>(mr->addr()) + off + done, static_cast<uint32_t>(piece),
-                 static_cast<uint32_t>(mr->lkey())};
-      w.sg_list = &sges[k];
+      pl.sges[k] = {reinterpret_cast<uint64_t>(mr->addr()) + off + done, static_cast<uint32_t>(piece),
+                    static_cast<uint32_t>(mr->lkey())};
+      w.sg_list = &pl.sges[k];
       w.num_sge = 1;
       if (piece <= max_inline_) {
         w.send_flags |= IBV_SEND_INLINE;
@@ -208,46 +219,64 @@ bool VerbsEndpoint::post_chunks(const MemoryRegion* mr, uint64_t off, uint64_t l
       }
     }
     done += piece;
-    w.next = &wrs[k + 1];
   }
   if (with_imm) {
-    wrs[k - 1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wrs[k - 1].imm_data = htonl(imm);
+    pl.wrs[k - 1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    pl.wrs[k - 1].imm_data = htonl(imm);
   }
   if (then != nullptr) {
-    ibv_send_wr& w = wrs[k];
+    ibv_send_wr& w = pl.wrs[k];
     w = ibv_send_wr{};
     w.wr_id = wr_id(id_, kSqMark, sq_posted_ + k + 1);
     w.opcode = IBV_WR_SEND;
     if (max_inline_ >= sizeof(Ctrl)) {
-      sges[k] = {reinterpret_cast<uint64_t>(then), sizeof(Ctrl), 0};
+      pl.ctrls[k] = *then;
+      pl.sges[k] = {reinterpret_cast<uint64_t>(&pl.ctrls[k]), sizeof(Ctrl), 0};
       w.send_flags = IBV_SEND_INLINE;
     } else {
       Ctrl& slot = tx_slots_[(sq_posted_ + k) % tx_slots_.size()];
       slot = *then;
-      sges[k] = {reinterpret_cast<uint64_t>(&slot), sizeof(Ctrl), tx_mr_->lkey};
+      pl.sges[k] = {reinterpret_cast<uint64_t>(&slot), sizeof(Ctrl), tx_mr_->lkey};
     }
-    w.sg_list = &sges[k];
+    w.sg_list = &pl.sges[k];
     w.num_sge = 1;
     ++k;
   }
-  wrs[k - 1].next = nullptr;
-  wrs[k - 1].send_flags |= IBV_SEND_SIGNALED;
-  wrs[k - 1].wr_id = id;
+  ibv_send_wr& last = pl.wrs[k - 1];
+  last.wr_id = wr_id(id_, kOpDone, sq_posted_ + k);
+  unsignalled_ += n;
+  if (++ops_unsignalled_ >= 16 || unsignalled_ >= sq_depth_ / 4) {
+    last.send_flags |= IBV_SEND_SIGNALED;
+    ops_unsignalled_ = 0;
+    unsignalled_ = 0;
+  }
+  pl.n = k;
+  return true;
+}
+
+bool VerbsEndpoint::flush(PostList& pl) noexcept {
+  if (pl.n == 0) return true;
+  for (uint32_t k = 0; k + 1 < pl.n; ++k) pl.wrs[k].next = &pl.wrs[k + 1];
+  pl.wrs[pl.n - 1].next = nullptr;
+  pl.wrs[pl.n - 1].send_flags |= IBV_SEND_SIGNALED;
+  ops_unsignalled_ = 0;
+  unsignalled_ = 0;
   ibv_send_wr* bad = nullptr;
-  if (int e = ibv_post_send(qp_, wrs, &bad); e != 0) {
+  if (int e = ibv_post_send(qp_, pl.wrs, &bad); e != 0) {
     fail(Status::kLocalError, std::string("ibv_post_send: ") + std::strerror(e));
+    pl.n = 0;
     return false;
   }
-  sq_posted_ += k;
-  unsignalled_ = 0;
-  dev_->stats.wr_posted.add(k);
+  sq_posted_ += pl.n;
+  dev_->stats.wr_posted.add(pl.n);
+  pl.n = 0;
   return true;
 }
 
 // Each posted send, oldest first, takes the oldest advert with its tag and
-// is written straight into that receive buffer.
+// is written straight into that receive buffer; several per post list.
 bool VerbsEndpoint::match_sends() noexcept {
+  PostList pl;
   for (size_t i = 0; i < sends_n_ && !failed_;) {
     SendRequest& s = sends_[(sends_head_ + i) % sends_.size()];
     size_t k = 0;
@@ -259,11 +288,13 @@ bool VerbsEndpoint::match_sends() noexcept {
     const Advert a = adverts_[(adverts_head_ + k) % adverts_.size()];
     const uint64_t len = std::min<uint64_t>(s.length, a.len);  // the receiver reports truncation
     const uint32_t imm = (a.seq & ~kTruncBit) | (s.length > a.len ? kTruncBit : 0);
-    if (ops_n_ == ops_.size()) return false;
-    const uint64_t seq_after = sq_posted_ + chunks(len);
-    if (!post_chunks(s.region, s.offset, len, a.addr, a.rkey, true, imm, nullptr, wr_id(id_, kOpDone, seq_after)))
-      return false;  // no room: the order per tag holds, try again on the next poll
-    ops_[(ops_head_ + ops_n_++) % ops_.size()] = Op{s.context, len, s.tag, grex::Op::kSend, Status::kSuccess, seq_after};
+    if (ops_n_ == ops_.size()) break;
+    if (!append(pl, s.region, s.offset, len, a.addr, a.rkey, true, imm, nullptr)) {
+      if (pl.n == 0 || !flush(pl)) break;  // no send-queue room: the order per tag holds, retry on the next poll
+      continue;
+    }
+    ops_[(ops_head_ + ops_n_++) % ops_.size()] =
+        Op{s.context, len, s.tag, grex::Op::kSend, Status::kSuccess, sq_posted_ + pl.n};
     dev_->stats.sends.add();
     dev_->stats.bytes_sent.add(len);
     for (size_t j = k; j + 1 < adverts_n_; ++j)
@@ -273,28 +304,31 @@ bool VerbsEndpoint::match_sends() noexcept {
       sends_[(sends_head_ + j) % sends_.size()] = sends_[(sends_head_ + j + 1) % sends_.size()];
     --sends_n_;
   }
-  return true;
+  return flush(pl);
 }
 
 bool VerbsEndpoint::post_writes() noexcept {
+  PostList pl;
   while (writes_n_ > 0 && !failed_) {
     const WriteRequest& w = writes_[writes_head_];
-    if (ops_n_ == ops_.size()) return false;
+    if (ops_n_ == ops_.size()) break;
     Ctrl notice;
     notice.type = Ctrl::kWriteImm;
     notice.seq = w.imm;
     notice.len = w.length;
-    const uint64_t seq_after = sq_posted_ + chunks(w.length) + (w.with_imm ? 1 : 0);
-    if (!post_chunks(w.region, w.offset, w.length, w.remote.addr + w.remote_offset, static_cast<uint32_t>(w.remote.rkey),
-                     false, 0, w.with_imm ? &notice : nullptr, wr_id(id_, kOpDone, seq_after)))
-      return false;
-    ops_[(ops_head_ + ops_n_++) % ops_.size()] = Op{w.context, w.length, 0, grex::Op::kWrite, Status::kSuccess, seq_after};
+    if (!append(pl, w.region, w.offset, w.length, w.remote.addr + w.remote_offset, static_cast<uint32_t>(w.remote.rkey),
+                false, 0, w.with_imm ? &notice : nullptr)) {
+      if (pl.n == 0 || !flush(pl)) break;
+      continue;
+    }
+    ops_[(ops_head_ + ops_n_++) % ops_.size()] =
+        Op{w.context, w.length, 0, grex::Op::kWrite, Status::kSuccess, sq_posted_ + pl.n};
     dev_->stats.writes.add();
     dev_->stats.bytes_sent.add(w.length);
     writes_head_ = (writes_head_ + 1) % writes_.size();
     --writes_n_;
   }
-  return true;
+  return flush(pl);
 }
 
 void VerbsEndpoint::repost_recv(uint32_t slot) noexcept {
@@ -313,7 +347,6 @@ void VerbsEndpoint::repost_recv(uint32_t slot) noexcept {
 void VerbsEndpoint::complete(const Completion& c) noexcept { dev_->push_completion(c); }
 
 void VerbsEndpoint::on_send_wc(const ibv_wc& wc) noexcept {
-  const Kind kind = wr_kind(wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
     if (failed_) return;  // flushed after the first error
     dev_->stats.wc_errors.add();
@@ -341,7 +374,6 @@ void VerbsEndpoint::on_send_wc(const ibv_wc& wc) noexcept {
     return;
   }
   sq_done_ = std::max<uint64_t>(sq_done_, wr_value(wc.wr_id));  // in order: everything before it is done too
-  if (kind != kOpDone) return;
   while (ops_n_ > 0 && ops_[ops_head_].sq_seq <= sq_done_) {
     Op& o = ops_[ops_head_];
     complete(Completion{o.context, o.bytes, o.op == grex::Op::kSend ? o.tag : 0, peer_, 0, o.op, o.status});
@@ -438,11 +470,14 @@ void VerbsEndpoint::fail(Status why, const std::string& reason) noexcept {
 }
 
 size_t VerbsDevice::poll(std::span<Completion> out) noexcept {
+  // Disconnects and async events, every few milliseconds: one poll(2) on
+  // both channels, and the reads only when something is there.
   if ((++polls_ & 127) == 0) {
     uint64_t t = now_ns();
-    if (t - events_ns_ > 1'000'000) {
-      poll_events();
+    if (t - events_ns_ > 5'000'000) {
       events_ns_ = t;
+      pollfd fds[2] = {{ec_->fd, POLLIN, 0}, {ctx_->async_fd, POLLIN, 0}};
+      if (::poll(fds, 2, 0) > 0) poll_events();
     }
   }
   // Process at most what the completion ring can still hold (each work

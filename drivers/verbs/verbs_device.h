@@ -123,8 +123,10 @@ class VerbsEndpoint final : public Endpoint {
   bool has_work() const noexcept {
     return !failed_ && ((sends_n_ > 0 && adverts_n_ > 0) || writes_n_ > 0 || advertised_ != recv_next_);
   }
-  bool post_chunks(const MemoryRegion* mr, uint64_t off, uint64_t len, uint64_t raddr, uint32_t rkey,
-                   bool with_imm, uint32_t imm, const Ctrl* then, uint64_t wr_id) noexcept;
+  struct PostList;
+  bool append(PostList& pl, const MemoryRegion* mr, uint64_t off, uint64_t len, uint64_t raddr, uint32_t rkey,
+              bool with_imm, uint32_t imm, const Ctrl* then) noexcept;
+  bool flush(PostList& pl) noexcept;
   uint32_t sq_room() const noexcept { return sq_depth_ - static_cast<uint32_t>(sq_posted_ - sq_done_); }
   void on_send_wc(const ibv_wc& wc) noexcept;
   void on_recv_wc(const ibv_wc& wc, const Ctrl* c) noexcept;
@@ -143,7 +145,7 @@ class VerbsEndpoint final : public Endpoint {
   uint32_t sq_depth_ = 0, rq_depth_ = 0, max_inline_ = 0;
   std::vector<Ctrl> tx_slots_;  // control messages when the QP cannot send them inline
   ibv_mr* tx_mr_ = nullptr;
-  uint64_t sq_posted_ = 0, sq_done_ = 0, unsignalled_ = 0;
+  uint64_t sq_posted_ = 0, sq_done_ = 0, unsignalled_ = 0, ops_unsignalled_ = 0;
   // receive side
   std::vector<Recv> recvs_;  // ring by sequence (power-of-two size)
   uint32_t recv_head_ = 0, recv_next_ = 0, advertised_ = 0;
