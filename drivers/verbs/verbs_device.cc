@@ -106,6 +106,19 @@ Result<std::unique_ptr<MemoryRegion>> VerbsDevice::do_register(void* addr, size_
   return std::unique_ptr<MemoryRegion>(new VerbsRegion(mr, addr, length, domain));
 }
 
+Result<std::unique_ptr<MemoryRegion>> VerbsDevice::register_dmabuf(int fd, uint64_t offset, size_t len, void* va,
+                                                                    MemoryDomain domain) {
+  if (!dmabuf_)
+    return Error(Errc::kNotSupported, name() + " cannot register dma-buf memory (ibv_reg_dmabuf_mr: EOPNOTSUPP)")
+        .device(name())
+        .hint("a NIC and kernel with dma-buf support (mlx5, kernel >= 5.12), or nvidia_peermem");
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, offset, len, reinterpret_cast<uint64_t>(va), fd, access);
+  if (mr == nullptr)
+    return Error::from_errno("ibv_reg_dmabuf_mr of " + std::to_string(len) + " bytes", errno).device(name());
+  return std::unique_ptr<MemoryRegion>(new VerbsRegion(mr, va, len, domain));
+}
+
 // The probe NCCL uses: register an invalid dma-buf fd. EOPNOTSUPP or
 // EPROTONOSUPPORT means the stack cannot do dma-buf at all; anything else
 // (EBADF) means it could with a real fd.

@@ -186,6 +186,12 @@ class VerbsDevice final : public Device {
   void push_completion(const Completion& c) noexcept;
   void forget(VerbsEndpoint* ep) noexcept;
   std::string name() const { return caps_.device_name; }
+  /// Registers `len` bytes of a dma-buf (e.g. GPU memory CUDA exported with
+  /// cuMemGetHandleForAddressRange) that the process sees at `va`, through
+  /// ibv_reg_dmabuf_mr. kNotSupported when the probe found no dma-buf support.
+  Result<std::unique_ptr<MemoryRegion>> register_dmabuf(int fd, uint64_t offset, size_t len, void* va,
+                                                        MemoryDomain domain);
+  bool dmabuf_supported() const noexcept { return dmabuf_; }
 
   struct Stats {
     Counter wr_posted, wc_polled, sends, recvs, writes, remote_writes, bytes_sent, bytes_received, adverts,
