@@ -183,9 +183,9 @@ bool VerbsEndpoint::post_adverts() noexcept {
 // Work requests gathered for one ibv_post_send. Control messages sent inline
 // live here until the post (the NIC copies them then).
 struct VerbsEndpoint::PostList {
-  ibv_send_wr wrs[kBatch];
+  ibv_send_wr wrs[kBatch];  // filled as appended: nothing to zero up front
   ibv_sge sges[kBatch];
-  Ctrl ctrls[kBatch];
+  Ctrl* ctrls;              // the endpoint's inline control storage
   uint32_t n = 0;
 };
 
@@ -276,7 +276,9 @@ bool VerbsEndpoint::flush(PostList& pl) noexcept {
 // Each posted send, oldest first, takes the oldest advert with its tag and
 // is written straight into that receive buffer; several per post list.
 bool VerbsEndpoint::match_sends() noexcept {
+  if (sends_n_ == 0 || adverts_n_ == 0) return true;
   PostList pl;
+  pl.ctrls = post_ctrls_;
   for (size_t i = 0; i < sends_n_ && !failed_;) {
     SendRequest& s = sends_[(sends_head_ + i) % sends_.size()];
     size_t k = 0;
@@ -308,7 +310,9 @@ bool VerbsEndpoint::match_sends() noexcept {
 }
 
 bool VerbsEndpoint::post_writes() noexcept {
+  if (writes_n_ == 0) return true;
   PostList pl;
+  pl.ctrls = post_ctrls_;
   while (writes_n_ > 0 && !failed_) {
     const WriteRequest& w = writes_[writes_head_];
     if (ops_n_ == ops_.size()) break;

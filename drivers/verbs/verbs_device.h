@@ -143,6 +143,7 @@ class VerbsEndpoint final : public Endpoint {
   std::string peer_ip_;
   uint32_t path_mtu_ = 0;
   uint32_t sq_depth_ = 0, rq_depth_ = 0, max_inline_ = 0;
+  Ctrl post_ctrls_[32];         // inline control messages of the post list being built
   std::vector<Ctrl> tx_slots_;  // control messages when the QP cannot send them inline
   ibv_mr* tx_mr_ = nullptr;
   uint64_t sq_posted_ = 0, sq_done_ = 0, unsignalled_ = 0, ops_unsignalled_ = 0;
