@@ -487,9 +487,12 @@ size_t VerbsDevice::poll(std::span<Completion> out) noexcept {
   // Process at most what the completion ring can still hold (each work
   // completion makes at most one Completion).
   size_t room = done_.size() - done_n_;
+  bool cq_empty = false;
   if (room > 0) {
     ibv_wc wcs[32];
-    int n = ibv_poll_cq(cq_, static_cast<int>(std::min<size_t>(32, room)), wcs);
+    const int want = static_cast<int>(std::min<size_t>(32, room));
+    int n = ibv_poll_cq(cq_, want, wcs);
+    cq_empty = n < want;
     if (n > 0) stats.wc_polled.add(static_cast<uint64_t>(n));
     for (int i = 0; i < n; ++i) {
       const ibv_wc& wc = wcs[i];
@@ -523,8 +526,12 @@ size_t VerbsDevice::poll(std::span<Completion> out) noexcept {
       }
     }
   }
-  for (VerbsEndpoint* ep : eps_)
-    if (ep != nullptr && ep->has_work()) ep->progress();
+  for (VerbsEndpoint* ep : eps_) {
+    if (ep == nullptr) continue;
+    if (ep->disconnected_ && cq_empty && !ep->failed_)
+      ep->fail(Status::kPeerGone, "the connection was closed (the peer exited or died)");
+    if (ep->has_work()) ep->progress();
+  }
   size_t k = 0;
   while (k < out.size() && done_n_ > 0) {
     out[k++] = done_[done_head_];

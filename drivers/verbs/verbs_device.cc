@@ -460,7 +460,9 @@ void VerbsDevice::handle_stray(rdma_cm_event* ev) noexcept {
   if (ep == nullptr) return;
   switch (type) {
     case RDMA_CM_EVENT_DISCONNECTED:
-      ep->fail(Status::kPeerGone, "the connection was closed (the peer exited or died)");
+      // Not yet: what the peer sent before it closed is already in our CQ.
+      // poll() fails the endpoint once it has drained the CQ.
+      ep->disconnected_ = true;
       break;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
       ep->fail(Status::kLocalError, "the RDMA device was removed");

@@ -139,6 +139,7 @@ class VerbsEndpoint final : public Endpoint {
   ibv_qp* qp_ = nullptr;
   bool failed_ = false;
   bool connected_ = false;
+  bool disconnected_ = false;  // the CM reported a disconnect; failed after the CQ is drained
   int abort_culprit_ = -1;
   std::string peer_ip_;
   uint32_t path_mtu_ = 0;
