@@ -120,8 +120,10 @@ Result<std::unique_ptr<Endpoint>> ShmDevice::connect(int peer, std::string_view 
     auto s = Segment::create(name, slots_, slot_bytes_);
     if (!s) return std::move(s).error().rank(opts_.rank).peer(peer).device("shm");
     seg = std::move(*s);
-    seg.header()->pid[0] = ::getpid();
+    // The probe address first, then the pid with release: the opener waits
+    // for the pid and may then read the address (it used to race the create).
     seg.header()->probe_addr[0] = reinterpret_cast<uint64_t>(&probe_word_);
+    __atomic_store_n(&seg.header()->pid[0], ::getpid(), __ATOMIC_RELEASE);
     while (seg.header()->attached.load(std::memory_order_acquire) == 0) {
       if (deadline.expired()) {
         ::shm_unlink(name.c_str());
@@ -135,6 +137,11 @@ Result<std::unique_ptr<Endpoint>> ShmDevice::connect(int peer, std::string_view 
     auto s = Segment::open(name, opts_.connect_timeout_ms);
     if (!s) return std::move(s).error().rank(opts_.rank).peer(peer).device("shm");
     seg = std::move(*s);
+    while (__atomic_load_n(&seg.header()->pid[0], __ATOMIC_ACQUIRE) == 0) {
+      if (deadline.expired())
+        return err(Errc::kTimeout, "rank " + std::to_string(peer) + " created " + name + " but never published it");
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
     seg.header()->pid[1] = ::getpid();
     seg.header()->probe_addr[1] = reinterpret_cast<uint64_t>(&probe_word_);
     seg.header()->attached.store(1, std::memory_order_release);
