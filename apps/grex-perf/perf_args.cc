@@ -271,6 +271,8 @@ std::string_view type_label(DataType t) noexcept {
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
     case DataType::kUint8: return "uint8";
+    case DataType::kFloat16: return "half";
+    case DataType::kBFloat16: return "bfloat16";
   }
   return "?";
 }

@@ -4,11 +4,17 @@
 
 #include <grex/communicator.h>
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
+#include "collectives/cost_model.h"
 #include "collectives/engine.h"
 
 namespace grex {
@@ -28,7 +34,36 @@ struct Communicator::Impl {
   size_t scratch_bytes = 0;
   MemoryRegion* staging = nullptr;   // send-side staging ring (allocate()), shm only
   size_t staging_bytes = 0;
+  MemoryRegion* work = nullptr;      // whole-vector temporary (allocate())
+  size_t work_bytes = 0;
   std::map<void*, MemoryRegion*> user_allocs;  // alloc() results
+  detail::CostModel cost;                    // picks the allreduce algorithm
+  std::optional<detail::Algo> forced_algo;   // GREX_ALGO
+
+  // Collectives run one at a time, in issue order: inline on the caller's
+  // thread when nothing is queued, else on the worker thread (work.cc).
+  struct Job {
+    std::function<Result<void>()> fn;
+    std::shared_ptr<Work::State> state;
+  };
+  std::mutex q_mu;
+  std::condition_variable q_cv;
+  std::deque<Job> queue;
+  bool running = false;  // a collective is using the device
+  bool stopping = false;
+  std::thread worker;
+  /// Runs fn now (or after what is queued) and returns its result.
+  Result<void> run(std::function<Result<void>()> fn);
+  /// Queues fn; the Work reports its result.
+  WorkPtr submit(std::function<Result<void>()> fn);
+  void worker_loop();
+  void stop_worker();
+  /// Measures alpha, beta (ping-pong with a neighbour) and gamma (a local
+  /// reduction); every rank ends with the slowest pair's values.
+  Result<void> calibrate();
+  detail::Algo allreduce_algo(size_t bytes) const noexcept {
+    return forced_algo ? *forced_algo : cost.choose_allreduce(size, bytes);
+  }
   /// Registrations of user buffers kept across calls (least recently used
   /// goes first): registering on every call costs page faults and syscalls.
   struct CachedRegistration {
@@ -61,6 +96,8 @@ struct Communicator::Impl {
   }
   /// Makes sure the staging ring holds at least `bytes`.
   Result<void> ensure_staging(size_t bytes);
+  /// Makes sure the work buffer holds at least `bytes`.
+  Result<void> ensure_work(size_t bytes);
   /// Fails fast if an earlier error broke the communicator.
   Result<void> check_usable(const char* what) const;
   /// Argument checks shared by send and recv.
@@ -68,9 +105,17 @@ struct Communicator::Impl {
   /// Records a collective's outcome (marks the communicator broken on error).
   Result<void> finish(Result<void> r, const char* what);
 
-  // Algorithms (one file each).
+  // Algorithms (ring_allreduce.cc, tree_broadcast.cc, algorithms.cc).
   Result<void> ring_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  /// Recursive doubling (halving = false) or Rabenseifner (halving = true).
+  Result<void> allreduce_recursive(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                                   bool halving);
+  Result<void> allreduce_tree(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
   Result<void> tree_broadcast(void* buf, size_t bytes, int root);
+  Result<void> tree_reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op, int root);
+  Result<void> ring_reduce_scatter(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  Result<void> ring_allgather(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  Result<void> pairwise_alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type);
   Result<void> dissemination_barrier();
 };
 

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "collectives/comm_impl.h"
@@ -52,6 +53,12 @@ Result<void> apply_env(CommOptions* o) {
   if (o->stage_sends != "auto" && o->stage_sends != "always" && o->stage_sends != "never")
     return Error(Errc::kInvalidArgument, "stage mode '" + o->stage_sends + "' is not one of auto, always, never")
         .hint("GREX_STAGE_SENDS=auto|always|never");
+  GREX_TRY(config::env_string("GREX_ALGO", &o->algo));
+  GREX_TRY(config::env_string("GREX_COST", &o->cost));
+  if (o->algo != "auto" && !detail::parse_algo(o->algo))
+    return Error(Errc::kInvalidArgument, "allreduce algorithm '" + o->algo + "' is unknown")
+        .hint("GREX_ALGO=auto|ring|rabenseifner|recursive_doubling|tree");
+  if (o->cost != "measure") GREX_TRY(detail::CostModel::parse(o->cost));
   if (o->progress != "auto" && o->progress != "spin" && o->progress != "adaptive")
     return Error(Errc::kInvalidArgument, "progress mode '" + o->progress + "' is not one of auto, spin, adaptive")
         .hint("GREX_PROGRESS=auto|spin|adaptive");
@@ -67,6 +74,8 @@ size_t dtype_size(DataType t) noexcept {
     case DataType::kInt32: return 4;
     case DataType::kInt64: return 8;
     case DataType::kUint8: return 1;
+    case DataType::kFloat16: return 2;
+    case DataType::kBFloat16: return 2;
   }
   return 0;
 }
@@ -78,6 +87,8 @@ std::string_view dtype_name(DataType t) noexcept {
     case DataType::kInt32: return "i32";
     case DataType::kInt64: return "i64";
     case DataType::kUint8: return "u8";
+    case DataType::kFloat16: return "f16";
+    case DataType::kBFloat16: return "bf16";
   }
   return "?";
 }
@@ -97,11 +108,13 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 Communicator::~Communicator() {
   if (!impl_) return;
+  impl_->stop_worker();
   for (auto& c : impl_->reg_cache) (void)impl_->device->deregister_memory(c.mr);
   impl_->reg_cache.clear();
   for (auto& [p, mr] : impl_->user_allocs) (void)impl_->device->free(mr);
   if (impl_->scratch != nullptr) (void)impl_->device->free(impl_->scratch);
   if (impl_->staging != nullptr) (void)impl_->device->free(impl_->staging);
+  if (impl_->work != nullptr) (void)impl_->device->free(impl_->work);
   impl_->endpoints.clear();
 }
 
@@ -153,9 +166,72 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   bool adaptive = c.opts.progress == "adaptive" || (c.opts.progress == "auto" && local > cores);
   c.engine->set_adaptive(adaptive);
+  if (c.opts.algo != "auto") c.forced_algo = detail::parse_algo(c.opts.algo);
+  if (c.opts.cost != "measure") {
+    c.cost = GREX_TRY(detail::CostModel::parse(c.opts.cost));
+  } else if (c.size > 1) {
+    GREX_TRY_CTX(c.calibrate(), "communicator setup (cost-model calibration)");
+  }
+  GREX_INFO(kSubsys, "cost model: GREX_COST=%s (alpha us, beta GB/s, gamma GB/s); allreduce: %s", c.cost.describe().c_str(),
+            c.forced_algo ? detail::algo_name(*c.forced_algo) : "chosen per size");
   GREX_DEBUG(kSubsys, "%d local ranks on %d cores: %s progress", local, cores, adaptive ? "adaptive" : "spin");
   GREX_INFO(kSubsys, "communicator '%s' ready: %d ranks over %s", prefix.c_str(), c.size, c.opts.backend.c_str());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+// Ping-pong with a neighbour (pairs 0-1, 2-3, ...): alpha from empty
+// messages, beta from 1 MiB ones; gamma from reducing 1 MiB of f32 here.
+// Every rank takes the slowest values any rank saw, so all choose alike.
+Result<void> Communicator::Impl::calibrate() {
+  constexpr size_t kBig = size_t{1} << 20;
+  GREX_TRY(ensure_work(2 * kBig));
+  double alpha = 0, beta = 0, gamma = 0;
+  const int partner = rank % 2 == 0 ? rank + 1 : rank - 1;
+  if (partner < size) {
+    // Tags of their own (bit 62; collectives use bit 63, user messages 32
+    // bits): an unpaired rank must not fall behind in the collective sequence.
+    uint64_t round = 0;
+    auto one_way_s = [&](size_t bytes, int iters) -> Result<double> {
+      const uint64_t tag = (1ull << 62) | (++round << 32);
+      Deadline dl = deadline();
+      uint64_t t0 = 0;
+      for (int i = -2; i < iters; ++i) {  // two untimed rounds first
+        if (i == 0) t0 = now_ns();
+        uint64_t t = tag | static_cast<uint64_t>(i + 2);
+        if (rank < partner) {
+          GREX_TRY(engine->wait(GREX_TRY(engine->send(partner, work, 0, bytes, t)), dl, "calibration"));
+          GREX_TRY(engine->wait(GREX_TRY(engine->recv(partner, work, kBig, bytes, t)), dl, "calibration"));
+        } else {
+          GREX_TRY(engine->wait(GREX_TRY(engine->recv(partner, work, kBig, bytes, t)), dl, "calibration"));
+          GREX_TRY(engine->wait(GREX_TRY(engine->send(partner, work, 0, bytes, t)), dl, "calibration"));
+        }
+      }
+      return static_cast<double>(now_ns() - t0) / 1e9 / (2.0 * iters);
+    };
+    alpha = GREX_TRY(one_way_s(0, 16));
+    double big = GREX_TRY(one_way_s(kBig, 4));
+    beta = std::max(1e-13, (big - alpha) / static_cast<double>(kBig));
+  }
+  auto* f = static_cast<float*>(work->addr());
+  detail::reduce(f, f, f + kBig / 8, kBig / 8, DataType::kFloat32, ReduceOp::kSum);  // warm
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < 4; ++i) detail::reduce(f, f, f + kBig / 8, kBig / 8, DataType::kFloat32, ReduceOp::kSum);
+  gamma = std::max(1e-13, static_cast<double>(now_ns() - t0) / 1e9 / (4.0 * kBig / 2));
+  char mine[96];
+  std::snprintf(mine, sizeof mine, "%a %a %a", alpha, beta, gamma);
+  auto all = GREX_TRY(bootstrap->all_gather(opts.name + "/cost", mine));
+  detail::CostModel m;
+  m.alpha_s = m.beta_s_per_byte = m.gamma_s_per_byte = 0;
+  for (const auto& v : all) {
+    double a = 0, b = 0, g = 0;
+    if (std::sscanf(v.c_str(), "%la %la %la", &a, &b, &g) != 3)
+      return Error(Errc::kProtocol, "calibration: bad record '" + v + "'").rank(rank);
+    m.alpha_s = std::max(m.alpha_s, a);
+    m.beta_s_per_byte = std::max(m.beta_s_per_byte, b);
+    m.gamma_s_per_byte = std::max(m.gamma_s_per_byte, g);
+  }
+  cost = m;
+  return ok();
 }
 
 int Communicator::rank() const noexcept { return impl_->rank; }
@@ -274,76 +350,222 @@ Result<void> Communicator::Impl::check_p2p(const char* what, const void* buf, si
 
 Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_t tag) {
   Impl& c = *impl_;
-  GREX_TRY(c.check_p2p("send", buf, bytes, peer));
-  ScopedRegistration reg(c);
-  GREX_TRY(reg.acquire(buf, bytes));
-  auto run = [&]() -> Result<void> {
-    if (c.p2p_chunked(bytes)) {
-      bool stage = c.should_stage(reg.get(), bytes);
-      if (stage) GREX_TRY(c.ensure_staging(c.opts.chunk_bytes * detail::kStreamWindow));
-      detail::StreamSide snd{peer, reg.get(), reg.offset(buf), bytes, stage};
-      return detail::stream(c, snd, detail::StreamSide{}, c.opts.chunk_bytes, tag,
-                            [](size_t, const uint8_t*, uint64_t, uint64_t) {});
-    }
-    auto id = GREX_TRY(c.engine->send(peer, reg.get(), reg.offset(buf), bytes, tag));
-    return c.engine->wait(id, c.deadline(), "send");
-  };
-  return c.finish(run(), "send");
+  return c.run([&]() -> Result<void> {
+    GREX_TRY(c.check_p2p("send", buf, bytes, peer));
+    ScopedRegistration reg(c);
+    GREX_TRY(reg.acquire(buf, bytes));
+    auto go = [&]() -> Result<void> {
+      if (c.p2p_chunked(bytes)) {
+        bool stage = c.should_stage(reg.get(), bytes);
+        if (stage) GREX_TRY(c.ensure_staging(c.opts.chunk_bytes * detail::kStreamWindow));
+        detail::StreamSide snd{peer, reg.get(), reg.offset(buf), bytes, stage};
+        return detail::stream(c, snd, detail::StreamSide{}, c.opts.chunk_bytes, tag,
+                              [](size_t, const uint8_t*, uint64_t, uint64_t) {});
+      }
+      auto id = GREX_TRY(c.engine->send(peer, reg.get(), reg.offset(buf), bytes, tag));
+      return c.engine->wait(id, c.deadline(), "send");
+    };
+    return c.finish(go(), "send");
+  });
 }
 
 Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag) {
   Impl& c = *impl_;
-  GREX_TRY(c.check_p2p("recv", buf, bytes, peer));
-  ScopedRegistration reg(c);
-  GREX_TRY(reg.acquire(buf, bytes));
-  auto run = [&]() -> Result<void> {
-    if (c.p2p_chunked(bytes)) {
-      detail::StreamSide rcv{peer, reg.get(), reg.offset(buf), bytes};
-      return detail::stream(c, detail::StreamSide{}, rcv, c.opts.chunk_bytes, tag,
-                            [](size_t, const uint8_t*, uint64_t, uint64_t) {});
+  return c.run([&]() -> Result<void> {
+    GREX_TRY(c.check_p2p("recv", buf, bytes, peer));
+    ScopedRegistration reg(c);
+    GREX_TRY(reg.acquire(buf, bytes));
+    auto go = [&]() -> Result<void> {
+      if (c.p2p_chunked(bytes)) {
+        detail::StreamSide rcv{peer, reg.get(), reg.offset(buf), bytes};
+        return detail::stream(c, detail::StreamSide{}, rcv, c.opts.chunk_bytes, tag,
+                              [](size_t, const uint8_t*, uint64_t, uint64_t) {});
+      }
+      auto id = GREX_TRY(c.engine->recv(peer, reg.get(), reg.offset(buf), bytes, tag));
+      GREX_TRY(c.engine->wait(id, c.deadline(), "recv"));
+      if (c.engine->bytes(id) != bytes)
+        return Error(Errc::kMismatch, "expected " + std::to_string(bytes) + " bytes, got " +
+                                          std::to_string(c.engine->bytes(id)))
+            .rank(c.rank)
+            .peer(peer);
+      return ok();
+    };
+    return c.finish(go(), "recv");
+  });
+}
+
+// Each collective: argument checks on the caller's thread, then a job that
+// runs inline or on the worker (work.cc); the job checks that no earlier
+// collective broke the communicator.
+namespace {
+
+using Job = std::function<Result<void>()>;
+
+Result<void> check_root(int rank, int size, const char* what, int root) {
+  if (root < 0 || root >= size)
+    return bad_arg(rank, what, "root " + std::to_string(root) + " is outside 0.." + std::to_string(size - 1));
+  return ok();
+}
+
+Result<void> check_bufs(int rank, const char* what, size_t bytes, const void* a, const void* b) {
+  if (bytes > 0 && (a == nullptr || b == nullptr)) return bad_arg(rank, what, "null buffer");
+  return ok();
+}
+
+}  // namespace
+
+static Result<Job> barrier_job(Communicator::Impl& c) {
+  return Job([&c]() -> Result<void> {
+    GREX_TRY(c.check_usable("barrier"));
+    if (c.size == 1) return ok();
+    return c.finish(c.dissemination_barrier(), "barrier");
+  });
+}
+
+static Result<Job> broadcast_job(Communicator::Impl& c, void* buf, size_t count, DataType type, int root) {
+  GREX_TRY(check_root(c.rank, c.size, "broadcast", root));
+  size_t bytes = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "broadcast", bytes, buf, buf));
+  return Job([&c, buf, bytes, root]() -> Result<void> {
+    GREX_TRY(c.check_usable("broadcast"));
+    if (c.size == 1 || bytes == 0) return ok();
+    return c.finish(c.tree_broadcast(buf, bytes, root), "broadcast");
+  });
+}
+
+static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType type, ReduceOp op) {
+  size_t bytes = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "allreduce", bytes, sendbuf, recvbuf));
+  return Job([&c, sendbuf, recvbuf, count, type, op, bytes]() -> Result<void> {
+    GREX_TRY(c.check_usable("allreduce"));
+    if (bytes == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
+      return ok();
     }
-    auto id = GREX_TRY(c.engine->recv(peer, reg.get(), reg.offset(buf), bytes, tag));
-    GREX_TRY(c.engine->wait(id, c.deadline(), "recv"));
-    if (c.engine->bytes(id) != bytes)
-      return Error(Errc::kMismatch, "expected " + std::to_string(bytes) + " bytes, got " +
-                                        std::to_string(c.engine->bytes(id)))
-          .rank(c.rank)
-          .peer(peer);
+    switch (c.allreduce_algo(bytes)) {
+      case detail::Algo::kRing:
+        return c.finish(c.ring_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
+      case detail::Algo::kRabenseifner:
+        return c.finish(c.allreduce_recursive(sendbuf, recvbuf, count, type, op, true), "allreduce");
+      case detail::Algo::kRecursiveDoubling:
+        return c.finish(c.allreduce_recursive(sendbuf, recvbuf, count, type, op, false), "allreduce");
+      case detail::Algo::kTree:
+        return c.finish(c.allreduce_tree(sendbuf, recvbuf, count, type, op), "allreduce");
+    }
     return ok();
-  };
-  return c.finish(run(), "recv");
+  });
 }
 
-Result<void> Communicator::barrier() {
-  Impl& c = *impl_;
-  GREX_TRY(c.check_usable("barrier"));
-  if (c.size == 1) return ok();
-  return c.finish(c.dissemination_barrier(), "barrier");
+static Result<Job> reduce_scatter_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                      DataType type, ReduceOp op) {
+  size_t block = recvcount * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "reduce_scatter", block, sendbuf, recvbuf));
+  return Job([&c, sendbuf, recvbuf, recvcount, type, op, block]() -> Result<void> {
+    GREX_TRY(c.check_usable("reduce_scatter"));
+    if (block == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
+      return ok();
+    }
+    return c.finish(c.ring_reduce_scatter(sendbuf, recvbuf, recvcount, type, op), "reduce_scatter");
+  });
 }
 
+static Result<Job> allgather_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType type) {
+  size_t block = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "allgather", block, sendbuf, recvbuf));
+  return Job([&c, sendbuf, recvbuf, count, type, block]() -> Result<void> {
+    GREX_TRY(c.check_usable("allgather"));
+    if (block == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
+      return ok();
+    }
+    return c.finish(c.ring_allgather(sendbuf, recvbuf, count, type), "allgather");
+  });
+}
+
+static Result<Job> reduce_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                              ReduceOp op, int root) {
+  GREX_TRY(check_root(c.rank, c.size, "reduce", root));
+  size_t bytes = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "reduce", bytes, sendbuf, c.rank == root ? recvbuf : sendbuf));
+  return Job([&c, sendbuf, recvbuf, count, type, op, root, bytes]() -> Result<void> {
+    GREX_TRY(c.check_usable("reduce"));
+    if (bytes == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
+      return ok();
+    }
+    return c.finish(c.tree_reduce(sendbuf, recvbuf, count, type, op, root), "reduce");
+  });
+}
+
+static Result<Job> alltoall_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
+                                DataType type) {
+  size_t block = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "alltoall", block, sendbuf, recvbuf));
+  return Job([&c, sendbuf, recvbuf, count, type, block]() -> Result<void> {
+    GREX_TRY(c.check_usable("alltoall"));
+    if (block == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
+      return ok();
+    }
+    return c.finish(c.pairwise_alltoall(sendbuf, recvbuf, count, type), "alltoall");
+  });
+}
+
+Result<void> Communicator::barrier() { return impl_->run(GREX_TRY(barrier_job(*impl_))); }
 Result<void> Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
-  Impl& c = *impl_;
-  GREX_TRY(c.check_usable("broadcast"));
-  if (root < 0 || root >= c.size)
-    return bad_arg(c.rank, "broadcast", "root " + std::to_string(root) + " is outside 0.." +
-                                            std::to_string(c.size - 1));
-  size_t bytes = count * dtype_size(type);
-  if (buf == nullptr && bytes > 0) return bad_arg(c.rank, "broadcast", "null buffer");
-  if (c.size == 1 || bytes == 0) return ok();
-  return c.finish(c.tree_broadcast(buf, bytes, root), "broadcast");
+  return impl_->run(GREX_TRY(broadcast_job(*impl_, buf, count, type, root)));
+}
+Result<void> Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op) {
+  return impl_->run(GREX_TRY(allreduce_job(*impl_, sendbuf, recvbuf, count, type, op)));
+}
+Result<void> Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
+                                          ReduceOp op) {
+  return impl_->run(GREX_TRY(reduce_scatter_job(*impl_, sendbuf, recvbuf, recvcount, type, op)));
+}
+Result<void> Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
+  return impl_->run(GREX_TRY(allgather_job(*impl_, sendbuf, recvbuf, count, type)));
+}
+Result<void> Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                                  int root) {
+  return impl_->run(GREX_TRY(reduce_job(*impl_, sendbuf, recvbuf, count, type, op, root)));
+}
+Result<void> Communicator::alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
+  return impl_->run(GREX_TRY(alltoall_job(*impl_, sendbuf, recvbuf, count, type)));
 }
 
-Result<void> Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op) {
-  Impl& c = *impl_;
-  GREX_TRY(c.check_usable("allreduce"));
-  size_t bytes = count * dtype_size(type);
-  if (bytes > 0 && (sendbuf == nullptr || recvbuf == nullptr)) return bad_arg(c.rank, "allreduce", "null buffer");
-  if (bytes == 0) return ok();
-  if (c.size == 1) {
-    if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
-    return ok();
-  }
-  return c.finish(c.ring_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
+Result<WorkPtr> Communicator::barrier_async() { return impl_->submit(GREX_TRY(barrier_job(*impl_))); }
+Result<WorkPtr> Communicator::broadcast_async(void* buf, size_t count, DataType type, int root) {
+  return impl_->submit(GREX_TRY(broadcast_job(*impl_, buf, count, type, root)));
+}
+Result<WorkPtr> Communicator::allreduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                              ReduceOp op) {
+  return impl_->submit(GREX_TRY(allreduce_job(*impl_, sendbuf, recvbuf, count, type, op)));
+}
+Result<WorkPtr> Communicator::reduce_scatter_async(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                                   DataType type, ReduceOp op) {
+  return impl_->submit(GREX_TRY(reduce_scatter_job(*impl_, sendbuf, recvbuf, recvcount, type, op)));
+}
+Result<WorkPtr> Communicator::allgather_async(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
+  return impl_->submit(GREX_TRY(allgather_job(*impl_, sendbuf, recvbuf, count, type)));
+}
+Result<WorkPtr> Communicator::reduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                           ReduceOp op, int root) {
+  return impl_->submit(GREX_TRY(reduce_job(*impl_, sendbuf, recvbuf, count, type, op, root)));
+}
+Result<WorkPtr> Communicator::alltoall_async(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
+  return impl_->submit(GREX_TRY(alltoall_job(*impl_, sendbuf, recvbuf, count, type)));
+}
+
+std::string Communicator::allreduce_algorithm(size_t bytes) const {
+  return detail::algo_name(impl_->allreduce_algo(bytes));
 }
 
 Result<void*> Communicator::alloc(size_t bytes) {

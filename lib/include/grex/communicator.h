@@ -28,13 +28,15 @@ enum class DataType : uint8_t {
   kInt32 = 2,
   kInt64 = 3,
   kUint8 = 4,
+  kFloat16 = 5,   ///< IEEE 754 binary16; reduced in f32, rounded to nearest even
+  kBFloat16 = 6,  ///< bfloat16 (the top half of an f32); reduced in f32, rounded to nearest even
 };
 /// Reduction operators. kAvg divides the sum by the group size.
 enum class ReduceOp : uint8_t { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 4 };
 
 /// Bytes per element.
 size_t dtype_size(DataType t) noexcept;
-/// "f32", "f64", "i32", "i64", "u8".
+/// "f32", "f64", "i32", "i64", "u8", "f16", "bf16".
 std::string_view dtype_name(DataType t) noexcept;
 /// "sum", "prod", "min", "max", "avg".
 std::string_view reduce_op_name(ReduceOp op) noexcept;
@@ -61,7 +63,34 @@ struct CommOptions {
   DeviceOptions device;
   /// Store key prefix, unique per communicator of a job [GREX_COMM_NAME].
   std::string name = "grex";
+  /// Allreduce algorithm: "auto" (the cost model picks per call), "ring",
+  /// "rabenseifner", "recursive_doubling" or "tree" [GREX_ALGO].
+  std::string algo = "auto";
+  /// Cost-model constants: "measure" (a short calibration at creation; the
+  /// values are logged in this same format so a job can pin them), or
+  /// "ALPHA_US,BETA_GBPS,GAMMA_GBPS" [GREX_COST].
+  std::string cost = "measure";
 };
+
+/// A collective issued with one of the *_async calls. Collectives run one at a
+/// time in issue order (blocking calls too); the caller's thread is free
+/// meanwhile, as DDP needs while backward runs. The buffers belong to the
+/// collective until it finished.
+class Work {
+ public:
+  struct State;
+  explicit Work(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  /// Blocks until the collective finished; its outcome.
+  Result<void> wait();
+  /// Blocks up to timeout_ms; kTimeout when it has not finished (it goes on).
+  Result<void> wait(int64_t timeout_ms);
+  /// True once finished (wait() then returns at once).
+  bool test() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+using WorkPtr = std::shared_ptr<Work>;
 
 /// Counters of one communicator (cumulative).
 struct CommStats {
@@ -102,6 +131,32 @@ class Communicator {
   Result<void> allreduce(void* buf, size_t count, DataType type, ReduceOp op) {
     return allreduce(buf, buf, count, type, op);
   }
+  /// sendbuf holds size() blocks of recvcount elements; rank r's recvbuf gets
+  /// op over ranks of block r. In place: recvbuf == sendbuf + r * block.
+  Result<void> reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type, ReduceOp op);
+  /// recvbuf gets size() blocks of `count` elements, block r from rank r's
+  /// sendbuf. In place: sendbuf == recvbuf + r * block.
+  Result<void> allgather(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  /// root's recvbuf = op over ranks of sendbuf (recvbuf unused elsewhere, may
+  /// be null). sendbuf == recvbuf is in place.
+  Result<void> reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op, int root);
+  /// Block j (count elements) of rank i's sendbuf goes to block i of rank j's
+  /// recvbuf. sendbuf == recvbuf is in place.
+  Result<void> alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+
+  /// Non-blocking forms: the same collectives, returning at once.
+  Result<WorkPtr> allreduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  Result<WorkPtr> reduce_scatter_async(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
+                                       ReduceOp op);
+  Result<WorkPtr> allgather_async(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  Result<WorkPtr> broadcast_async(void* buf, size_t count, DataType type, int root);
+  Result<WorkPtr> reduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                               int root);
+  Result<WorkPtr> alltoall_async(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  Result<WorkPtr> barrier_async();
+
+  /// The allreduce algorithm used for `bytes` ("ring", "rabenseifner", ...).
+  std::string allreduce_algorithm(size_t bytes) const;
 
   /// Memory the backend moves fastest (shm: shared between processes, read by
   /// peers in place). Optional: collectives work on any host memory.
