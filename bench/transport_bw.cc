@@ -119,11 +119,16 @@ void run_writes(const Args& a, grex::Bootstrap& bs, grex::Device& dev, grex::End
   auto* source = reinterpret_cast<uint64_t*>(buf + 64);
   *landing = 0;
   check(bs.barrier("tbw/wlat2"), "barrier");
-  // Spin on memory as ib_write_lat does; poll the device now and then (a
-  // verbs write lands without it; shm and dpdk move the bytes in poll()).
+  // As ib_write_lat: reap our write's completion, then spin on memory.
+  // (A verbs write lands without the target polling; shm and dpdk move the
+  // bytes in poll(), so the spin polls too, every 64 loads.)
+  size_t completed = 0;
   auto wait_for = [&](uint64_t v) {
     for (uint32_t spins = 0; __atomic_load_n(landing, __ATOMIC_ACQUIRE) != v; ++spins)
-      if ((spins & 15) == 0) dev.poll(cs);
+      if ((spins & 63) == 0) completed += dev.poll(cs);
+  };
+  auto reap = [&](size_t want) {
+    while (completed < want) completed += dev.poll(cs);
   };
   std::vector<double> half_rtt_us;
   half_rtt_us.reserve(static_cast<size_t>(a.lat_iters));
@@ -134,6 +139,7 @@ void run_writes(const Args& a, grex::Bootstrap& bs, grex::Device& dev, grex::End
     *source = i;
     grex::WriteRequest w{mr, 64, 8, theirs, 0, 0, false, i};
     if (ep.post_write({&w, 1}).count != 1) die("post_write");
+    reap(i);
     if (me == 0) {
       wait_for(i);
       half_rtt_us.push_back(std::chrono::duration<double>(Clock::now() - t).count() / 2 * 1e6);

@@ -95,7 +95,7 @@ PostResult VerbsEndpoint::post_write(std::span<const WriteRequest> reqs) noexcep
     }
     ++n;
   }
-  progress();
+  if (!failed_ && qp_ != nullptr) post_writes();  // adverts and matching are not affected
   return {n, n < reqs.size() && failed_ ? Errc::kPeerFailed : Errc::kOk};
 }
 
