@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // grex-perf: parses the command line, connects the job's Communicator and runs one mode.
 #include <cstdio>
-#include <string>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -22,7 +21,12 @@ struct ModeEntry {
 };
 
 constexpr ModeEntry kModeTable[] = {
-    {Mode::kAllreduce, run_allreduce},
+    {Mode::kAllreduce, run_collective},
+    {Mode::kReduceScatter, run_collective},
+    {Mode::kAllgather, run_collective},
+    {Mode::kBroadcast, run_collective},
+    {Mode::kReduce, run_collective},
+    {Mode::kAlltoall, run_collective},
     {Mode::kSendBw, run_send_bw},
     {Mode::kSendLat, run_send_lat},
 };

@@ -11,9 +11,12 @@ namespace grex::perf {
 namespace {
 
 // Bit per mode, for the option table.
-constexpr unsigned kColl = 1u << static_cast<unsigned>(Mode::kAllreduce);
-constexpr unsigned kBw = 1u << static_cast<unsigned>(Mode::kSendBw);
-constexpr unsigned kLat = 1u << static_cast<unsigned>(Mode::kSendLat);
+constexpr unsigned bit(Mode m) { return 1u << static_cast<unsigned>(m); }
+constexpr unsigned kColl = bit(Mode::kAllreduce) | bit(Mode::kReduceScatter) | bit(Mode::kAllgather) |
+                           bit(Mode::kBroadcast) | bit(Mode::kReduce) | bit(Mode::kAlltoall);
+constexpr unsigned kRooted = bit(Mode::kBroadcast) | bit(Mode::kReduce);
+constexpr unsigned kBw = bit(Mode::kSendBw);
+constexpr unsigned kLat = bit(Mode::kSendLat);
 constexpr unsigned kP2p = kBw | kLat;
 constexpr unsigned kAny = kColl | kP2p;
 
@@ -34,6 +37,7 @@ constexpr std::array kOptions = {
     OptionSpec{'d', "datatype", true, kColl},
     OptionSpec{'o', "op", true, kColl},
     OptionSpec{'c', "check", true, kColl},
+    OptionSpec{'r', "root", true, kRooted},
     OptionSpec{'\0', "inplace", true, kColl},
     OptionSpec{'s', "size", true, kP2p},
     OptionSpec{'a', "all", false, kP2p},
@@ -47,11 +51,19 @@ constexpr std::array kOptions = {
     OptionSpec{'h', "help", false, kAny},
 };
 
-constexpr std::array<std::pair<std::string_view, Mode>, 3> kModes = {{
+constexpr std::array<std::pair<std::string_view, Mode>, 8> kModes = {{
     {"allreduce", Mode::kAllreduce},
+    {"reduce_scatter", Mode::kReduceScatter},
+    {"allgather", Mode::kAllgather},
+    {"broadcast", Mode::kBroadcast},
+    {"reduce", Mode::kReduce},
+    {"alltoall", Mode::kAlltoall},
     {"send_bw", Mode::kSendBw},
     {"send_lat", Mode::kSendLat},
 }};
+
+constexpr std::string_view kModeList =
+    "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall, send_bw, send_lat";
 
 Error bad(std::string msg) {
   return Error(Errc::kInvalidArgument, std::move(msg)).hint("see grex-perf --help");
@@ -106,6 +118,7 @@ struct Seen {
 
 Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_view v) {
   constexpr int64_t kMaxIters = 100'000'000;
+  constexpr int64_t kMaxRoot = 1 << 20;
   switch (o.short_name) {
     case 'b': a.min_bytes = GREX_TRY(parse_size(v)); return ok();
     case 'e': {
@@ -121,6 +134,7 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
     case 'd': a.types = GREX_TRY(parse_types(v)); return ok();
     case 'o': a.ops = GREX_TRY(parse_ops(v)); return ok();
     case 'c': a.check = GREX_TRY(parse_int(v, o, 0, 1)) == 1; return ok();
+    case 'r': a.root = static_cast<int>(GREX_TRY(parse_int(v, o, 0, kMaxRoot))); return ok();
     case 's': a.size_bytes = GREX_TRY(parse_size(v)); seen.size = true; return ok();
     case 'a': a.all_sizes = true; return ok();
     case 't': a.tx_depth = static_cast<int>(GREX_TRY(parse_int(v, o, 1, 1 << 16))); return ok();
@@ -148,7 +162,7 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
 }
 
 Result<void> validate(const PerfArgs& a, const Seen& seen) {
-  if (a.mode == Mode::kAllreduce) {
+  if (is_collective(a.mode)) {
     if (a.min_bytes > a.max_bytes)
       return bad("-b " + std::to_string(a.min_bytes) + " is larger than -e " + std::to_string(a.max_bytes));
     if (a.step_factor == 1 && a.step_bytes == 0) return bad("-f 1 needs a step of at least 1 byte (-i)");
@@ -165,12 +179,12 @@ Result<void> validate(const PerfArgs& a, const Seen& seen) {
 
 int PerfArgs::effective_iters() const noexcept {
   if (iters > 0) return iters;
-  return mode == Mode::kAllreduce ? kDefaultCollectiveIters : kDefaultP2pIters;
+  return is_collective(mode) ? kDefaultCollectiveIters : kDefaultP2pIters;
 }
 
 int PerfArgs::effective_warmup() const noexcept {
   if (warmup_iters >= 0) return warmup_iters;
-  return mode == Mode::kAllreduce ? kDefaultCollectiveWarmupIters : kDefaultP2pWarmupIters;
+  return is_collective(mode) ? kDefaultCollectiveWarmupIters : kDefaultP2pWarmupIters;
 }
 
 Result<size_t> parse_size(std::string_view text) {
@@ -199,7 +213,7 @@ Result<size_t> parse_size(std::string_view text) {
 
 Result<PerfArgs> parse_args(std::span<const std::string_view> args) {
   PerfArgs a;
-  if (args.empty()) return bad("missing MODE (allreduce, send_bw, send_lat)");
+  if (args.empty()) return bad("missing MODE (" + std::string(kModeList) + ")");
   if (args[0] == "-h" || args[0] == "--help") {
     a.help = true;
     return a;
@@ -210,7 +224,7 @@ Result<PerfArgs> parse_args(std::span<const std::string_view> args) {
       a.mode = m;
       known = true;
     }
-  if (!known) return bad("unknown mode '" + std::string(args[0]) + "'; use allreduce, send_bw or send_lat");
+  if (!known) return bad("unknown mode '" + std::string(args[0]) + "'; use one of " + std::string(kModeList));
 
   Seen seen;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -301,11 +315,16 @@ std::string_view usage() noexcept {
          "Measures grex on every rank of a job; rank 0 prints.\n"
          "\n"
          "Modes:\n"
-         "  allreduce   nccl-tests all_reduce_perf: time, algbw, busbw, #wrong per size\n"
-         "  send_bw     perftest ib_send_bw: rank 0 streams messages to rank 1\n"
-         "  send_lat    perftest ib_send_lat: ping-pong between ranks 0 and 1 (half round trip)\n"
+         "  allreduce       nccl-tests all_reduce_perf: time, algbw, busbw, #wrong per size\n"
+         "  reduce_scatter  nccl-tests reduce_scatter_perf\n"
+         "  allgather       nccl-tests all_gather_perf\n"
+         "  broadcast       nccl-tests broadcast_perf (from -r ROOT)\n"
+         "  reduce          nccl-tests reduce_perf (to -r ROOT)\n"
+         "  alltoall        nccl-tests alltoall_perf\n"
+         "  send_bw         perftest ib_send_bw: rank 0 streams messages to rank 1\n"
+         "  send_lat        perftest ib_send_lat: ping-pong between ranks 0 and 1 (half round trip)\n"
          "\n"
-         "allreduce options (nccl-tests):\n"
+         "Collective options (nccl-tests; every collective mode):\n"
          "  -b, --minbytes SIZE     smallest size (default 8); sizes take K, M, G suffixes\n"
          "  -e, --maxbytes SIZE     largest size (default 64M)\n"
          "  -f, --stepfactor N      multiply the size by N each step (default 2)\n"
@@ -313,9 +332,17 @@ std::string_view usage() noexcept {
          "  -n, --iters N           timed iterations per size (default 20)\n"
          "  -w, --warmup_iters N    untimed iterations per size (default 5)\n"
          "  -d, --datatype TYPE     float, double, int32, int64, uint8 or all (default float)\n"
-         "  -o, --op OP             sum, prod, min, max, avg or all (default sum)\n"
+         "  -o, --op OP             sum, prod, min, max, avg or all (default sum); allgather,\n"
+         "                          broadcast and alltoall only move data: they ignore it (redop none)\n"
+         "  -r, --root N            broadcast and reduce: the root rank (default 0)\n"
          "  -c, --check 0|1         count wrong elements (default 1); exit 1 if any\n"
          "  --inplace 0|1           only out-of-place (0) or only in-place (1); default both\n"
+         "\n"
+         "Sizes are bytes of the whole operation, as in nccl-tests: allreduce, broadcast and\n"
+         "reduce move size/typesize elements per rank; reduce_scatter, allgather and alltoall\n"
+         "move count = size/typesize/ranks per rank (per peer for alltoall), and print size =\n"
+         "count * ranks * typesize. busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for\n"
+         "reduce_scatter, allgather and alltoall, 1 for broadcast and reduce.\n"
          "\n"
          "send_bw / send_lat options (perftest):\n"
          "  -s, --size SIZE         message size (default 65536 for send_bw, 2 for send_lat)\n"

@@ -17,10 +17,29 @@ namespace grex::perf {
 
 /// What grex-perf measures.
 enum class Mode : uint8_t {
-  kAllreduce = 0,  ///< nccl-tests all_reduce_perf
-  kSendBw = 1,     ///< perftest ib_send_bw between ranks 0 and 1
-  kSendLat = 2,    ///< perftest ib_send_lat between ranks 0 and 1
+  kAllreduce = 0,      ///< nccl-tests all_reduce_perf
+  kSendBw = 1,         ///< perftest ib_send_bw between ranks 0 and 1
+  kSendLat = 2,        ///< perftest ib_send_lat between ranks 0 and 1
+  kReduceScatter = 3,  ///< nccl-tests reduce_scatter_perf
+  kAllgather = 4,      ///< nccl-tests all_gather_perf
+  kBroadcast = 5,      ///< nccl-tests broadcast_perf
+  kReduce = 6,         ///< nccl-tests reduce_perf
+  kAlltoall = 7,       ///< nccl-tests alltoall_perf
 };
+
+/// True for the nccl-tests style modes (allreduce, reduce_scatter, ...).
+constexpr bool is_collective(Mode m) noexcept { return m != Mode::kSendBw && m != Mode::kSendLat; }
+/// True for collectives that take a reduction operator (-o); the others print redop "none".
+constexpr bool mode_reduces(Mode m) noexcept {
+  return m == Mode::kAllreduce || m == Mode::kReduceScatter || m == Mode::kReduce;
+}
+/// True for collectives with a root (-r); the others print root -1 (allreduce prints no root column).
+constexpr bool mode_has_root(Mode m) noexcept { return m == Mode::kBroadcast || m == Mode::kReduce; }
+/// True when a collective's count is per rank (or per peer) and its size column
+/// covers all ranks' blocks: size = count * nranks * type size (nccl-tests).
+constexpr bool mode_blocks_per_rank(Mode m) noexcept {
+  return m == Mode::kReduceScatter || m == Mode::kAllgather || m == Mode::kAlltoall;
+}
 
 /// Which buffer placements a collective mode runs (nccl-tests runs both).
 enum class Placement : uint8_t { kBoth = 0, kOutOfPlace = 1, kInPlace = 2 };
@@ -58,7 +77,8 @@ struct PerfArgs {
   size_t step_bytes = kDefaultStepBytes;          ///< -i (used when -f is 1)
   uint64_t step_factor = kDefaultStepFactor;      ///< -f
   std::vector<DataType> types{DataType::kFloat32};  ///< -d (several with -d all)
-  std::vector<ReduceOp> ops{ReduceOp::kSum};        ///< -o (several with -o all)
+  std::vector<ReduceOp> ops{ReduceOp::kSum};        ///< -o (several with -o all); reducing modes only
+  int root = 0;                                     ///< -r (broadcast, reduce)
   bool check = true;                                ///< -c
   Placement placement = Placement::kBoth;           ///< --inplace 0|1
 

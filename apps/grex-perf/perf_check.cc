@@ -64,10 +64,10 @@ void fill(const unsigned char* input, void* buf, size_t count) {
 }
 
 template <class T>
-size_t wrong(const unsigned char* expected, const void* buf, size_t count) {
+size_t wrong(const unsigned char* expected, const void* buf, size_t count, size_t offset) {
   const T* want = reinterpret_cast<const T*>(expected);
   const T* got = static_cast<const T*>(buf);
-  size_t bad = 0, j = 0;
+  size_t bad = 0, j = offset % kPatternPeriod;
   for (size_t i = 0; i < count; ++i) {
     if constexpr (std::is_floating_point_v<T>) {
       double w = want[j], g = got[i];
@@ -106,7 +106,8 @@ int64_t CheckPattern::input_value(DataType type, ReduceOp op, int rank, size_t i
   return type == DataType::kUint8 ? base : base - 5;         // signed types: -5..5
 }
 
-CheckPattern::CheckPattern(DataType type, ReduceOp op, int rank, int nranks) : type_(type) {
+CheckPattern::CheckPattern(DataType type, ReduceOp op, int rank, int nranks)
+    : type_(type), op_(op), rank_(rank), nranks_(nranks) {
   dispatch(type, [&](auto tag) {
     build<decltype(tag)>(input_, expected_, type, op, rank, nranks);
     return 0;
@@ -120,8 +121,18 @@ void CheckPattern::fill_input(void* buf, size_t count) const noexcept {
   });
 }
 
-size_t CheckPattern::count_wrong(const void* buf, size_t count) const noexcept {
-  return dispatch(type_, [&](auto tag) { return wrong<decltype(tag)>(expected_, buf, count); });
+size_t CheckPattern::count_wrong(const void* buf, size_t count, size_t offset) const noexcept {
+  return dispatch(type_, [&](auto tag) { return wrong<decltype(tag)>(expected_, buf, count, offset); });
+}
+
+size_t CheckPattern::count_wrong_input(int src, const void* buf, size_t count, size_t offset) const noexcept {
+  return dispatch(type_, [&](auto tag) {
+    using T = decltype(tag);
+    alignas(8) unsigned char input[kPatternPeriod * 8];
+    T* in = reinterpret_cast<T*>(input);
+    for (size_t i = 0; i < kPatternPeriod; ++i) in[i] = static_cast<T>(input_value(type_, op_, src, i));
+    return wrong<T>(input, buf, count, offset);
+  });
 }
 
 double CheckPattern::expected_at(size_t i) const noexcept {
@@ -129,6 +140,51 @@ double CheckPattern::expected_at(size_t i) const noexcept {
     using T = decltype(tag);
     return static_cast<double>(reinterpret_cast<const T*>(expected_)[i % kPatternPeriod]);
   });
+}
+
+size_t collective_input_elems(Mode mode, size_t count, int nranks, int rank, int root) noexcept {
+  switch (mode) {
+    case Mode::kReduceScatter:
+    case Mode::kAlltoall: return count * static_cast<size_t>(nranks);
+    case Mode::kBroadcast: return rank == root ? count : 0;
+    default: return count;
+  }
+}
+
+size_t collective_output_elems(Mode mode, size_t count, int nranks, int rank, int root) noexcept {
+  switch (mode) {
+    case Mode::kAllgather:
+    case Mode::kAlltoall: return count * static_cast<size_t>(nranks);
+    case Mode::kReduce: return rank == root ? count : 0;
+    default: return count;
+  }
+}
+
+size_t count_wrong_output(Mode mode, const CheckPattern& p, const void* out, size_t count, int root) noexcept {
+  const auto* bytes = static_cast<const unsigned char*>(out);
+  size_t block = count * dtype_size(p.type());
+  auto me = static_cast<size_t>(p.rank());
+  size_t bad = 0;
+  switch (mode) {
+    case Mode::kAllreduce: return p.count_wrong(out, count);
+    case Mode::kReduce: return p.rank() == root ? p.count_wrong(out, count) : 0;
+    case Mode::kReduceScatter: return p.count_wrong(out, count, me * count);
+    case Mode::kBroadcast: return p.count_wrong_input(root, out, count);
+    case Mode::kAllgather:
+      for (int j = 0; j < p.nranks(); ++j) bad += p.count_wrong_input(j, bytes + static_cast<size_t>(j) * block, count);
+      return bad;
+    case Mode::kAlltoall:
+      for (int j = 0; j < p.nranks(); ++j)
+        bad += p.count_wrong_input(j, bytes + static_cast<size_t>(j) * block, count, me * count);
+      return bad;
+    case Mode::kSendBw:
+    case Mode::kSendLat: break;
+  }
+  return 0;
+}
+
+void poison(void* buf, size_t count, DataType type) noexcept {
+  if (count > 0) std::memset(buf, 0xFF, count * dtype_size(type));
 }
 
 }  // namespace grex::perf

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The allreduce mode: an nccl-tests style sweep over sizes, types and operators,
-// timing out-of-place and in-place calls and counting wrong elements.
+// The collective modes (allreduce, reduce_scatter, allgather, broadcast, reduce,
+// alltoall): nccl-tests style sweeps over sizes, types and operators, timing
+// out-of-place and in-place calls and counting wrong elements.
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,38 +20,89 @@ namespace {
 struct Sweep {
   Communicator& comm;
   const PerfArgs& args;
-  void* send;
-  void* recv;  // null when only in-place runs
+  unsigned char* send;
+  unsigned char* recv;  // null when only in-place runs
 };
 
-// Times one placement of one size; every rank returns the same result.
+// The buffers one rank passes to one call, where its input goes and where its
+// output is read (collective_input_elems / collective_output_elems elements).
+struct CallBuffers {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  void* input = nullptr;
+  void* output = nullptr;
+};
+
+// nccl-tests' placements: in place, reduce_scatter's output is block `rank` of its
+// input and allgather's input is block `rank` of its output; broadcast runs out of
+// place as the root sending from its send buffer into the others' receive buffers.
+CallBuffers place(Mode mode, bool in_place, const Sweep& s, size_t block, int root) {
+  int rank = s.comm.rank();
+  unsigned char* own = s.send + static_cast<size_t>(rank) * block;
+  switch (mode) {
+    case Mode::kReduceScatter:
+      return in_place ? CallBuffers{s.send, own, s.send, own} : CallBuffers{s.send, s.recv, s.send, s.recv};
+    case Mode::kAllgather:
+      return in_place ? CallBuffers{own, s.send, own, s.send} : CallBuffers{s.send, s.recv, s.send, s.recv};
+    case Mode::kBroadcast: {
+      unsigned char* buf = in_place || rank == root ? s.send : s.recv;
+      return CallBuffers{buf, buf, buf, buf};
+    }
+    case Mode::kAllreduce:
+    case Mode::kReduce:
+    case Mode::kAlltoall:
+    case Mode::kSendBw:
+    case Mode::kSendLat: break;
+  }
+  return in_place ? CallBuffers{s.send, s.send, s.send, s.send} : CallBuffers{s.send, s.recv, s.send, s.recv};
+}
+
+Result<void> call(Communicator& comm, Mode mode, const CallBuffers& b, size_t count, DataType type, ReduceOp op,
+                  int root) {
+  switch (mode) {
+    case Mode::kAllreduce: return comm.allreduce(b.send, b.recv, count, type, op);
+    case Mode::kReduceScatter: return comm.reduce_scatter(b.send, b.recv, count, type, op);
+    case Mode::kAllgather: return comm.allgather(b.send, b.recv, count, type);
+    case Mode::kBroadcast: return comm.broadcast(b.recv, count, type, root);
+    case Mode::kReduce: return comm.reduce(b.send, b.recv, count, type, op, root);
+    case Mode::kAlltoall: return comm.alltoall(b.send, b.recv, count, type);
+    case Mode::kSendBw:
+    case Mode::kSendLat: break;
+  }
+  return Error(Errc::kInternal, "grex-perf: " + std::string(mode_name(mode)) + " is not a collective");
+}
+
+// Times one placement of one size (`count` as the call takes it); every rank
+// returns the same result.
 Result<CollectiveResult> measure(const Sweep& s, size_t count, DataType type, ReduceOp op, bool in_place,
                                  const CheckPattern& pattern) {
   Communicator& comm = s.comm;
-  size_t bytes = count * dtype_size(type);
-  void* dst = in_place ? s.send : s.recv;
-  pattern.fill_input(s.send, count);
-  for (int i = 0; i < s.args.effective_warmup(); ++i) GREX_TRY(comm.allreduce(s.send, dst, count, type, op));
+  Mode mode = s.args.mode;
+  int root = s.args.root, rank = comm.rank(), n = comm.size();
+  CallBuffers b = place(mode, in_place, s, count * dtype_size(type), root);
+  size_t in_elems = collective_input_elems(mode, count, n, rank, root);
+  size_t out_elems = collective_output_elems(mode, count, n, rank, root);
+  pattern.fill_input(b.input, in_elems);
+  for (int i = 0; i < s.args.effective_warmup(); ++i) GREX_TRY(call(comm, mode, b, count, type, op, root));
 
   int iters = s.args.effective_iters();
   GREX_TRY(comm.barrier());
   uint64_t t0 = now_ns();
-  for (int i = 0; i < iters; ++i) GREX_TRY(comm.allreduce(s.send, dst, count, type, op));
+  for (int i = 0; i < iters; ++i) GREX_TRY(call(comm, mode, b, count, type, op, root));
   double time_us = static_cast<double>(now_ns() - t0) / 1e3 / iters;
   GREX_TRY(comm.allreduce(&time_us, 1, DataType::kFloat64, ReduceOp::kMax));  // the slowest rank's average
 
   CollectiveResult r;
   r.time_us = time_us;
-  r.algbw = algbw_gbs(bytes, time_us);
-  r.busbw = r.algbw * busbw_factor(Mode::kAllreduce, comm.size());
+  r.algbw = algbw_gbs(collective_bytes(mode, count, type, n), time_us);
+  r.busbw = r.algbw * busbw_factor(mode, n);
   if (s.args.check) {
-    // Out-of-place output still holds the last timed call's result; in-place
-    // calls reduced their own output, so start again from the inputs.
-    if (in_place) {
-      pattern.fill_input(s.send, count);
-      GREX_TRY(comm.allreduce(s.send, s.send, count, type, op));
-    }
-    auto wrong = static_cast<int64_t>(pattern.count_wrong(dst, count));
+    // One more call from fresh inputs (in-place calls overwrote them) into a
+    // poisoned output, so that a call that writes nothing is counted wrong.
+    poison(b.output, out_elems, type);
+    pattern.fill_input(b.input, in_elems);
+    GREX_TRY(call(comm, mode, b, count, type, op, root));
+    auto wrong = static_cast<int64_t>(count_wrong_output(mode, pattern, b.output, count, root));
     GREX_TRY(comm.allreduce(&wrong, 1, DataType::kInt64, ReduceOp::kSum));
     r.wrong = wrong;
     r.checked = true;
@@ -72,7 +125,7 @@ Result<std::string> rank_lines(Communicator& comm) {
 
 std::string preamble(Communicator& comm, const PerfArgs& a) {
   std::string step = a.step_factor > 1 ? std::to_string(a.step_factor) + "(factor)" : std::to_string(a.step_bytes) + "(bytes)";
-  return "# grex-perf allreduce  ranks " + std::to_string(comm.size()) + "  backend " +
+  return "# grex-perf " + std::string(mode_name(a.mode)) + "  ranks " + std::to_string(comm.size()) + "  backend " +
          comm.device().capabilities().driver + "  buffers " + buffer_kind(comm, a.shared_buffers) + "\n" +
          "# minBytes " + std::to_string(a.min_bytes) + " maxBytes " + std::to_string(a.max_bytes) + " step: " + step +
          " warmup iters: " + std::to_string(a.effective_warmup()) + " iters: " + std::to_string(a.effective_iters()) +
@@ -81,45 +134,59 @@ std::string preamble(Communicator& comm, const PerfArgs& a) {
 
 }  // namespace
 
-Result<int> run_allreduce(Communicator& comm, const PerfArgs& a) {
+Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
+  if (mode_has_root(a.mode) && a.root >= comm.size())
+    return Error(Errc::kInvalidArgument, std::string(mode_name(a.mode)) + ": -r " + std::to_string(a.root) +
+                                             " is not a rank of 0.." + std::to_string(comm.size() - 1))
+        .hint("pick a root below the number of ranks (grex-run -n)");
+  // allreduce keeps its table without the root column (bench/compare_openmpi.sh reads it).
+  bool root_column = a.mode != Mode::kAllreduce;
+  std::optional<int> root_label;
+  if (root_column) root_label = mode_has_root(a.mode) ? a.root : -1;
+  std::vector<ReduceOp> ops = mode_reduces(a.mode) ? a.ops : std::vector<ReduceOp>{ReduceOp::kSum};
+
   std::vector<size_t> sizes = collective_sizes(a);
-  size_t max_bytes = sizes.empty() ? 0 : sizes.back();
+  size_t max_bytes = sizes.empty() ? 0 : sizes.back();  // every mode's buffers fit in its sweep size
   bool out_of_place = a.placement != Placement::kInPlace;
   bool in_place = a.placement != Placement::kOutOfPlace;
 
   PerfBuffer send = GREX_TRY(PerfBuffer::create(comm, max_bytes, a.shared_buffers));
   PerfBuffer recv;
   if (out_of_place) recv = GREX_TRY(PerfBuffer::create(comm, max_bytes, a.shared_buffers));
-  Sweep sweep{comm, a, send.data(), recv.data()};
+  Sweep sweep{comm, a, static_cast<unsigned char*>(send.data()), static_cast<unsigned char*>(recv.data())};
 
   std::string ranks = GREX_TRY(rank_lines(comm));
-  print_rank0(comm, preamble(comm, a) + ranks + "#\n" + collective_header(a.placement));
+  print_rank0(comm, preamble(comm, a) + ranks + "#\n" + collective_header(a.placement, root_column));
 
   int64_t wrong_total = 0;
   double busbw_sum = 0;
   int busbw_count = 0;
   std::vector<JsonObject> json;
   for (DataType type : a.types) {
-    for (ReduceOp op : a.ops) {
+    for (ReduceOp op : ops) {
       CheckPattern pattern(type, op, comm.rank(), comm.size());
+      std::string redop(mode_reduces(a.mode) ? reduce_op_name(op) : "none");
       for (size_t size : sizes) {
-        size_t count = size / dtype_size(type);
+        size_t count = collective_count(a.mode, size, type, comm.size());
         std::vector<CollectiveResult> groups;
         if (out_of_place) groups.push_back(GREX_TRY(measure(sweep, count, type, op, false, pattern)));
         if (in_place) groups.push_back(GREX_TRY(measure(sweep, count, type, op, true, pattern)));
-        size_t bytes = count * dtype_size(type);
-        print_rank0(comm, collective_row(bytes, count, type, op, groups));
+        size_t bytes = collective_bytes(a.mode, count, type, comm.size());
+        print_rank0(comm, collective_row(bytes, count, type, redop, root_label, groups));
         for (size_t g = 0; g < groups.size(); ++g) {
           wrong_total += groups[g].wrong;
           busbw_sum += groups[g].busbw;
           ++busbw_count;
           bool ip = groups.size() == 1 ? in_place : g == 1;
-          json.push_back({{"size", static_cast<int64_t>(bytes)}, {"count", static_cast<int64_t>(count)},
-                          {"type", std::string(type_label(type))}, {"redop", std::string(reduce_op_name(op))},
-                          {"placement", std::string(ip ? "in-place" : "out-of-place")},
-                          {"time_us", groups[g].time_us}, {"algbw_gbs", groups[g].algbw},
-                          {"busbw_gbs", groups[g].busbw},
-                          {"wrong", groups[g].checked ? JsonValue{groups[g].wrong} : JsonValue{std::string("N/A")}}});
+          JsonObject row{{"size", static_cast<int64_t>(bytes)}, {"count", static_cast<int64_t>(count)},
+                         {"type", std::string(type_label(type))}, {"redop", redop}};
+          if (root_label) row.emplace_back("root", int64_t{*root_label});
+          row.insert(row.end(),
+                     {{"placement", std::string(ip ? "in-place" : "out-of-place")},
+                      {"time_us", groups[g].time_us}, {"algbw_gbs", groups[g].algbw},
+                      {"busbw_gbs", groups[g].busbw},
+                      {"wrong", groups[g].checked ? JsonValue{groups[g].wrong} : JsonValue{std::string("N/A")}}});
+          json.push_back(std::move(row));
         }
       }
     }

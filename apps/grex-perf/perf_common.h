@@ -46,8 +46,10 @@ std::string buffer_kind(Communicator& comm, bool shared);
 Result<void> write_json_rows(const Communicator& comm, const PerfArgs& args, JsonObject meta,
                              const std::vector<JsonObject>& rows);
 
-/// nccl-tests style allreduce sweep. Returns the exit code: 1 if any element was wrong.
-Result<int> run_allreduce(Communicator& comm, const PerfArgs& args);
+/// nccl-tests style sweep of a collective mode (allreduce, reduce_scatter,
+/// allgather, broadcast, reduce, alltoall). Returns the exit code: 1 if any
+/// element was wrong.
+Result<int> run_collective(Communicator& comm, const PerfArgs& args);
 /// perftest style streaming bandwidth from rank 0 to rank 1. Returns the exit code.
 Result<int> run_send_bw(Communicator& comm, const PerfArgs& args);
 /// perftest style ping-pong latency between ranks 0 and 1. Returns the exit code.

@@ -21,8 +21,9 @@ __attribute__((format(printf, 1, 2))) std::string sfmt(const char* fmt, ...) {
   return n < 0 ? std::string() : std::string(buf, std::min(static_cast<size_t>(n), sizeof buf - 1));
 }
 
-// Lead columns of the nccl-tests table (44 characters wide).
+// Lead columns of the nccl-tests table (44 characters wide; 52 with root).
 constexpr const char* kLeadNames = "# %10s  %12s  %8s  %6s";
+constexpr const char* kRootName = "  %6s";
 // One placement's group (33 characters wide).
 constexpr const char* kGroupNames = "  %7s  %6s  %6s  %6s";
 
@@ -76,35 +77,64 @@ void append_json_object(std::string& out, const JsonObject& obj) {
 }  // namespace
 
 double busbw_factor(Mode mode, int nranks) noexcept {
-  if (mode != Mode::kAllreduce) return 1.0;
-  if (nranks <= 1) return 0.0;
-  return 2.0 * (nranks - 1) / nranks;
+  if (nranks < 1) return 0.0;
+  double n = nranks;
+  switch (mode) {
+    case Mode::kAllreduce: return 2.0 * (n - 1) / n;
+    case Mode::kReduceScatter:
+    case Mode::kAllgather:
+    case Mode::kAlltoall: return (n - 1) / n;
+    case Mode::kBroadcast:
+    case Mode::kReduce:
+    case Mode::kSendBw:
+    case Mode::kSendLat: return 1.0;
+  }
+  return 1.0;
+}
+
+size_t collective_count(Mode mode, size_t size_bytes, DataType type, int nranks) noexcept {
+  size_t count = size_bytes / dtype_size(type);
+  if (mode_blocks_per_rank(mode)) count /= static_cast<size_t>(std::max(nranks, 1));
+  return count;
+}
+
+size_t collective_bytes(Mode mode, size_t count, DataType type, int nranks) noexcept {
+  size_t bytes = count * dtype_size(type);
+  if (mode_blocks_per_rank(mode)) bytes *= static_cast<size_t>(std::max(nranks, 1));
+  return bytes;
 }
 
 double algbw_gbs(size_t bytes, double time_us) noexcept {
   return time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0.0;
 }
 
-std::string collective_header(Placement placement) {
+std::string collective_header(Placement placement, bool with_root) {
   bool both = placement == Placement::kBoth;
-  std::string lead_blank = sfmt(kLeadNames, "", "", "", "");
-  std::string out = lead_blank;
+  std::string root_blank = with_root ? sfmt(kRootName, "") : "";
+  std::string out = sfmt(kLeadNames, "", "", "", "") + root_blank;
   if (both || placement == Placement::kOutOfPlace) out += "           out-of-place          ";
   if (both || placement == Placement::kInPlace) out += "             in-place            ";
   out = end_line(std::move(out));
   out += sfmt(kLeadNames, "size", "count", "type", "redop");
+  if (with_root) out += sfmt(kRootName, "root");
   int groups = both ? 2 : 1;
   for (int g = 0; g < groups; ++g) out += sfmt(kGroupNames, "time", "algbw", "busbw", "#wrong");
   out += "\n";
-  out += sfmt(kLeadNames, "(B)", "(elements)", "", "");
+  out += sfmt(kLeadNames, "(B)", "(elements)", "", "") + root_blank;
   for (int g = 0; g < groups; ++g) out += sfmt(kGroupNames, "(us)", "(GB/s)", "(GB/s)", "");
   return end_line(std::move(out));
 }
 
 std::string collective_row(size_t bytes, size_t count, DataType type, ReduceOp op,
                            std::span<const CollectiveResult> groups) {
+  return collective_row(bytes, count, type, reduce_op_name(op), std::nullopt, groups);
+}
+
+std::string collective_row(size_t bytes, size_t count, DataType type, std::string_view redop,
+                           std::optional<int> root, std::span<const CollectiveResult> groups) {
   std::string out = sfmt("%12zu  %12zu  %8s  %6s", bytes, count, std::string(type_label(type)).c_str(),
-                         std::string(reduce_op_name(op)).c_str());
+                         std::string(redop).c_str());
+  if (root) out += sfmt("  %6d", *root);
   for (const auto& g : groups) {
     std::string wrong = g.checked ? std::to_string(g.wrong) : "N/A";
     out += sfmt("  %7s  %6.2f  %6.2f  %6s", format_time_us(g.time_us).c_str(), g.algbw, g.busbw, wrong.c_str());

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -19,8 +20,18 @@
 namespace grex::perf {
 
 /// busbw / algbw for a collective on `nranks` ranks (nccl-tests PERFORMANCE.md):
-/// allreduce 2(n-1)/n; 0 for one rank. Point-to-point modes: 1.
+/// allreduce 2(n-1)/n; reduce_scatter, allgather, alltoall (n-1)/n (so 0 for
+/// one rank); broadcast, reduce 1. Point-to-point modes: 1. 0 for nranks < 1.
 double busbw_factor(Mode mode, int nranks) noexcept;
+
+/// The count a collective mode passes for sweep size `size_bytes` (nccl-tests'
+/// paramcount, the table's count column): size / type size for allreduce,
+/// broadcast and reduce; that divided by `nranks` (rounded down) for
+/// reduce_scatter (recvcount), allgather (per-rank sendcount) and alltoall (per peer).
+size_t collective_count(Mode mode, size_t size_bytes, DataType type, int nranks) noexcept;
+/// The table's size column and algbw's numerator for `count`: count * type size,
+/// times `nranks` for reduce_scatter, allgather and alltoall (nccl-tests).
+size_t collective_bytes(Mode mode, size_t count, DataType type, int nranks) noexcept;
 
 /// Algorithm bandwidth in GB/s (1e9 bytes) of `bytes` moved in `time_us`; 0 if time is 0.
 double algbw_gbs(size_t bytes, double time_us) noexcept;
@@ -34,11 +45,17 @@ struct CollectiveResult {
   bool checked = false; ///< false with -c 0 (printed as N/A)
 };
 
-/// The three nccl-tests header lines (group titles, column names, units).
-std::string collective_header(Placement placement);
+/// The three nccl-tests header lines (group titles, column names, units);
+/// `with_root` adds nccl-tests' root column after redop (every mode but allreduce,
+/// whose table keeps the columns scripts read).
+std::string collective_header(Placement placement, bool with_root = false);
 /// One nccl-tests row: size, count, type, redop, then each placement's group.
 std::string collective_row(size_t bytes, size_t count, DataType type, ReduceOp op,
                            std::span<const CollectiveResult> groups);
+/// The same with redop as text ("none" for data movement) and, when set, a root
+/// column (-1 where the collective has none, as nccl-tests prints).
+std::string collective_row(size_t bytes, size_t count, DataType type, std::string_view redop,
+                           std::optional<int> root, std::span<const CollectiveResult> groups);
 /// nccl-tests' time column: 2 decimals below 100 us, 1 below 10 ms, none above.
 std::string format_time_us(double us);
 

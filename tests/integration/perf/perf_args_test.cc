@@ -3,6 +3,7 @@
 // latency statistics, table rows and the correctness-check pattern.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -74,6 +75,64 @@ TEST(PerfArgs, DefaultsInlineValuesAndLongNames) {
   EXPECT_EQ(parse({"allreduce", "-o", "all"})->ops.size(), 5u);
 }
 
+constexpr Mode kNewCollectives[] = {Mode::kReduceScatter, Mode::kAllgather, Mode::kBroadcast, Mode::kReduce,
+                                    Mode::kAlltoall};
+constexpr Mode kAllCollectives[] = {Mode::kAllreduce, Mode::kReduceScatter, Mode::kAllgather,
+                                    Mode::kBroadcast, Mode::kReduce,    Mode::kAlltoall};
+
+TEST(PerfArgs, CollectiveModesTakeNcclTestsFlags) {
+  for (Mode m : kNewCollectives) {
+    std::string_view name = mode_name(m);
+    SCOPED_TRACE(std::string(name));
+    auto a = parse({name, "-b", "8", "-e", "1M", "-f", "4", "-n", "3", "-w", "1", "-c", "0", "-d", "int32", "-o", "max",
+                    "--inplace", "1", "--json", "x.json"});
+    ASSERT_TRUE(a.ok()) << a.error().message();
+    EXPECT_EQ(a->mode, m);
+    EXPECT_TRUE(is_collective(m));
+    EXPECT_EQ(a->min_bytes, 8u);
+    EXPECT_EQ(a->max_bytes, 1u << 20);
+    EXPECT_EQ(a->step_factor, 4u);
+    EXPECT_EQ(a->effective_iters(), 3);
+    EXPECT_EQ(a->effective_warmup(), 1);
+    EXPECT_FALSE(a->check);
+    EXPECT_EQ(a->types, std::vector<DataType>{DataType::kInt32});
+    EXPECT_EQ(a->ops, std::vector<ReduceOp>{ReduceOp::kMax});
+    EXPECT_EQ(a->placement, Placement::kInPlace);
+    EXPECT_EQ(a->json_path, "x.json");
+    EXPECT_EQ(a->root, 0);
+    auto d = parse({name});  // nccl-tests defaults, as allreduce
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->effective_iters(), 20);
+    EXPECT_EQ(d->effective_warmup(), 5);
+    EXPECT_TRUE(d->check);
+    EXPECT_EQ(d->placement, Placement::kBoth);
+    EXPECT_EQ(collective_sizes(*parse({name, "-b", "1K", "-e", "4K"})), (std::vector<size_t>{1024, 2048, 4096}));
+    EXPECT_EQ(collective_sizes(*parse({name, "-b", "0", "-e", "300", "-f", "1", "-i", "100"})),
+              (std::vector<size_t>{0, 100, 200, 300}));
+  }
+  for (std::string_view rooted : {"broadcast", "reduce"}) {
+    EXPECT_EQ(parse({rooted, "-r", "3"})->root, 3);
+    EXPECT_EQ(parse({rooted, "--root", "2"})->root, 2);
+    EXPECT_EQ(parse({rooted, "--root=1"})->root, 1);
+    EXPECT_EQ(parse({rooted, "-r1"})->root, 1);
+  }
+  EXPECT_EQ(parse({"reduce_scatter", "-o", "all"})->ops.size(), 5u);
+  EXPECT_EQ(parse({"allgather", "-d", "all"})->types.size(), 5u);
+  EXPECT_TRUE(mode_reduces(Mode::kReduceScatter) && mode_reduces(Mode::kReduce) && mode_reduces(Mode::kAllreduce));
+  EXPECT_FALSE(mode_reduces(Mode::kAllgather) || mode_reduces(Mode::kBroadcast) || mode_reduces(Mode::kAlltoall));
+  EXPECT_TRUE(mode_has_root(Mode::kBroadcast) && mode_has_root(Mode::kReduce));
+  EXPECT_FALSE(mode_has_root(Mode::kAllreduce) || mode_has_root(Mode::kReduceScatter) ||
+               mode_has_root(Mode::kAllgather) || mode_has_root(Mode::kAlltoall));
+  EXPECT_FALSE(is_collective(Mode::kSendBw) || is_collective(Mode::kSendLat));
+  EXPECT_EQ(mode_name(Mode::kReduceScatter), "reduce_scatter");
+  EXPECT_EQ(mode_name(Mode::kAllgather), "allgather");
+  EXPECT_EQ(mode_name(Mode::kBroadcast), "broadcast");
+  EXPECT_EQ(mode_name(Mode::kReduce), "reduce");
+  EXPECT_EQ(mode_name(Mode::kAlltoall), "alltoall");
+  for (const char* word : {"reduce_scatter", "allgather", "broadcast", "alltoall", "--root"})
+    EXPECT_NE(usage().find(word), std::string_view::npos) << word;
+}
+
 TEST(PerfArgs, PerftestFlags) {
   auto bw = parse({"send_bw", "-a", "-e", "256M", "-n", "20", "-t", "128", "--report_gbits", "--memcpy-ref"});
   ASSERT_TRUE(bw.ok()) << bw.error().message();
@@ -108,7 +167,15 @@ TEST(PerfArgs, ErrorsNameTheOption) {
   };
   const std::vector<Case> cases = {
       {{}, "missing MODE"},
-      {{"alltoall"}, "unknown mode 'alltoall'"},
+      {{"allgatherv"}, "unknown mode 'allgatherv'"},
+      {{"alltoall", "-b", "2M", "-e", "1M"}, "larger than -e"},
+      {{"reduce_scatter", "-s", "8"}, "-s does not apply to reduce_scatter"},
+      {{"allgather", "-r", "1"}, "-r does not apply to allgather"},
+      {{"allreduce", "-r", "1"}, "-r does not apply to allreduce"},
+      {{"send_bw", "-r", "1"}, "-r does not apply to send_bw"},
+      {{"broadcast", "-r", "-1"}, "-r needs an integer from 0"},
+      {{"reduce", "-r"}, "-r needs a value"},
+      {{"reduce", "-o", "xor"}, "unknown reduction 'xor'"},
       {{"allreduce", "-x"}, "unknown option '-x'"},
       {{"allreduce", "-b"}, "-b needs a value"},
       {{"allreduce", "-b", "2M", "-e", "1M"}, "larger than -e"},
@@ -160,9 +227,37 @@ TEST(PerfFormat, BusBandwidthFactor) {
   EXPECT_DOUBLE_EQ(busbw_factor(Mode::kAllreduce, 2), 1.0);
   EXPECT_DOUBLE_EQ(busbw_factor(Mode::kAllreduce, 4), 1.5);
   EXPECT_DOUBLE_EQ(busbw_factor(Mode::kAllreduce, 8), 1.75);
+  // nccl-tests PERFORMANCE.md: (n-1)/n for reduce_scatter, allgather, alltoall; 1 for broadcast, reduce.
+  for (Mode m : {Mode::kReduceScatter, Mode::kAllgather, Mode::kAlltoall}) {
+    EXPECT_DOUBLE_EQ(busbw_factor(m, 1), 0.0) << mode_name(m);
+    EXPECT_DOUBLE_EQ(busbw_factor(m, 2), 0.5) << mode_name(m);
+    EXPECT_DOUBLE_EQ(busbw_factor(m, 4), 0.75) << mode_name(m);
+    EXPECT_DOUBLE_EQ(busbw_factor(m, 8), 0.875) << mode_name(m);
+  }
+  for (Mode m : {Mode::kBroadcast, Mode::kReduce})
+    for (int n : {1, 2, 4, 8}) EXPECT_DOUBLE_EQ(busbw_factor(m, n), 1.0) << mode_name(m) << " " << n;
+  for (Mode m : kAllCollectives) EXPECT_DOUBLE_EQ(busbw_factor(m, 0), 0.0) << mode_name(m);
   EXPECT_DOUBLE_EQ(busbw_factor(Mode::kSendBw, 2), 1.0);
   EXPECT_DOUBLE_EQ(algbw_gbs(1'000'000, 100.0), 10.0);  // 1 MB in 100 us = 10 GB/s
   EXPECT_DOUBLE_EQ(algbw_gbs(8, 0.0), 0.0);
+}
+
+// nccl-tests' size and count columns: the sweep size is the whole operation;
+// reduce_scatter, allgather and alltoall pass size / typesize / nranks per rank.
+TEST(PerfFormat, CollectiveCountAndBytes) {
+  for (Mode m : {Mode::kAllreduce, Mode::kBroadcast, Mode::kReduce}) {
+    EXPECT_EQ(collective_count(m, 1024, DataType::kFloat32, 4), 256u) << mode_name(m);
+    EXPECT_EQ(collective_bytes(m, 256, DataType::kFloat32, 4), 1024u) << mode_name(m);
+    EXPECT_EQ(collective_count(m, 1026, DataType::kFloat64, 3), 128u) << mode_name(m);
+  }
+  for (Mode m : {Mode::kReduceScatter, Mode::kAllgather, Mode::kAlltoall}) {
+    EXPECT_EQ(collective_count(m, 1024, DataType::kFloat32, 4), 64u) << mode_name(m);
+    EXPECT_EQ(collective_bytes(m, 64, DataType::kFloat32, 4), 1024u) << mode_name(m);
+    EXPECT_EQ(collective_count(m, 1024, DataType::kFloat32, 3), 85u) << mode_name(m);   // 256 / 3
+    EXPECT_EQ(collective_bytes(m, 85, DataType::kFloat32, 3), 1020u) << mode_name(m);   // 85 * 3 * 4
+    EXPECT_EQ(collective_count(m, 8, DataType::kFloat64, 2), 0u) << mode_name(m);
+    EXPECT_EQ(collective_count(m, 1024, DataType::kUint8, 1), 1024u) << mode_name(m);
+  }
 }
 
 TEST(PerfFormat, LatencyStats) {
@@ -190,6 +285,16 @@ TEST(PerfFormat, NcclTestsRows) {
   std::string row = collective_row(1024, 256, DataType::kFloat32, ReduceOp::kSum, groups);
   EXPECT_EQ(row, "        1024           256     float     sum    12.50    1.00    1.00       0    12346    2.00"
                  "    2.00     N/A\n");
+  // The other collectives add nccl-tests' root column; redop none, root -1 where they have none.
+  std::string hr = collective_header(Placement::kBoth, true);
+  EXPECT_NE(hr.find("redop    root     time   algbw   busbw  #wrong     time"), std::string::npos) << hr;
+  EXPECT_EQ(collective_header(Placement::kBoth, false), h);
+  std::string rr = collective_row(1024, 128, DataType::kFloat32, "none", -1, groups);
+  EXPECT_EQ(rr, "        1024           128     float    none      -1    12.50    1.00    1.00       0    12346    2.00"
+                "    2.00     N/A\n");
+  std::string r3 = collective_row(64, 16, DataType::kInt32, "sum", 3, std::span(groups).first(1));
+  EXPECT_EQ(r3, "          64            16     int32     sum       3    12.50    1.00    1.00       0\n");
+  EXPECT_EQ(collective_row(1024, 256, DataType::kFloat32, "sum", std::nullopt, groups), row);
   EXPECT_EQ(format_time_us(123.45), "  123.5");
   EXPECT_EQ(bw_row(8, 10, 1, 2, 3, -1, 0).find("memcpy"), std::string::npos);
   EXPECT_NE(bw_header(true, true).find("BW average[Gb/sec]"), std::string::npos);
@@ -237,6 +342,132 @@ TEST(PerfCheck, CountsCorruptedElements) {
   CheckPattern two(DataType::kInt32, ReduceOp::kSum, 0, 2);
   EXPECT_DOUBLE_EQ(two.expected_at(0), double(CheckPattern::input_value(DataType::kInt32, ReduceOp::kSum, 0, 0) +
                                               CheckPattern::input_value(DataType::kInt32, ReduceOp::kSum, 1, 0)));
+}
+
+TEST(PerfCheck, OffsetsAndSourceRanks) {
+  // count_wrong with an offset compares against the reduction further along the pattern.
+  CheckPattern p(DataType::kInt64, ReduceOp::kSum, 1, 3);
+  std::vector<int64_t> all(200);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(p.expected_at(i));
+  EXPECT_EQ(p.count_wrong(all.data() + 80, 120, 80), 0u);
+  EXPECT_GT(p.count_wrong(all.data() + 80, 120, 0), 0u) << "offset 80 is not a period (55) apart";
+  // count_wrong_input compares against another rank's input.
+  std::vector<int64_t> two(130);
+  CheckPattern(DataType::kInt64, ReduceOp::kSum, 2, 3).fill_input(two.data(), two.size());
+  EXPECT_EQ(p.count_wrong_input(2, two.data(), two.size()), 0u);
+  EXPECT_EQ(p.count_wrong_input(2, two.data() + 60, 70, 60), 0u);
+  EXPECT_GT(p.count_wrong_input(0, two.data(), two.size()), 0u);
+  two[129] += 1;
+  EXPECT_EQ(p.count_wrong_input(2, two.data(), two.size()), 1u);
+  // Poisoned floats are NaN and never match.
+  std::vector<float> f(64);
+  poison(f.data(), f.size(), DataType::kFloat32);
+  EXPECT_EQ(CheckPattern(DataType::kFloat32, ReduceOp::kSum, 0, 2).count_wrong(f.data(), f.size()), f.size());
+}
+
+// Adds one to element `i` of a buffer of `type`.
+void bump(void* buf, size_t i, DataType type) {
+  switch (type) {
+    case DataType::kFloat32: static_cast<float*>(buf)[i] += 1.0f; break;
+    case DataType::kFloat64: static_cast<double*>(buf)[i] += 1.0; break;
+    case DataType::kInt32: static_cast<int32_t*>(buf)[i] += 1; break;
+    case DataType::kInt64: static_cast<int64_t*>(buf)[i] += 1; break;
+    case DataType::kUint8: {
+      auto* p = static_cast<uint8_t*>(buf);
+      p[i] = static_cast<uint8_t>(p[i] + 1);
+      break;
+    }
+    default: FAIL() << "no bump for " << dtype_name(type);
+  }
+}
+
+using Bytes = std::vector<unsigned char>;
+
+// What each rank's output of `mode` holds when every rank sent the check
+// pattern, computed here with the library's reduction kernels and plain copies.
+std::vector<Bytes> emulate(Mode mode, DataType type, ReduceOp op, int n, size_t count, int root) {
+  size_t ts = dtype_size(type), block = count * ts;
+  std::vector<Bytes> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    in[r].resize(collective_input_elems(mode, count, n, r, root) * ts);
+    CheckPattern(type, op, r, n).fill_input(in[r].data(), in[r].size() / ts);
+    out[r].resize(collective_output_elems(mode, count, n, r, root) * ts);
+  }
+  auto reduce_block = [&](size_t offset_elems, void* dst) {  // op over ranks of elements offset..offset+count
+    std::memcpy(dst, in[0].data() + offset_elems * ts, block);
+    for (int k = 1; k < n; ++k) detail::reduce(dst, dst, in[k].data() + offset_elems * ts, count, type, op);
+    if (op == ReduceOp::kAvg) detail::scale_avg(dst, count, type, n);
+  };
+  for (int r = 0; r < n; ++r) {
+    auto me = static_cast<size_t>(r);
+    switch (mode) {
+      case Mode::kAllreduce: reduce_block(0, out[r].data()); break;
+      case Mode::kReduce: if (r == root) reduce_block(0, out[r].data()); break;
+      case Mode::kReduceScatter: reduce_block(me * count, out[r].data()); break;
+      case Mode::kBroadcast: if (block > 0) std::memcpy(out[r].data(), in[root].data(), block); break;
+      case Mode::kAllgather:
+        for (int j = 0; j < n; ++j)
+          if (block > 0) std::memcpy(out[r].data() + static_cast<size_t>(j) * block, in[j].data(), block);
+        break;
+      case Mode::kAlltoall:  // block j of rank i's input goes to block i of rank j's output
+        for (int j = 0; j < n; ++j)
+          if (block > 0) std::memcpy(out[r].data() + static_cast<size_t>(j) * block, in[j].data() + me * block, block);
+        break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+// Every collective's expected output, for any rank count and root, and a
+// deliberately corrupted element of any rank counted once (as CountsCorruptedElements
+// does for the allreduce pattern).
+TEST(PerfCheck, CollectiveOutputsAndCorruptedResults) {
+  const DataType types[] = {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64,
+                            DataType::kUint8};
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg};
+  for (Mode mode : kAllCollectives)
+    for (DataType type : types)
+      for (ReduceOp op : ops) {
+        if (!mode_reduces(mode) && op != ReduceOp::kSum) continue;
+        for (int n : {1, 2, 3, 4})
+          for (int root = 0; root < (mode_has_root(mode) ? n : 1); ++root) {
+            size_t count = 70;  // more than one pattern period per block
+            SCOPED_TRACE(std::string(mode_name(mode)) + " " + std::string(dtype_name(type)) + " " +
+                         std::string(reduce_op_name(op)) + " ranks " + std::to_string(n) + " root " +
+                         std::to_string(root));
+            auto out = emulate(mode, type, op, n, count, root);
+            for (int r = 0; r < n; ++r)
+              EXPECT_EQ(count_wrong_output(mode, CheckPattern(type, op, r, n), out[r].data(), count, root), 0u)
+                  << "rank " << r;
+            int victim = mode == Mode::kReduce ? root : n - 1;
+            size_t elems = collective_output_elems(mode, count, n, victim, root);
+            ASSERT_GT(elems, 0u);
+            bump(out[victim].data(), elems - 1, type);
+            bump(out[victim].data(), elems / 2, type);
+            EXPECT_EQ(count_wrong_output(mode, CheckPattern(type, op, victim, n), out[victim].data(), count, root), 2u);
+          }
+      }
+}
+
+TEST(PerfCheck, CollectiveBufferLayout) {
+  // reduce_scatter and alltoall read size() blocks; allgather and alltoall write size() blocks.
+  EXPECT_EQ(collective_input_elems(Mode::kReduceScatter, 10, 4, 0, 0), 40u);
+  EXPECT_EQ(collective_output_elems(Mode::kReduceScatter, 10, 4, 0, 0), 10u);
+  EXPECT_EQ(collective_input_elems(Mode::kAllgather, 10, 4, 1, 0), 10u);
+  EXPECT_EQ(collective_output_elems(Mode::kAllgather, 10, 4, 1, 0), 40u);
+  EXPECT_EQ(collective_input_elems(Mode::kAlltoall, 10, 4, 2, 0), 40u);
+  EXPECT_EQ(collective_output_elems(Mode::kAlltoall, 10, 4, 2, 0), 40u);
+  // Only broadcast's root has input; only reduce's root has output.
+  EXPECT_EQ(collective_input_elems(Mode::kBroadcast, 10, 4, 2, 2), 10u);
+  EXPECT_EQ(collective_input_elems(Mode::kBroadcast, 10, 4, 1, 2), 0u);
+  EXPECT_EQ(collective_output_elems(Mode::kBroadcast, 10, 4, 1, 2), 10u);
+  EXPECT_EQ(collective_output_elems(Mode::kReduce, 10, 4, 1, 2), 0u);
+  EXPECT_EQ(collective_output_elems(Mode::kReduce, 10, 4, 2, 2), 10u);
+  EXPECT_EQ(collective_input_elems(Mode::kReduce, 10, 4, 1, 2), 10u);
+  // A rank that gets nothing has nothing wrong.
+  CheckPattern off_root(DataType::kInt32, ReduceOp::kSum, 1, 4);
+  EXPECT_EQ(count_wrong_output(Mode::kReduce, off_root, nullptr, 10, 2), 0u);
 }
 
 }  // namespace

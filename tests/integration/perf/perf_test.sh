@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # grex-perf end-to-end checks under grex-run: `perf_test.sh CASE GREX_RUN GREX_PERF`.
 # Each case asserts the exit code, the column header, the row count and, for
-# allreduce, that every row reports #wrong 0.
+# the collectives, that every row reports #wrong 0 and the closing lines.
 set -u
 
 CASE=$1
@@ -44,6 +44,31 @@ expect_fields() {
 }
 
 readonly NCCL_HEADER='^# +size +count +type +redop +time +algbw +busbw +#wrong +time +algbw +busbw +#wrong$'
+# The other collectives print nccl-tests' root column too.
+readonly NCCL_ROOT_HEADER='^# +size +count +type +redop +root +time +algbw +busbw +#wrong +time +algbw +busbw +#wrong$'
+
+# Checks of a collective table with the root column (13 fields, both placements):
+# expect_collective N_RANKS BUSBW_FACTOR BLOCKS_PER_RANK(0|1) REDOP_RE ROOT
+expect_collective() {
+  local n=$1 factor=$2 blocks=$3 redop=$4 root=$5
+  expect_rc 0
+  expect_grep "$NCCL_ROOT_HEADER"
+  expect_fields 13
+  rows | awk '$9 != "0" || $13 != "0" { bad = 1 } END { exit bad }' || fail "a row has #wrong != 0"
+  rows | awk '$6 <= 0 || $10 <= 0 { bad = 1 } END { exit bad }' || fail "a row has a non-positive time"
+  rows | awk -v re="^($redop)\$" '$4 !~ re { bad = 1 } END { exit bad }' || fail "a row's redop is not $redop"
+  rows | awk -v r="$root" '$5 != r { bad = 1 } END { exit bad }' || fail "a row's root is not $root"
+  # busbw = algbw * factor, both printed rounded to 2 decimals.
+  rows | awk -v f="$factor" 'function off(a, b) { d = a * f - b; t = 0.005 * (1 + f) + 1e-6; return d > t || d < -t }
+                             off($7, $8) || off($11, $12) { bad = 1 } END { exit bad }' ||
+    fail "busbw != algbw * $factor"
+  # size = count * type size, times the ranks for per-rank blocks (nccl-tests).
+  rows | awk -v n="$n" -v blocks="$blocks" '
+    BEGIN { ts["float"] = 4; ts["double"] = 8; ts["int32"] = 4; ts["int64"] = 8; ts["uint8"] = 1 }
+    $1 != $2 * ts[$3] * (blocks ? n : 1) { bad = 1 } END { exit bad }' || fail "size != count * typesize * ranks"
+  expect_grep '^# Out of bounds values : 0 OK$'
+  expect_grep '^# Avg bus bandwidth    : [0-9.e+-]+'
+}
 
 case_allreduce() {
   perf 2 allreduce -b 8 -e 1M -f 4 -n 3 -w 1 -c 1
@@ -77,6 +102,63 @@ case_allreduce_unchecked() {
   expect_grep '^# +size +count +type +redop +time +algbw +busbw +#wrong$'
   expect_rows 1
   rows | awk '$8 != "N/A" { bad = 1 } END { exit bad }' || fail "#wrong should be N/A with -c 0"
+}
+
+# Every type and operator on 3 ranks; 3 ranks do not divide most sizes.
+case_reduce_scatter() {
+  perf 3 reduce_scatter -b 12 -e 3K -f 16 -n 3 -w 1 -c 1 -d all -o all
+  expect_collective 3 0.666667 1 'sum|prod|min|max|avg' -1
+  expect_rows 75  # 5 types x 5 ops x 3 sizes
+}
+
+case_allgather() {
+  perf 2 allgather -b 8 -e 1M -f 8 -n 3 -w 1 -c 1
+  expect_collective 2 0.5 1 none -1
+  expect_rows 6
+  perf 3 allgather -b 1 -e 4K -f 4 -n 2 -w 1 -c 1 -d all --alloc
+  expect_collective 3 0.666667 1 none -1
+  expect_rows 35  # 5 types x 7 sizes
+}
+
+case_broadcast() {
+  perf 3 broadcast -b 8 -e 256K -f 8 -n 3 -w 1 -c 1 -d all -r 2
+  expect_collective 3 1 0 none 2
+  expect_rows 30  # 5 types x 6 sizes
+}
+
+case_reduce() {
+  perf 3 reduce -b 8 -e 8K -f 32 -n 3 -w 1 -c 1 -d all -o all --root 1
+  expect_collective 3 1 0 'sum|prod|min|max|avg' 1
+  expect_rows 75  # 5 types x 5 ops x 3 sizes
+  perf 2 reduce -b 8 -e 1M -f 8 -n 3 -w 1 -c 1
+  expect_collective 2 1 0 sum 0
+  expect_rows 6
+}
+
+case_alltoall() {
+  perf 2 alltoall -b 8 -e 1M -f 8 -n 3 -w 1 -c 1 --json "$TMP/rows.json"
+  expect_collective 2 0.5 1 none -1
+  expect_rows 6
+  grep -q '"mode": "alltoall"' "$TMP/rows.json" || fail "JSON lacks the mode"
+  [[ $(grep -c '"placement"' "$TMP/rows.json") -eq 12 ]] || fail "JSON does not hold 12 rows"
+  [[ $(grep -c '"root": -1, .*"wrong": 0}' "$TMP/rows.json") -eq 12 ]] || fail "JSON rows lack root -1 or \"wrong\": 0"
+  perf 3 alltoall -b 6 -e 6K -f 4 -n 2 -w 1 -c 1 -d all
+  expect_collective 3 0.666667 1 none -1
+  expect_rows 30  # 5 types x 6 sizes
+}
+
+# Only one placement, unchecked: one group of columns and #wrong N/A.
+case_collectives_unchecked() {
+  local m
+  for m in reduce_scatter allgather broadcast reduce alltoall; do
+    perf 2 "$m" -b 1K -e 4K -n 2 -w 0 -c 0 --inplace 1
+    expect_rc 0
+    expect_grep '^# +size +count +type +redop +root +time +algbw +busbw +#wrong$'
+    expect_rows 3
+    expect_fields 9
+    rows | awk '$9 != "N/A" { bad = 1 } END { exit bad }' || fail "$m: #wrong should be N/A with -c 0"
+    expect_grep '^# Avg bus bandwidth    : [0-9.e+-]+'
+  done
 }
 
 case_send_bw() {
@@ -118,6 +200,13 @@ case_errors() {
   perf 1 send_lat -s 8 -n 10
   expect_rc 1
   expect_err 'send_lat needs at least 2 ranks'
+  "$GREX_PERF" allgather -r 1 >"$TMP/out" 2>"$TMP/err"
+  RC=$?
+  expect_rc 2
+  expect_err '-r does not apply to allgather'
+  perf 2 broadcast -r 2 -b 8 -e 8
+  expect_rc 1
+  expect_err 'broadcast: -r 2 is not a rank of 0..1'
 }
 
 "case_$CASE" || exit 1
