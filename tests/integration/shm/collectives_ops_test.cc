@@ -10,6 +10,7 @@
 #include <random>
 
 #include "collective_check.h"
+#include "collectives/reduce.h"
 
 namespace grex::test {
 namespace {
@@ -44,7 +45,12 @@ T reference(int n, size_t i, ReduceOp op) {
       case ReduceOp::kMax: want = std::max(want, v); break;
     }
   }
-  if (op == ReduceOp::kAvg) want = static_cast<T>(want / static_cast<T>(n));
+  if (op == ReduceOp::kAvg) {  // floats: times the reciprocal (reduce.h); integers: division
+    if constexpr (std::is_floating_point_v<T>)
+      want = static_cast<T>(want * (T(1) / static_cast<T>(n)));
+    else
+      want = static_cast<T>(want / static_cast<T>(n));
+  }
   return want;
 }
 
@@ -176,6 +182,53 @@ TEST_P(Algos, EveryOtherCollective) {
     }
     return 0;
   }, 600);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// f16 and bf16: integers small enough to be exact in each format, reduced in
+// f32 and rounded back; avg multiplies by the f32 reciprocal, then rounds.
+TEST_P(Algos, HalfPrecisionAllreduce) {
+  const int n = GetParam();
+  auto res = run_ranks(n, [n](Rank& r) -> int {
+    for (const char* algo : kAlgos) {
+      CommOptions o = opts_for(algo);
+      o.name = std::string("half-") + algo;
+      auto c = make_comm(r, o);
+      RANK_CHECK(c != nullptr);
+      for (bool bf : {false, true}) {
+        const int range = bf ? 16 : 100;  // |sum| <= 8 * range: exact in bf16 (8 bits) and f16 (11 bits)
+        auto to_half = [bf](float f) { return bf ? detail::f32_to_bf16(f) : detail::f32_to_f16(f); };
+        auto to_float = [bf](uint16_t h) { return bf ? detail::bf16_to_f32(h) : detail::f16_to_f32(h); };
+        auto val = [&](int rank, size_t i, ReduceOp op) -> float {
+          if (op == ReduceOp::kProd) return static_cast<float>((i + static_cast<size_t>(rank)) % 2 + 1);
+          return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 3) % (2 * range + 1)) - range);
+        };
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg})
+          for (size_t count : {size_t{1}, size_t{7}, size_t{1009}}) {
+            std::vector<uint16_t> v(count);
+            for (size_t i = 0; i < count; ++i) v[i] = to_half(val(r.rank, i, op));
+            RANK_OK(c->allreduce(v.data(), count, bf ? DataType::kBFloat16 : DataType::kFloat16, op));
+            for (size_t i = 0; i < count; ++i) {
+              float want = val(0, i, op);
+              for (int k = 1; k < n; ++k) {
+                float x = val(k, i, op);
+                want = op == ReduceOp::kProd ? want * x
+                       : op == ReduceOp::kMin ? std::min(want, x)
+                       : op == ReduceOp::kMax ? std::max(want, x)
+                                              : want + x;
+              }
+              if (op == ReduceOp::kAvg) want = want * (1.0f / static_cast<float>(n));
+              if (v[i] != to_half(want)) {
+                std::fprintf(stderr, "rank %d %s %s: element %zu: got %g want %g\n", r.rank, algo, bf ? "bf16" : "f16",
+                             i, double(to_float(v[i])), double(want));
+                return 1;
+              }
+            }
+          }
+      }
+    }
+    return 0;
+  }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
