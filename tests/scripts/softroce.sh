@@ -24,6 +24,7 @@
 # GREX_HOST_INDEX (0 or 1), GREX_HOST_COUNT=2 and GREX_PEER_IP (the other guest's address).
 #
 # Environment: SOFTROCE_CACHE (default <repo>/build-softroce-cache),
+# SOFTROCE_ACCEL (tcg, default; kvm on hosts whose KVM runs a stock kernel),
 # SOFTROCE_TIMEOUT (seconds for the whole VM, default 900), SOFTROCE_CPU (qemu CPU
 # model, default Nehalem = -march=corei7; "max" for binaries built for newer CPUs).
 # Exit status: COMMAND's; 77 when Soft-RoCE cannot be provided (callers count a skip);
@@ -40,6 +41,9 @@ vm_timeout_s=${SOFTROCE_TIMEOUT:-900}
 vm_mem_mib=512
 vm_cpus=2
 vm_cpu_model=${SOFTROCE_CPU:-Nehalem}
+# kvm where the host's KVM can run a stock kernel (a real one; this machine's
+# paravirtual /dev/kvm stalls it, see SOFTROCE-VM.md): several times faster.
+vm_accel=${SOFTROCE_ACCEL:-tcg}
 gid_index=1   # GID 0 is the fe80:: one; 1 is the IPv4-mapped RoCE v2 GID
 # Two-host mode: guest i has MAC two_host_macs[i] and address two_host_ips[i]; when one
 # guest's command fails, the other gets peer_grace_s to end before it is stopped.
@@ -422,7 +426,9 @@ qemu_command() {
   # TCG (this /dev/kvm cannot run a stock kernel). Host binaries are built with
   # -march=corei7 (SSE4.2, POPCNT), which the default qemu64 model lacks: Nehalem is
   # that ISA; "max" runs newer ISAs too but halves rxe bandwidth (PCLMUL/AVX emulation).
-  qemu=(qemu-system-x86_64 -accel tcg -cpu "$vm_cpu_model" -m "$vm_mem_mib" -smp "$1"
+  local cpu=$vm_cpu_model
+  [[ $vm_accel == kvm && -z ${SOFTROCE_CPU:-} ]] && cpu=host
+  qemu=(qemu-system-x86_64 -accel "$vm_accel" -cpu "$cpu" -m "$vm_mem_mib" -smp "$1"
     -nodefaults -nic none -display none -serial stdio -no-reboot
     -pidfile "$2"
     -kernel "$cache/kernel-$kver/vmlinux" -initrd "$initramfs"
@@ -469,7 +475,7 @@ run_in_vm() {
   marker="softroce-exit-$RANDOM$RANDOM="
   write_job "$tmp/job" "" "$@"
   qemu_command "$vm_cpus" "$tmp/qemu.pid" "$tmp/job"
-  log "path=vm: kernel $kver under qemu TCG ($vm_cpus vCPU $vm_cpu_model, $vm_mem_mib MiB), rxe0 on dum0 (10.77.0.1), shared rw: ${shares[*]}"
+  log "path=vm: kernel $kver under qemu ${vm_accel^^} ($vm_cpus vCPU $vm_cpu_model, $vm_mem_mib MiB), rxe0 on dum0 (10.77.0.1), shared rw: ${shares[*]}"
   start=$SECONDS
   vm_pidfiles=("$tmp/qemu.pid")
   start_vm "$tmp/qemu.rc" "$tmp/guest.rc" "" "$vm_timeout_s"
@@ -509,7 +515,7 @@ run_in_vm2() {
   marker="softroce-exit-$RANDOM$RANDOM="
   sock=$tmp/net.sock
   for i in 0 1; do write_job "$tmp/job$i" "$i" "$@"; done
-  log "path=vm, 2 hosts: kernel $kver under qemu TCG (2 guests of 1 vCPU $vm_cpu_model, $vm_mem_mib MiB), rxe0 on eth0 (${two_host_ips[0]} | ${two_host_ips[1]}) joined by a qemu stream netdev, shared rw: ${shares[*]}"
+  log "path=vm, 2 hosts: kernel $kver under qemu ${vm_accel^^} (2 guests of 1 vCPU $vm_cpu_model, $vm_mem_mib MiB), rxe0 on eth0 (${two_host_ips[0]} | ${two_host_ips[1]}) joined by a qemu stream netdev, shared rw: ${shares[*]}"
   start=$SECONDS
   for i in 0 1; do
     qemu_command 1 "$tmp/qemu$i.pid" "$tmp/job$i"
