@@ -149,7 +149,7 @@ Result<void> Engine::progress() {
   }
   if (n > 0) {
     idle_polls_ = 0;
-  } else if (++idle_polls_ > kSpinPolls) {
+  } else if (++idle_polls_ > (adaptive_ ? kAdaptiveSpinPolls : kSpinPolls)) {
     if (adaptive_ && idle_polls_ > kYieldPolls) {
       // Nap, growing from 1 us to kMaxNapNs while nothing arrives.
       long ns = std::min<long>(kMaxNapNs, 1000L << std::min<uint32_t>((idle_polls_ - kYieldPolls) / 64, 6));

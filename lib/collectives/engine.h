@@ -75,6 +75,8 @@ class Engine {
   uint32_t idle_polls_ = 0;
   bool adaptive_ = false;
   static constexpr uint32_t kSpinPolls = 256;     // empty polls before yielding the CPU
+  static constexpr uint32_t kAdaptiveSpinPolls = 8;  // the same with more ranks than cores: the
+                                                     // rank we wait for is likely not running
   static constexpr uint32_t kYieldPolls = 2048;   // adaptive: empty polls before napping
   static constexpr long kMaxNapNs = 50'000;       // adaptive: longest nap
 };
