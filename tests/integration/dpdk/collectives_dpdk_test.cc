@@ -35,6 +35,29 @@ TEST_P(DpdkAllreduce, MatchesReference) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// Every collective with each allreduce algorithm forced (fixed cost
+// constants: no calibration per communicator).
+TEST_P(DpdkAllreduce, EveryCollectiveWithEachAlgorithm) {
+  bool have = false;
+  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
+  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  auto res = run_ranks(GetParam(), [](Rank& r) -> int {
+    for (const char* algo : {"ring", "rabenseifner", "recursive_doubling", "tree"}) {
+      CommOptions o;
+      o.backend = "dpdk";
+      o.timeout_ms = 60'000;
+      o.algo = algo;
+      o.cost = "5,5,5";
+      o.name = std::string("every-") + algo;
+      auto c = make_comm(r, o);
+      RANK_CHECK(c != nullptr);
+      RANK_CHECK(check_every_collective(*c) == 0);
+    }
+    return 0;
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 INSTANTIATE_TEST_SUITE_P(Memif, DpdkAllreduce, ::testing::Values(2, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 

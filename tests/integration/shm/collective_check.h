@@ -53,3 +53,40 @@ int check_allreduce(Communicator& c, size_t count, DataType dt, ReduceOp op, boo
 }
 
 }  // namespace grex::test
+
+namespace grex::test {
+
+// Every collective once, small enough for slow transports (Soft-RoCE under
+// TCG): allreduce, reduce_scatter, allgather, alltoall, reduce to the last
+// rank, each against values every rank can compute. 0 when all are right.
+inline int check_every_collective(Communicator& c) {
+  const int n = c.size(), me = c.rank();
+  const size_t un = static_cast<size_t>(n);
+  for (size_t count : {size_t{1}, size_t{7}, size_t{4099}})
+    if (check_allreduce<float>(c, count, DataType::kFloat32, ReduceOp::kSum, count == 7) != 0) return 1;
+  constexpr size_t kBlock = 1000;
+  std::vector<int32_t> in(kBlock * un), out(kBlock * un, -1);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>((i * 13 + static_cast<size_t>(me) * 101) % 997);
+  RANK_OK(c.reduce_scatter(in.data(), out.data(), kBlock, DataType::kInt32, ReduceOp::kMax));
+  for (size_t i = 0; i < kBlock; ++i) {
+    size_t g = static_cast<size_t>(me) * kBlock + i;
+    int32_t want = 0;
+    for (size_t r = 0; r < un; ++r) want = std::max(want, static_cast<int32_t>((g * 13 + r * 101) % 997));
+    RANK_CHECK(out[i] == want);
+  }
+  std::vector<int32_t> mine(kBlock, me * 7 + 1), all(kBlock * un, -1);
+  RANK_OK(c.allgather(mine.data(), all.data(), kBlock, DataType::kInt32));
+  for (size_t r = 0; r < un; ++r) RANK_CHECK(all[r * kBlock + kBlock - 1] == static_cast<int32_t>(r * 7 + 1));
+  for (size_t j = 0; j < un; ++j)
+    for (size_t i = 0; i < kBlock; ++i) in[j * kBlock + i] = static_cast<int32_t>(j * 100000 + static_cast<size_t>(me) * 1000 + i);
+  RANK_OK(c.alltoall(in.data(), out.data(), kBlock, DataType::kInt32));
+  for (size_t src = 0; src < un; ++src)
+    for (size_t i = 0; i < kBlock; i += 97)
+      RANK_CHECK(out[src * kBlock + i] == static_cast<int32_t>(static_cast<size_t>(me) * 100000 + src * 1000 + i));
+  std::vector<double> v(3001, me + 1.0), sum(v.size(), 0);
+  RANK_OK(c.reduce(v.data(), me == n - 1 ? sum.data() : nullptr, v.size(), DataType::kFloat64, ReduceOp::kSum, n - 1));
+  if (me == n - 1) RANK_CHECK(sum[3000] == n * (n + 1) / 2.0);
+  return 0;
+}
+
+}  // namespace grex::test

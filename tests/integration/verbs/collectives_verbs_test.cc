@@ -90,6 +90,25 @@ TEST_P(VerbsAllreduce, BufferFreedAndMappedAgainAtSameAddress) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// Every collective with each allreduce algorithm forced (fixed cost
+// constants: no calibration per communicator).
+TEST_P(VerbsAllreduce, EveryCollectiveWithEachAlgorithm) {
+  REQUIRE_VERBS();
+  auto res = run_ranks(GetParam(), [](Rank& r) -> int {
+    for (const char* algo : {"ring", "rabenseifner", "recursive_doubling", "tree"}) {
+      CommOptions o = comm_options();
+      o.algo = algo;
+      o.cost = "5,5,5";
+      o.name = std::string("every-") + algo;
+      auto c = make_comm(r, o);
+      RANK_CHECK(c != nullptr);
+      RANK_CHECK(check_every_collective(*c) == 0);
+    }
+    return 0;
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 INSTANTIATE_TEST_SUITE_P(Verbs, VerbsAllreduce, ::testing::Values(2, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
