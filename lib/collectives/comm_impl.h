@@ -81,8 +81,21 @@ struct Communicator::Impl {
   /// Drops cached registrations inside `mr`'s range (before it is freed).
   void evict_registrations(const MemoryRegion* mr);
 
-  /// Fresh tag space for one collective: bit 63 set, sequence in bits 32..62.
-  uint64_t next_tag_base() noexcept { return (1ull << 63) | (static_cast<uint64_t>(++seq & 0x7fffffff) << 32); }
+  /// Fresh tag space for one collective: bit 63 set, sequence in bits 32..62,
+  /// the call's signature in bits 20..31 (ranks that disagree on count, dtype,
+  /// op or root post tags that never match; finish() then names the disagreement).
+  uint64_t next_tag_base() noexcept {
+    return (1ull << 63) | (static_cast<uint64_t>(++seq & 0x7fffffff) << 32) | (uint64_t{sig & 0xfff} << 20);
+  }
+  /// The collective about to run, as every rank should see it: "allreduce
+  /// count=100 f32 sum". Sets the tag signature and counts the call.
+  void begin(std::string text);
+  /// After a timeout: compares this call's signature with the other ranks'
+  /// through the store; a kMismatch naming both calls if one differs, else e.
+  Error diagnose(Error e);
+  uint32_t sig = 0;
+  std::string sig_text;
+  uint64_t ncoll = 0;
   Deadline deadline() const noexcept { return Deadline::after_ms(opts.timeout_ms); }
   /// Makes sure scratch holds at least `bytes`.
   Result<void> ensure_scratch(size_t bytes);

@@ -252,9 +252,38 @@ Result<void> Communicator::Impl::check_usable(const char* what) const {
   return ok();
 }
 
+void Communicator::Impl::begin(std::string text) {
+  uint32_t h = 2166136261u;
+  for (unsigned char ch : text) h = (h ^ ch) * 16777619u;
+  sig = h;
+  sig_text = std::move(text);
+  ++ncoll;
+}
+
+Error Communicator::Impl::diagnose(Error e) {
+  if (sig_text.empty() || size < 2) return e;
+  const std::string key = opts.name + "/sig/" + std::to_string(ncoll) + "/";
+  Store& st = bootstrap->store();
+  if (!st.set(key + std::to_string(rank), sig_text)) return e;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    auto theirs = st.get(key + std::to_string(p), 2000);
+    if (!theirs || *theirs == sig_text) continue;  // not there (slower, elsewhere) or the same call
+    return Error(Errc::kMismatch, "ranks disagree on collective #" + std::to_string(ncoll) + ": rank " +
+                                      std::to_string(p) + " called " + *theirs + ", rank " + std::to_string(rank) +
+                                      " called " + sig_text)
+        .rank(rank)
+        .peer(p)
+        .hint("every rank must call the same collectives, in the same order, with the same count, dtype, op and root");
+  }
+  return e;
+}
+
 Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
   if (!r) {
-    Error e = std::move(r).error().context(what);
+    Error raw = std::move(r).error();
+    if (raw.code() == Errc::kTimeout) raw = diagnose(std::move(raw));
+    Error e = std::move(raw).context(what);
     GREX_WARN(kSubsys, "%s", e.message().c_str());
     // Tell every peer which rank is to blame, so they stop waiting and name it.
     int culprit = e.code() == Errc::kPeerFailed && e.peer_rank() >= 0 ? e.peer_rank() : rank;
@@ -401,6 +430,17 @@ namespace {
 
 using Job = std::function<Result<void>()>;
 
+const char* op_label(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kProd: return "prod";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kAvg: return "avg";
+  }
+  return "?";
+}
+
 Result<void> check_root(int rank, int size, const char* what, int root) {
   if (root < 0 || root >= size)
     return bad_arg(rank, what, "root " + std::to_string(root) + " is outside 0.." + std::to_string(size - 1));
@@ -417,6 +457,7 @@ Result<void> check_bufs(int rank, const char* what, size_t bytes, const void* a,
 static Result<Job> barrier_job(Communicator::Impl& c) {
   return Job([&c]() -> Result<void> {
     GREX_TRY(c.check_usable("barrier"));
+    c.begin("barrier");
     if (c.size == 1) return ok();
     return c.finish(c.dissemination_barrier(), "barrier");
   });
@@ -428,6 +469,7 @@ static Result<Job> broadcast_job(Communicator::Impl& c, void* buf, size_t count,
   GREX_TRY(check_bufs(c.rank, "broadcast", bytes, buf, buf));
   return Job([&c, buf, bytes, root]() -> Result<void> {
     GREX_TRY(c.check_usable("broadcast"));
+    c.begin(std::string("broadcast bytes=") + std::to_string(bytes) + " root=" + std::to_string(root));
     if (c.size == 1 || bytes == 0) return ok();
     return c.finish(c.tree_broadcast(buf, bytes, root), "broadcast");
   });
@@ -439,6 +481,7 @@ static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, voi
   GREX_TRY(check_bufs(c.rank, "allreduce", bytes, sendbuf, recvbuf));
   return Job([&c, sendbuf, recvbuf, count, type, op, bytes]() -> Result<void> {
     GREX_TRY(c.check_usable("allreduce"));
+    c.begin(std::string("allreduce count=") + std::to_string(count) + " " + std::string(dtype_name(type)) + " " + op_label(op));
     if (bytes == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
@@ -464,6 +507,7 @@ static Result<Job> reduce_scatter_job(Communicator::Impl& c, const void* sendbuf
   GREX_TRY(check_bufs(c.rank, "reduce_scatter", block, sendbuf, recvbuf));
   return Job([&c, sendbuf, recvbuf, recvcount, type, op, block]() -> Result<void> {
     GREX_TRY(c.check_usable("reduce_scatter"));
+    c.begin(std::string("reduce_scatter recvcount=") + std::to_string(recvcount) + " " + std::string(dtype_name(type)) + " " + op_label(op));
     if (block == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
@@ -479,6 +523,7 @@ static Result<Job> allgather_job(Communicator::Impl& c, const void* sendbuf, voi
   GREX_TRY(check_bufs(c.rank, "allgather", block, sendbuf, recvbuf));
   return Job([&c, sendbuf, recvbuf, count, type, block]() -> Result<void> {
     GREX_TRY(c.check_usable("allgather"));
+    c.begin(std::string("allgather count=") + std::to_string(count) + " " + std::string(dtype_name(type)));
     if (block == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
@@ -495,6 +540,7 @@ static Result<Job> reduce_job(Communicator::Impl& c, const void* sendbuf, void* 
   GREX_TRY(check_bufs(c.rank, "reduce", bytes, sendbuf, c.rank == root ? recvbuf : sendbuf));
   return Job([&c, sendbuf, recvbuf, count, type, op, root, bytes]() -> Result<void> {
     GREX_TRY(c.check_usable("reduce"));
+    c.begin(std::string("reduce count=") + std::to_string(count) + " " + std::string(dtype_name(type)) + " " + op_label(op) + " root=" + std::to_string(root));
     if (bytes == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
@@ -510,6 +556,7 @@ static Result<Job> alltoall_job(Communicator::Impl& c, const void* sendbuf, void
   GREX_TRY(check_bufs(c.rank, "alltoall", block, sendbuf, recvbuf));
   return Job([&c, sendbuf, recvbuf, count, type, block]() -> Result<void> {
     GREX_TRY(c.check_usable("alltoall"));
+    c.begin(std::string("alltoall count=") + std::to_string(count) + " " + std::string(dtype_name(type)));
     if (block == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);

@@ -274,6 +274,27 @@ TEST(NonBlocking, EightOverlappingAllreducesCompleteInOrder) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// Ranks that disagree on the dtype (same byte count, so the data alone would
+// not tell): their tags differ, the call times out, and the error names both
+// calls instead of a bare timeout.
+TEST(Errors, RanksDisagreeingOnDtypeAreNamed) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    CommOptions o = opts_for("ring");
+    o.timeout_ms = 1500;
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    std::vector<int32_t> v(1000, 1);
+    auto e = c->allreduce(v.data(), v.size(), r.rank == 0 ? DataType::kFloat32 : DataType::kInt32, ReduceOp::kSum);
+    RANK_CHECK(!e);
+    std::fprintf(stderr, "rank %d: %s\n", r.rank, e.error().message().c_str());
+    RANK_CHECK(e.error().code() == Errc::kMismatch);
+    RANK_CHECK(e.error().message().find("allreduce count=1000 f32 sum") != std::string::npos);
+    RANK_CHECK(e.error().message().find("allreduce count=1000 i32 sum") != std::string::npos);
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 // The measured model: a communicator created with GREX_COST unset calibrates
 // and then picks an algorithm for each size.
 TEST(CostModel, CalibratedAtCreationAndUsed) {
