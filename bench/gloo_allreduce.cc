@@ -21,7 +21,7 @@
 //   ring_legacy       gloo::AllreduceRing (legacy class; in place; the whole vector goes
 //                     around the ring n-1 times)
 //
-// Fairness notes (see /work/shared/PEERS-NOTES.md):
+// Fairness notes (see PEERS-NOTES.md in shared/ beside the repository):
 // - Gloo's tcp pair grows a socket's SO_SNDBUF from the size of the messages it sends and
 //   thereby turns off the kernel's send-buffer autotuning; a small first message (a legacy
 //   barrier, a tiny allreduce) leaves large transfers with a small buffer. So nothing but the
