@@ -132,6 +132,11 @@ struct Communicator::Impl {
   Result<void> dissemination_barrier();
 };
 
+/// kInvalidArgument for a bad call: "what: msg", from `rank`.
+inline Error bad_arg(int rank, const char* what, std::string msg) {
+  return Error(Errc::kInvalidArgument, std::string(what) + ": " + msg).rank(rank);
+}
+
 /// The registration a call uses for one buffer: it stays in the
 /// communicator's cache after the call, or is released at the end of the
 /// scope where caching would be unsafe (see Impl::registration).

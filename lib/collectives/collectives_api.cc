@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: Apache-2.0
+// The collectives' public calls, blocking and non-blocking: argument checks,
+// then a job run inline or on the worker (work.cc) that picks the algorithm.
+#include <cstring>
+#include <string>
+
+#include "collectives/comm_impl.h"
+
+namespace grex {
+
+// Each collective: argument checks on the caller's thread, then a job that
+// runs inline or on the worker (work.cc); the job checks that no earlier
+// collective broke the communicator.
+namespace {
+
+using Job = std::function<Result<void>()>;
+
+const char* op_label(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kProd: return "prod";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kAvg: return "avg";
+  }
+  return "?";
+}
+
+Result<void> check_root(int rank, int size, const char* what, int root) {
+  if (root < 0 || root >= size)
+    return bad_arg(rank, what, "root " + std::to_string(root) + " is outside 0.." + std::to_string(size - 1));
+  return ok();
+}
+
+Result<void> check_bufs(int rank, const char* what, size_t bytes, const void* a, const void* b) {
+  if (bytes > 0 && (a == nullptr || b == nullptr)) return bad_arg(rank, what, "null buffer");
+  return ok();
+}
+
+}  // namespace
+
+static Result<Job> barrier_job(Communicator::Impl& c) {
+  return Job([&c]() -> Result<void> {
+    GREX_TRY(c.check_usable("barrier"));
+    c.begin("barrier");
+    if (c.size == 1) return ok();
+    return c.finish(c.dissemination_barrier(), "barrier");
+  });
+}
+
+static Result<Job> broadcast_job(Communicator::Impl& c, void* buf, size_t count, DataType type, int root) {
+  GREX_TRY(check_root(c.rank, c.size, "broadcast", root));
+  size_t bytes = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "broadcast", bytes, buf, buf));
+  return Job([&c, buf, bytes, root]() -> Result<void> {
+    GREX_TRY(c.check_usable("broadcast"));
+    c.begin(std::string("broadcast bytes=") + std::to_string(bytes) + " root=" + std::to_string(root));
+    if (c.size == 1 || bytes == 0) return ok();
+    return c.finish(c.tree_broadcast(buf, bytes, root), "broadcast");
+  });
+}
+
+static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType type, ReduceOp op) {
+  size_t bytes = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "allreduce", bytes, sendbuf, recvbuf));
+  return Job([&c, sendbuf, recvbuf, count, type, op, bytes]() -> Result<void> {
+    GREX_TRY(c.check_usable("allreduce"));
+    c.begin(std::string("allreduce count=") + std::to_string(count) + " " + std::string(dtype_name(type)) + " " + op_label(op));
+    if (bytes == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
+      return ok();
+    }
+    switch (c.allreduce_algo(bytes)) {
+      case detail::Algo::kRing:
+        return c.finish(c.ring_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
+      case detail::Algo::kRabenseifner:
+        return c.finish(c.allreduce_recursive(sendbuf, recvbuf, count, type, op, true), "allreduce");
+      case detail::Algo::kRecursiveDoubling:
+        return c.finish(c.allreduce_recursive(sendbuf, recvbuf, count, type, op, false), "allreduce");
+      case detail::Algo::kTree:
+        return c.finish(c.allreduce_tree(sendbuf, recvbuf, count, type, op), "allreduce");
+    }
+    return ok();
+  });
+}
+
+static Result<Job> reduce_scatter_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                      DataType type, ReduceOp op) {
+  size_t block = recvcount * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "reduce_scatter", block, sendbuf, recvbuf));
+  return Job([&c, sendbuf, recvbuf, recvcount, type, op, block]() -> Result<void> {
+    GREX_TRY(c.check_usable("reduce_scatter"));
+    c.begin(std::string("reduce_scatter recvcount=") + std::to_string(recvcount) + " " + std::string(dtype_name(type)) + " " + op_label(op));
+    if (block == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
+      return ok();
+    }
+    return c.finish(c.ring_reduce_scatter(sendbuf, recvbuf, recvcount, type, op), "reduce_scatter");
+  });
+}
+
+static Result<Job> allgather_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType type) {
+  size_t block = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "allgather", block, sendbuf, recvbuf));
+  return Job([&c, sendbuf, recvbuf, count, type, block]() -> Result<void> {
+    GREX_TRY(c.check_usable("allgather"));
+    c.begin(std::string("allgather count=") + std::to_string(count) + " " + std::string(dtype_name(type)));
+    if (block == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
+      return ok();
+    }
+    return c.finish(c.ring_allgather(sendbuf, recvbuf, count, type), "allgather");
+  });
+}
+
+static Result<Job> reduce_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                              ReduceOp op, int root) {
+  GREX_TRY(check_root(c.rank, c.size, "reduce", root));
+  size_t bytes = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "reduce", bytes, sendbuf, c.rank == root ? recvbuf : sendbuf));
+  return Job([&c, sendbuf, recvbuf, count, type, op, root, bytes]() -> Result<void> {
+    GREX_TRY(c.check_usable("reduce"));
+    c.begin(std::string("reduce count=") + std::to_string(count) + " " + std::string(dtype_name(type)) + " " + op_label(op) + " root=" + std::to_string(root));
+    if (bytes == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
+      return ok();
+    }
+    return c.finish(c.tree_reduce(sendbuf, recvbuf, count, type, op, root), "reduce");
+  });
+}
+
+static Result<Job> alltoall_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
+                                DataType type) {
+  size_t block = count * dtype_size(type);
+  GREX_TRY(check_bufs(c.rank, "alltoall", block, sendbuf, recvbuf));
+  return Job([&c, sendbuf, recvbuf, count, type, block]() -> Result<void> {
+    GREX_TRY(c.check_usable("alltoall"));
+    c.begin(std::string("alltoall count=") + std::to_string(count) + " " + std::string(dtype_name(type)));
+    if (block == 0) return ok();
+    if (c.size == 1) {
+      if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
+      return ok();
+    }
+    return c.finish(c.pairwise_alltoall(sendbuf, recvbuf, count, type), "alltoall");
+  });
+}
+
+Result<void> Communicator::barrier() { return impl_->run(GREX_TRY(barrier_job(*impl_))); }
+Result<void> Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
+  return impl_->run(GREX_TRY(broadcast_job(*impl_, buf, count, type, root)));
+}
+Result<void> Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op) {
+  return impl_->run(GREX_TRY(allreduce_job(*impl_, sendbuf, recvbuf, count, type, op)));
+}
+Result<void> Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
+                                          ReduceOp op) {
+  return impl_->run(GREX_TRY(reduce_scatter_job(*impl_, sendbuf, recvbuf, recvcount, type, op)));
+}
+Result<void> Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
+  return impl_->run(GREX_TRY(allgather_job(*impl_, sendbuf, recvbuf, count, type)));
+}
+Result<void> Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                                  int root) {
+  return impl_->run(GREX_TRY(reduce_job(*impl_, sendbuf, recvbuf, count, type, op, root)));
+}
+Result<void> Communicator::alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
+  return impl_->run(GREX_TRY(alltoall_job(*impl_, sendbuf, recvbuf, count, type)));
+}
+
+Result<WorkPtr> Communicator::barrier_async() { return impl_->submit(GREX_TRY(barrier_job(*impl_))); }
+Result<WorkPtr> Communicator::broadcast_async(void* buf, size_t count, DataType type, int root) {
+  return impl_->submit(GREX_TRY(broadcast_job(*impl_, buf, count, type, root)));
+}
+Result<WorkPtr> Communicator::allreduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                              ReduceOp op) {
+  return impl_->submit(GREX_TRY(allreduce_job(*impl_, sendbuf, recvbuf, count, type, op)));
+}
+Result<WorkPtr> Communicator::reduce_scatter_async(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                                   DataType type, ReduceOp op) {
+  return impl_->submit(GREX_TRY(reduce_scatter_job(*impl_, sendbuf, recvbuf, recvcount, type, op)));
+}
+Result<WorkPtr> Communicator::allgather_async(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
+  return impl_->submit(GREX_TRY(allgather_job(*impl_, sendbuf, recvbuf, count, type)));
+}
+Result<WorkPtr> Communicator::reduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                           ReduceOp op, int root) {
+  return impl_->submit(GREX_TRY(reduce_job(*impl_, sendbuf, recvbuf, count, type, op, root)));
+}
+Result<WorkPtr> Communicator::alltoall_async(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
+  return impl_->submit(GREX_TRY(alltoall_job(*impl_, sendbuf, recvbuf, count, type)));
+}
+
+std::string Communicator::allreduce_algorithm(size_t bytes) const {
+  return detail::algo_name(impl_->allreduce_algo(bytes));
+}
+
+
+}  // namespace grex
