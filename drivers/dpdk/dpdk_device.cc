@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "transport/params.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/host.h"
@@ -52,13 +53,6 @@ Result<FaultConfig> parse_faults(std::string_view spec) {
       return Error(Errc::kInvalidArgument, "fault probability " + key + "=" + val + " is above 1");
   }
   return f;
-}
-
-std::string param(const DeviceOptions& o, const char* key, const char* env) {
-  std::string v;
-  if (auto it = o.params.find(key); it != o.params.end()) v = it->second;
-  if (const char* e = std::getenv(env)) v = e;
-  return v;
 }
 
 std::string mac_hex(const Mac& m) {
@@ -119,41 +113,34 @@ DpdkDevice::DpdkDevice(const DeviceOptions& opts) : opts_(opts) {}
 
 Result<void> DpdkDevice::parse_options() {
   DpdkOptions& d = dopts_;
-  if (auto v = param(opts_, "mode", "GREX_DPDK_MODE"); !v.empty()) d.mode = v;
+  if (auto v = detail::param(opts_, "mode", "GREX_DPDK_MODE"); !v.empty()) d.mode = v;
   if (d.mode != "memif" && d.mode != "port")
     return Error(Errc::kInvalidArgument, "dpdk mode '" + d.mode + "' is not memif or port").hint("GREX_DPDK_MODE");
-  d.devargs = param(opts_, "port", "GREX_DPDK_PORT");
+  d.devargs = detail::param(opts_, "port", "GREX_DPDK_PORT");
   if (d.mode == "port" && d.devargs.empty())
     return Error(Errc::kInvalidArgument, "dpdk port mode needs a device")
         .hint("set GREX_DPDK_PORT, e.g. net_af_packet0,iface=veth0 or net_af_xdp0,iface=veth0");
-  if (auto v = param(opts_, "memif_dir", "GREX_DPDK_MEMIF_DIR"); !v.empty()) d.memif_dir = v;
-  if (auto v = param(opts_, "ip", "GREX_DPDK_IP"); !v.empty()) {
+  if (auto v = detail::param(opts_, "memif_dir", "GREX_DPDK_MEMIF_DIR"); !v.empty()) d.memif_dir = v;
+  if (auto v = detail::param(opts_, "ip", "GREX_DPDK_IP"); !v.empty()) {
     in_addr a;
     if (inet_pton(AF_INET, v.c_str(), &a) != 1)
       return Error(Errc::kInvalidArgument, "GREX_DPDK_IP='" + v + "' is not an IPv4 address");
     d.ip = ntohl(a.s_addr);
   }
-  auto num = [&](const char* key, const char* env, int64_t lo, int64_t hi, int64_t def) -> Result<int64_t> {
-    std::string v = param(opts_, key, env);
-    if (v.empty()) return def;
-    int64_t x = GREX_TRY(config::parse_int(v, env));
-    if (x < lo || x > hi)
-      return Error(Errc::kInvalidArgument, std::string(env) + "=" + v + " is outside [" + std::to_string(lo) + ", " +
-                                               std::to_string(hi) + "]");
-    return x;
-  };
-  d.mtu = static_cast<uint16_t>(GREX_TRY(num("mtu", "GREX_DPDK_MTU", 576, 9000, d.mode == "memif" ? 9000 : 1500)));
-  d.udp_port = static_cast<uint16_t>(GREX_TRY(num("udp_port", "GREX_DPDK_UDP_PORT", 1, 65535, 47000)));
+  d.mtu = static_cast<uint16_t>(
+      GREX_TRY(detail::param_int(opts_, "mtu", "GREX_DPDK_MTU", 576, 9000, d.mode == "memif" ? 9000 : 1500)));
+  d.udp_port =
+      static_cast<uint16_t>(GREX_TRY(detail::param_int(opts_, "udp_port", "GREX_DPDK_UDP_PORT", 1, 65535, 47000)));
   // memif opens a port (and a pool) per peer inside EAL's 512 MB heap: keep
   // each pool small there (4095 x 9 KiB = 37 MB); one shared port gets more.
   d.mbufs = static_cast<uint32_t>(
-      GREX_TRY(num("mbufs", "GREX_DPDK_MBUFS", 1023, 1 << 20, d.mode == "memif" ? 4095 : 16383)));
-  d.window = static_cast<uint32_t>(GREX_TRY(num("window", "GREX_DPDK_WINDOW", 16, 1 << 16, 1024)));
+      GREX_TRY(detail::param_int(opts_, "mbufs", "GREX_DPDK_MBUFS", 1023, 1 << 20, d.mode == "memif" ? 4095 : 16383)));
+  d.window = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "window", "GREX_DPDK_WINDOW", 16, 1 << 16, 1024)));
   if ((d.window & (d.window - 1)) != 0)
     return Error(Errc::kInvalidArgument, "GREX_DPDK_WINDOW=" + std::to_string(d.window) + " is not a power of two");
-  d.give_up_ms = GREX_TRY(num("give_up_ms", "GREX_DPDK_GIVE_UP_MS", 10, 3'600'000, 10'000));
-  if (auto v = param(opts_, "faults", "GREX_DPDK_FAULTS"); !v.empty()) d.faults = GREX_TRY(parse_faults(v));
-  std::string crc = param(opts_, "crc", "GREX_DPDK_CRC");
+  d.give_up_ms = GREX_TRY(detail::param_int(opts_, "give_up_ms", "GREX_DPDK_GIVE_UP_MS", 10, 3'600'000, 10'000));
+  if (auto v = detail::param(opts_, "faults", "GREX_DPDK_FAULTS"); !v.empty()) d.faults = GREX_TRY(parse_faults(v));
+  std::string crc = detail::param(opts_, "crc", "GREX_DPDK_CRC");
   if (!crc.empty() && crc != "header" && crc != "payload")
     return Error(Errc::kInvalidArgument, "GREX_DPDK_CRC='" + crc + "' is not header or payload");
   d.payload_crc = crc == "payload" || d.faults.corrupt > 0;  // injected corruption must be caught

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/params.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -21,13 +22,6 @@ namespace grex::verbs {
 namespace {
 
 constexpr const char* kSubsys = "verbs";
-
-std::string param(const DeviceOptions& o, const char* key, const char* env) {
-  std::string v;
-  if (auto it = o.params.find(key); it != o.params.end()) v = it->second;
-  if (const char* e = std::getenv(env)) v = e;
-  return v;
-}
 
 uint32_t mtu_bytes(ibv_mtu m) { return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128u << m : 0; }
 
@@ -138,23 +132,14 @@ void VerbsDevice::probe_dmabuf() noexcept {
 VerbsDevice::VerbsDevice(const DeviceOptions& opts) : opts_(opts) {}
 
 Result<void> VerbsDevice::parse_options() {
-  vo_.dev = param(opts_, "dev", "GREX_IB_DEV");
-  auto num = [&](const char* key, const char* env, int64_t lo, int64_t hi, int64_t def) -> Result<int64_t> {
-    std::string v = param(opts_, key, env);
-    if (v.empty()) return def;
-    int64_t x = GREX_TRY(config::parse_int(v, env));
-    if (x < lo || x > hi)
-      return Error(Errc::kInvalidArgument, std::string(env) + "=" + v + " is outside [" + std::to_string(lo) + ", " +
-                                               std::to_string(hi) + "]");
-    return x;
-  };
-  vo_.port = static_cast<uint8_t>(GREX_TRY(num("port", "GREX_IB_PORT", 1, 255, 1)));
-  vo_.gid_index = static_cast<int>(GREX_TRY(num("gid_index", "GREX_IB_GID_INDEX", -1, 65535, -1)));
-  vo_.timeout = static_cast<uint8_t>(GREX_TRY(num("timeout", "GREX_IB_TIMEOUT", 1, 31, 14)));
-  vo_.retry_cnt = static_cast<uint8_t>(GREX_TRY(num("retry_cnt", "GREX_IB_RETRY_CNT", 0, 7, 7)));
-  vo_.max_inline = static_cast<uint32_t>(GREX_TRY(num("inline", "GREX_IB_INLINE", 0, 1024, 64)));
-  vo_.srq = GREX_TRY(num("srq", "GREX_IB_SRQ", 0, 1, 0)) == 1;
-  if (auto v = param(opts_, "ip", "GREX_IB_IP"); !v.empty()) {
+  vo_.dev = detail::param(opts_, "dev", "GREX_IB_DEV");
+  vo_.port = static_cast<uint8_t>(GREX_TRY(detail::param_int(opts_, "port", "GREX_IB_PORT", 1, 255, 1)));
+  vo_.gid_index = static_cast<int>(GREX_TRY(detail::param_int(opts_, "gid_index", "GREX_IB_GID_INDEX", -1, 65535, -1)));
+  vo_.timeout = static_cast<uint8_t>(GREX_TRY(detail::param_int(opts_, "timeout", "GREX_IB_TIMEOUT", 1, 31, 14)));
+  vo_.retry_cnt = static_cast<uint8_t>(GREX_TRY(detail::param_int(opts_, "retry_cnt", "GREX_IB_RETRY_CNT", 0, 7, 7)));
+  vo_.max_inline = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "inline", "GREX_IB_INLINE", 0, 1024, 64)));
+  vo_.srq = GREX_TRY(detail::param_int(opts_, "srq", "GREX_IB_SRQ", 0, 1, 0)) == 1;
+  if (auto v = detail::param(opts_, "ip", "GREX_IB_IP"); !v.empty()) {
     in_addr a;
     if (inet_pton(AF_INET, v.c_str(), &a) != 1)
       return Error(Errc::kInvalidArgument, "GREX_IB_IP='" + v + "' is not an IPv4 address");

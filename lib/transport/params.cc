@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "transport/params.h"
+
+#include <cstdlib>
+
+#include "core/config.h"
+
+namespace grex::detail {
+
+std::string param(const DeviceOptions& o, const char* key, const char* env) {
+  std::string v;
+  if (auto it = o.params.find(key); it != o.params.end()) v = it->second;
+  if (const char* e = std::getenv(env)) v = e;
+  return v;
+}
+
+Result<int64_t> param_int(const DeviceOptions& o, const char* key, const char* env, int64_t lo, int64_t hi,
+                          int64_t def) {
+  std::string v = param(o, key, env);
+  if (v.empty()) return def;
+  int64_t x = GREX_TRY(config::parse_int(v, env));
+  if (x < lo || x > hi)
+    return Error(Errc::kInvalidArgument,
+                 std::string(env) + "=" + v + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+}  // namespace grex::detail

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// Driver settings: a key of DeviceOptions::params, overridden by its GREX_*
+// environment variable. Shared by the drivers.
+#pragma once
+
+#include <grex/transport.h>
+
+#include <cstdint>
+#include <string>
+
+namespace grex::detail {
+
+/// The value of `key` in o.params, or of `env` when that is set; "" if neither.
+std::string param(const DeviceOptions& o, const char* key, const char* env);
+/// param() as an integer in [lo, hi]; `def` when unset. Errors name `env`.
+Result<int64_t> param_int(const DeviceOptions& o, const char* key, const char* env, int64_t lo, int64_t hi,
+                          int64_t def);
+
+}  // namespace grex::detail
