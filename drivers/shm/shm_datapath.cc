@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "core/clock.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "drivers/shm/shm_device.h"
 
@@ -79,6 +80,33 @@ PostResult ShmEndpoint::enqueue_out(std::span<const Req> reqs) noexcept {
 
 PostResult ShmEndpoint::post_send(std::span<const SendRequest> reqs) noexcept { return enqueue_out(reqs); }
 PostResult ShmEndpoint::post_write(std::span<const WriteRequest> reqs) noexcept { return enqueue_out(reqs); }
+
+// A read is a copy by this process (through the peer's memfd mapping, else
+// process_vm_readv), done at once; the completion reports it on the next poll.
+PostResult ShmEndpoint::post_read(std::span<const ReadRequest> reqs) noexcept {
+  if (failed_) return {0, Errc::kPeerFailed};
+  size_t n = 0;
+  for (const auto& r : reqs) {
+    if (dev_->cq_full()) break;  // poll first
+    ++n;
+    const auto* region = static_cast<const ShmRegion*>(r.region);
+    Status st = Status::kSuccess;
+    if (region == nullptr || r.offset > region->length() || r.length > region->length() - r.offset) {
+      st = Status::kLocalError;
+    } else if (r.remote.owner != static_cast<uint64_t>(peer_pid_) || r.remote_offset > r.remote.length ||
+               r.length > r.remote.length - r.remote_offset) {
+      st = Status::kRemoteAccess;
+    } else if (r.length > 0 &&
+               !read_peer(static_cast<uint8_t*>(region->addr()) + r.offset, r.remote.addr + r.remote_offset,
+                          r.remote.rkey & 0xffff'ffffull, r.remote_offset, static_cast<uint32_t>(r.remote.rkey >> 32),
+                          r.length, true)) {
+      st = failed_ ? Status::kPeerGone : Status::kRemoteAccess;
+    }
+    if (st == Status::kSuccess) dev_->stats.bytes_received.add(r.length);
+    dev_->complete({r.context, st == Status::kSuccess ? r.length : 0, 0, peer_, 0, Op::kRead, st});
+  }
+  return {n, Errc::kOk};
+}
 
 PostResult ShmEndpoint::post_recv(std::span<const RecvRequest> reqs) noexcept {
   size_t n = 0;
@@ -173,7 +201,7 @@ bool ShmEndpoint::place_write(const WriteRequest& r) noexcept {
              r.length > r.remote.length - r.remote_offset) {
     st = Status::kRemoteAccess;
   } else if (!write_peer(static_cast<const uint8_t*>(region->addr()) + r.offset, r.remote, r.remote_offset,
-                         r.length)) {
+                         r.length, r.cold_destination)) {
     st = failed_ ? Status::kPeerGone : Status::kRemoteAccess;
   }
   if (st == Status::kSuccess && r.with_imm) {
@@ -309,7 +337,7 @@ uint8_t* ShmEndpoint::map_peer(uint32_t region, int fd, bool writable) noexcept 
 }
 
 bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1,
-                            size_t n) noexcept {
+                            size_t n, bool one_sided) noexcept {
   if (fd_plus1 > 0) {
     if (uint8_t* base = map_peer(static_cast<uint32_t>(region), static_cast<int>(fd_plus1) - 1, false)) {
       std::memcpy(dst, base + offset, n);
@@ -324,7 +352,11 @@ bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t o
   while (got < n) {
     ssize_t k = ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
     if (k <= 0) {
-      cma_failed(k < 0 ? errno : EIO);
+      // One-sided: a fault means a bad remote range (kRemoteAccess), as for
+      // writes. Rendezvous: the sender keeps its buffer until we finish, so
+      // a fault means it is exiting.
+      int err = k < 0 ? errno : EIO;
+      if (!one_sided || err == ESRCH) cma_failed(err);
       return false;
     }
     got += static_cast<size_t>(k);
@@ -337,12 +369,17 @@ bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t o
   return true;
 }
 
-bool ShmEndpoint::write_peer(const void* src, const RemoteRegion& dst, uint64_t offset, size_t n) noexcept {
+bool ShmEndpoint::write_peer(const void* src, const RemoteRegion& dst, uint64_t offset, size_t n,
+                             bool streaming) noexcept {
   if (n == 0) return true;
   uint32_t fd_plus1 = static_cast<uint32_t>(dst.rkey >> 32);
   if (fd_plus1 > 0) {
     if (uint8_t* base = map_peer(static_cast<uint32_t>(dst.rkey), static_cast<int>(fd_plus1) - 1, true)) {
-      std::memcpy(base + offset, src, n);
+      // Cold destination: stream the bytes past the caches.
+      if (streaming && n >= detail::kStreamingCopyMinBytes)
+        detail::copy_streaming(base + offset, src, n);
+      else
+        std::memcpy(base + offset, src, n);
       dev_->stats.mapped_bytes.add(n);
       return true;
     }

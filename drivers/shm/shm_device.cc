@@ -74,6 +74,7 @@ Result<void> ShmDevice::init() {
   caps_.send_recv = true;
   caps_.write_imm = true;
   caps_.zero_copy_send = true;
+  caps_.read = true;
   caps_.allocate_shared = true;
   caps_.max_message_bytes = UINT64_MAX / 2;
   caps_.max_post_batch = opts_.queue_depth;

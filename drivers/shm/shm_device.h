@@ -89,6 +89,7 @@ class ShmEndpoint final : public Endpoint {
   PostResult post_send(std::span<const SendRequest> reqs) noexcept override;
   PostResult post_recv(std::span<const RecvRequest> reqs) noexcept override;
   PostResult post_write(std::span<const WriteRequest> reqs) noexcept override;
+  PostResult post_read(std::span<const ReadRequest> reqs) noexcept override;
   bool peer_failed() const noexcept override { return failed_; }
   void announce_abort(int culprit) noexcept override {
     seg_.header()->abort_culprit[dir_out_].store(culprit + 1, std::memory_order_release);
@@ -127,8 +128,11 @@ class ShmEndpoint final : public Endpoint {
   void fail_all() noexcept;
   void cma_failed(int err) noexcept;
   /// Copies n bytes from the peer (src = peer VA; memfd mapping when fd_plus1 > 0).
-  bool read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1, size_t n) noexcept;
-  bool write_peer(const void* src, const RemoteRegion& dst, uint64_t offset, size_t n) noexcept;
+  /// `one_sided`: a fault is a bad remote range, not a dying peer.
+  bool read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1, size_t n,
+                 bool one_sided = false) noexcept;
+  /// Copies n bytes to the peer; `streaming`: with non-temporal stores when large.
+  bool write_peer(const void* src, const RemoteRegion& dst, uint64_t offset, size_t n, bool streaming) noexcept;
   uint8_t* map_peer(uint32_t region, int fd, bool writable) noexcept;
 
   ShmDevice* dev_;
@@ -165,6 +169,7 @@ class ShmDevice final : public Device {
 
   // Used by endpoints.
   void complete(const Completion& c) noexcept;
+  bool cq_full() const noexcept { return cq_count_ == cq_.size(); }
   void add_endpoint(ShmEndpoint* ep);
   void remove_endpoint(ShmEndpoint* ep) noexcept;
   const ShmRegion* region_by_id(uint32_t id) const noexcept;

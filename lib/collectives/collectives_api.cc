@@ -75,6 +75,9 @@ static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, voi
     switch (c.allreduce_algo(bytes)) {
       case detail::Algo::kRing:
         return c.finish(c.ring_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
+      case detail::Algo::kDirect:
+        if (!c.direct_ok()) return c.finish(c.ring_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
+        return c.finish(c.direct_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
       case detail::Algo::kRabenseifner:
         return c.finish(c.allreduce_recursive(sendbuf, recvbuf, count, type, op, true), "allreduce");
       case detail::Algo::kRecursiveDoubling:

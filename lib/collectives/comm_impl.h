@@ -62,7 +62,7 @@ struct Communicator::Impl {
   /// reduction); every rank ends with the slowest pair's values.
   Result<void> calibrate();
   detail::Algo allreduce_algo(size_t bytes) const noexcept {
-    return forced_algo ? *forced_algo : cost.choose_allreduce(size, bytes);
+    return forced_algo ? *forced_algo : cost.choose_allreduce(size, bytes, direct_preferred());
   }
   /// Registrations of user buffers kept across calls (least recently used
   /// goes first): registering on every call costs page faults and syscalls.
@@ -120,6 +120,12 @@ struct Communicator::Impl {
 
   // Algorithms (ring_allreduce.cc, tree_broadcast.cc, algorithms.cc).
   Result<void> ring_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  /// One-sided reads and writes, segment r reduced by rank r (direct_allreduce.cc).
+  Result<void> direct_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  /// The device offers what direct_allreduce needs.
+  bool direct_ok() const noexcept;
+  /// ... and its one-sided operations are CPU copies on this host (shm).
+  bool direct_preferred() const noexcept { return direct_ok() && device->capabilities().allocate_shared; }
   /// Recursive doubling (halving = false) or Rabenseifner (halving = true).
   Result<void> allreduce_recursive(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
                                    bool halving);

@@ -172,8 +172,23 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   } else if (c.size > 1) {
     GREX_TRY_CTX(c.calibrate(), "communicator setup (cost-model calibration)");
   }
+  std::string choice;
+  if (c.forced_algo) {
+    choice = detail::algo_name(*c.forced_algo);
+  } else {  // the model's picks by size: "recursive_doubling from 1 B, direct from 64 KiB"
+    const char* last = nullptr;
+    for (size_t b = 1; b <= (size_t{1} << 30); b *= 2) {
+      const char* a = detail::algo_name(c.allreduce_algo(b));
+      if (last != nullptr && std::strcmp(a, last) == 0) continue;
+      char from[32];
+      std::snprintf(from, sizeof from, b >= 1024 * 1024 ? "%zu MiB" : b >= 1024 ? "%zu KiB" : "%zu B",
+                    b >= 1024 * 1024 ? b >> 20 : b >= 1024 ? b >> 10 : b);
+      choice += std::string(choice.empty() ? "" : ", ") + a + " from " + from;
+      last = a;
+    }
+  }
   GREX_INFO(kSubsys, "cost model: GREX_COST=%s (alpha us, beta GB/s, gamma GB/s); allreduce: %s", c.cost.describe().c_str(),
-            c.forced_algo ? detail::algo_name(*c.forced_algo) : "chosen per size");
+            choice.c_str());
   GREX_DEBUG(kSubsys, "%d local ranks on %d cores: %s progress", local, cores, adaptive ? "adaptive" : "spin");
   GREX_INFO(kSubsys, "communicator '%s' ready: %d ranks over %s", prefix.c_str(), c.size, c.opts.backend.c_str());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));

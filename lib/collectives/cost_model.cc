@@ -6,6 +6,8 @@
 //   recursive doubling  lg (alpha + N beta + N gamma)
 //   Rabenseifner        2 lg alpha + 2 (p-1)/p N beta + (p-1)/p N gamma
 //   tree (reduce+bcast) 2 ceil(log2 n) (alpha + N beta) + ceil(log2 n) N gamma
+//   direct              4(n-1) alpha + 2 (n-1)/n N beta + (n-1)/n N gamma
+//                       (two message rounds plus a read and a write per peer)
 // (Thakur, Rabenseifner and Gropp, "Optimization of collective communication
 // operations in MPICH", 2005, derive the same forms.)
 #include "collectives/cost_model.h"
@@ -22,6 +24,7 @@ const char* algo_name(Algo a) noexcept {
     case Algo::kRabenseifner: return "rabenseifner";
     case Algo::kRecursiveDoubling: return "recursive_doubling";
     case Algo::kTree: return "tree";
+    case Algo::kDirect: return "direct";
   }
   return "?";
 }
@@ -31,6 +34,7 @@ std::optional<Algo> parse_algo(std::string_view s) noexcept {
   if (s == "rabenseifner" || s == "rab") return Algo::kRabenseifner;
   if (s == "recursive_doubling" || s == "rd") return Algo::kRecursiveDoubling;
   if (s == "tree") return Algo::kTree;
+  if (s == "direct") return Algo::kDirect;
   return std::nullopt;
 }
 
@@ -54,14 +58,18 @@ double CostModel::allreduce_s(Algo a, int n, double N) const noexcept {
       return fold + 2.0 * lg * al + 2.0 * (p - 1) / p * N * be + 1.0 * (p - 1) / p * N * ga;
     case Algo::kTree:
       return 2.0 * clg * (al + N * be) + clg * N * ga;
+    case Algo::kDirect:
+      return 4.0 * (n - 1) * al + 2.0 * (n - 1) / n * N * be + 1.0 * (n - 1) / n * N * ga;
   }
   return 0;
 }
 
-Algo CostModel::choose_allreduce(int n, size_t bytes) const noexcept {
-  Algo best = Algo::kRing;
-  double best_s = allreduce_s(Algo::kRing, n, static_cast<double>(bytes));
+Algo CostModel::choose_allreduce(int n, size_t bytes, bool direct) const noexcept {
+  const Algo first = direct && n > 1 ? Algo::kDirect : Algo::kRing;
+  Algo best = first;
+  double best_s = allreduce_s(first, n, static_cast<double>(bytes));
   for (Algo a : kAllAlgos) {
+    if (direct && (a == Algo::kRing || a == Algo::kRabenseifner)) continue;
     double s = allreduce_s(a, n, static_cast<double>(bytes));
     if (s < best_s * (1 - 1e-9)) {
       best = a;

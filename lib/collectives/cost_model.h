@@ -12,7 +12,7 @@
 
 namespace grex::detail {
 
-enum class Algo : unsigned char { kRing, kRabenseifner, kRecursiveDoubling, kTree };
+enum class Algo : unsigned char { kRing, kRabenseifner, kRecursiveDoubling, kTree, kDirect };
 inline constexpr Algo kAllAlgos[] = {Algo::kRing, Algo::kRabenseifner, Algo::kRecursiveDoubling, Algo::kTree};
 
 /// "ring", "rabenseifner", "recursive_doubling", "tree".
@@ -27,8 +27,13 @@ struct CostModel {
 
   /// Predicted seconds for one allreduce of `bytes` over n ranks.
   double allreduce_s(Algo a, int n, double bytes) const noexcept;
-  /// The algorithm with the least predicted time (ties: ring).
-  Algo choose_allreduce(int n, size_t bytes) const noexcept;
+  /// The algorithm with the least predicted time (ties: ring). With `direct`
+  /// (the device reads and writes peers' memory with CPU copies, shm), the
+  /// direct algorithm takes the place of the two bandwidth-optimal message
+  /// schedules, ring and Rabenseifner: it moves the same bytes with fewer
+  /// passes over memory, which the model does not see, and more round trips
+  /// (4(n-1) alpha), which it does.
+  Algo choose_allreduce(int n, size_t bytes, bool direct = false) const noexcept;
   /// "alpha_us=.. beta_gbps=.. gamma_gbps=.." (the GREX_COST format).
   std::string describe() const;
   /// Parses GREX_COST: "ALPHA_US,BETA_GBPS,GAMMA_GBPS" (GB/s = 1e9 bytes per second).

@@ -68,6 +68,20 @@ Result<OpId> Engine::recv(int peer, const MemoryRegion* mr, uint64_t offset, uin
               [](Endpoint* ep, std::span<const RecvRequest> r) { return ep->post_recv(r); });
 }
 
+Result<OpId> Engine::read(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length,
+                          const RemoteRegion& remote, uint64_t remote_offset) {
+  return post(peer, true, ReadRequest{mr, offset, length, remote, remote_offset, 0},
+              [](Endpoint* ep, std::span<const ReadRequest> r) { return ep->post_read(r); });
+}
+
+Result<OpId> Engine::write(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length,
+                           const RemoteRegion& remote, uint64_t remote_offset, bool cold) {
+  auto id = post(peer, false, WriteRequest{mr, offset, length, remote, remote_offset, 0, false, 0, cold},
+                 [](Endpoint* ep, std::span<const WriteRequest> r) { return ep->post_write(r); });
+  if (id) posted_bytes_ += length;
+  return id;
+}
+
 bool Engine::done(OpId id) const noexcept {
   const Record& r = recs_[id % kTrack];
   return r.id != id || !r.pending;
@@ -118,7 +132,10 @@ Error Engine::failure(const Completion& c) const {
   if (c.status == Status::kPeerGone || (ep != nullptr && ep->peer_abort_culprit() >= 0))
     return peer_error(c.peer, ep);
   std::string who = ep != nullptr ? ep->describe_peer() : "rank " + std::to_string(c.peer);
-  std::string what = c.op == Op::kRecv ? "receive from " : "send to ";
+  std::string what = c.op == Op::kRecv    ? "receive from "
+                     : c.op == Op::kRead  ? "read from "
+                     : c.op == Op::kWrite ? "write to "
+                                          : "send to ";
   Errc code = c.status == Status::kPeerGone ? Errc::kPeerFailed
               : c.status == Status::kTruncated ? Errc::kMismatch
                                                : Errc::kInternal;

@@ -25,6 +25,13 @@ class Engine {
   /// Posts a send / receive; kOk unless the endpoint refuses (peer failed, bad args).
   Result<OpId> send(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag);
   Result<OpId> recv(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag);
+  /// Posts a one-sided read of the peer's `remote` (at remote_offset) into mr.
+  Result<OpId> read(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, const RemoteRegion& remote,
+                    uint64_t remote_offset);
+  /// Posts a one-sided write of mr's bytes into the peer's `remote`, without
+  /// immediate (`cold`: WriteRequest::cold_destination).
+  Result<OpId> write(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, const RemoteRegion& remote,
+                     uint64_t remote_offset, bool cold = false);
 
   /// True once the request finished (successfully: errors surface from progress()).
   bool done(OpId id) const noexcept;

@@ -26,6 +26,7 @@ std::string_view status_name(Status s) noexcept {
 PostResult Endpoint::post_send(std::span<const SendRequest>) noexcept { return {0, Errc::kNotSupported}; }
 PostResult Endpoint::post_recv(std::span<const RecvRequest>) noexcept { return {0, Errc::kNotSupported}; }
 PostResult Endpoint::post_write(std::span<const WriteRequest>) noexcept { return {0, Errc::kNotSupported}; }
+PostResult Endpoint::post_read(std::span<const ReadRequest>) noexcept { return {0, Errc::kNotSupported}; }
 std::string Endpoint::describe_peer() const { return "rank " + std::to_string(peer_); }
 
 struct Device::Cache {

@@ -60,6 +60,25 @@ TEST(CostModel, TheChoiceIsNeverPredictedSlowerThanAnyAlgorithm) {
   EXPECT_EQ(m.choose_allreduce(1, 1 << 20), Algo::kRing);  // one rank: nothing to choose
 }
 
+// Direct (shm) replaces ring and Rabenseifner. n = 4, alpha 10 us, beta =
+// gamma = 0.1 ns/B: recursive doubling 2 alpha + 4 N b, direct 12 alpha +
+// 2.25 N b: equal at N = 10 alpha / (1.75 b) = 571 429 bytes.
+TEST(CostModel, DirectTakesOverTheBandwidthOptimalSizes) {
+  CostModel m = model(10, 10, 10);
+  EXPECT_EQ(m.choose_allreduce(4, 8, true), Algo::kRecursiveDoubling);
+  EXPECT_EQ(m.choose_allreduce(4, 560'000, true), Algo::kRecursiveDoubling);
+  EXPECT_EQ(m.choose_allreduce(4, 580'000, true), Algo::kDirect);
+  EXPECT_EQ(m.choose_allreduce(4, size_t{256} << 20, true), Algo::kDirect);
+  EXPECT_EQ(m.choose_allreduce(4, size_t{256} << 20, false), Algo::kRabenseifner);
+  EXPECT_NEAR(m.allreduce_s(Algo::kRecursiveDoubling, 4, 571'429), m.allreduce_s(Algo::kDirect, 4, 571'429), 1e-9);
+  for (int n : {2, 3, 5, 8, 16})
+    for (double bytes : {8.0, 1e4, 1e6, 1e9}) {
+      Algo a = m.choose_allreduce(n, static_cast<size_t>(bytes), true);
+      EXPECT_NE(a, Algo::kRing);
+      EXPECT_NE(a, Algo::kRabenseifner);
+    }
+}
+
 TEST(CostModel, ParsesGrexCostAndNames) {
   auto m = CostModel::parse("2.5,10,8");
   ASSERT_TRUE(m) << m.error().message();
@@ -71,6 +90,7 @@ TEST(CostModel, ParsesGrexCostAndNames) {
   EXPECT_FALSE(CostModel::parse("fast"));
   EXPECT_FALSE(CostModel::parse("1,2,3,4"));
   for (Algo a : kAllAlgos) EXPECT_EQ(parse_algo(algo_name(a)), a);
+  EXPECT_EQ(parse_algo(algo_name(Algo::kDirect)), Algo::kDirect);
   EXPECT_EQ(parse_algo("rd"), Algo::kRecursiveDoubling);
   EXPECT_FALSE(parse_algo("bruck"));
 }

@@ -47,6 +47,7 @@ struct Capabilities {
   bool gpu_memory = false;         ///< MemoryDomain::kCudaDevice registrations
   bool zero_copy_send = false;     ///< the sender never copies payload
   bool allocate_shared = false;    ///< allocate() returns memory peers read directly
+  bool read = false;               ///< one-sided read from a peer's region (post_read)
   uint64_t max_message_bytes = 0;  ///< largest single send / write
   uint32_t max_post_batch = 0;     ///< most requests one post call accepts
   uint32_t queue_depth = 0;        ///< outstanding requests per endpoint and direction
@@ -76,6 +77,7 @@ enum class Op : uint8_t {
   kRecv = 1,         ///< a posted RecvRequest was filled
   kWrite = 2,        ///< a posted WriteRequest finished locally
   kRemoteWrite = 3,  ///< a peer's write-with-immediate landed in a local region
+  kRead = 4,         ///< a posted ReadRequest finished (the bytes are in the local region)
 };
 
 /// Per-operation outcome.
@@ -134,6 +136,21 @@ struct WriteRequest {
   uint32_t imm = 0;
   bool with_imm = true;
   uint64_t context = 0;
+  /// Hint: the destination bytes are in no cache and the peer reads them
+  /// later, so a driver that copies with the CPU (shm) may use streaming
+  /// stores. Leave false when the destination was just read (in place).
+  bool cold_destination = false;
+};
+
+/// One-sided read of a peer's advertised region into local bytes. The peer
+/// is not told; the reader learns of completion from its own poll().
+struct ReadRequest {
+  const MemoryRegion* region = nullptr;  ///< local destination
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  RemoteRegion remote{};
+  uint64_t remote_offset = 0;
+  uint64_t context = 0;
 };
 
 /// What a post call did: `count` requests accepted (a prefix of the batch).
@@ -160,6 +177,8 @@ class Endpoint {
   virtual PostResult post_recv(std::span<const RecvRequest> reqs) noexcept;
   /// Posts one-sided writes; never blocks. Default: kNotSupported.
   virtual PostResult post_write(std::span<const WriteRequest> reqs) noexcept;
+  /// Posts one-sided reads; never blocks. Default: kNotSupported.
+  virtual PostResult post_read(std::span<const ReadRequest> reqs) noexcept;
 
   /// The peer is known to be gone (process exit, connection loss).
   virtual bool peer_failed() const noexcept { return false; }

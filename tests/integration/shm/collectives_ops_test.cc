@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every collective against a reference computed locally, over shm with 1..8
 // ranks: allreduce with each algorithm (ring, Rabenseifner, recursive
-// doubling, tree) x dtypes x ops x counts, in and out of place; reduce,
+// doubling, tree, direct) x dtypes x ops x counts, in and out of place; reduce,
 // reduce_scatter, allgather, alltoall, broadcast; bitwise-identical repeats;
 // and the non-blocking API (overlapping allreduces complete in order).
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 namespace grex::test {
 namespace {
 
-constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree"};
+constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree", "direct"};
 
 CommOptions opts_for(const char* algo) {
   CommOptions o;
@@ -227,6 +227,55 @@ TEST_P(Algos, HalfPrecisionAllreduce) {
           }
       }
     }
+    return 0;
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// The direct algorithm's other paths: buffers from Communicator::alloc (peers
+// map them and copy with loads and stores instead of process_vm_readv/writev),
+// vectors large enough for streaming stores (>= 8 MiB), in and out of place,
+// a count that is not a multiple of the ranks, and avg over the segments.
+TEST_P(Algos, DirectOnSharedAndLargeBuffers) {
+  const int n = GetParam();
+  auto res = run_ranks(n, [n](Rank& r) -> int {
+    CommOptions o = opts_for("direct");
+    o.name = "direct-big";
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    const size_t count = (size_t{3} << 20) + 5;  // 12 MiB of f32
+    for (bool shared : {true, false})
+      for (bool in_place : {false, true})
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+          void* a = nullptr;
+          void* b = nullptr;
+          std::vector<float> va, vb;
+          if (shared) {
+            auto pa = c->alloc(count * 4);
+            auto pb = c->alloc(count * 4);
+            RANK_CHECK(pa && pb);
+            a = *pa;
+            b = *pb;
+          } else {
+            va.resize(count);
+            vb.resize(count);
+            a = va.data();
+            b = vb.data();
+          }
+          auto* in = static_cast<float*>(a);
+          auto* out = static_cast<float*>(in_place ? a : b);
+          for (size_t i = 0; i < count; ++i) in[i] = value<float>(r.rank, i, op);
+          if (!in_place) std::fill(out, out + count, 77.0f);
+          RANK_OK(c->allreduce(in, out, count, DataType::kFloat32, op));
+          if (check_values<float>(*c, shared ? "direct (alloc)" : "direct (malloc)", out, count, 0, op) != 0) {
+            std::fprintf(stderr, "rank %d: n=%d in_place=%d\n", r.rank, n, int(in_place));
+            return 1;
+          }
+          if (shared) {
+            RANK_OK(c->free(a));
+            RANK_OK(c->free(b));
+          }
+        }
     return 0;
   }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();

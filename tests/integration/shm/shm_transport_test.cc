@@ -249,6 +249,64 @@ TEST(ShmTransport, WriteWithImmediate) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// One-sided reads from a peer's allocated region (through its mapping) and
+// from its registered heap memory (process_vm_readv); a read past the end of
+// the region or from memory the peer never mapped fails with kRemoteAccess
+// and leaves the connection usable. The peer is not told of any read.
+TEST(ShmTransport, OneSidedRead) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto link = open_link(r, "read");
+    RANK_OK(link);
+    Device& dev = *link->dev;
+    RANK_CHECK(dev.capabilities().read);
+    constexpr size_t kLen = (1u << 20) + 17;
+    auto shared = dev.allocate(2 * kLen);
+    RANK_OK(shared);
+    std::vector<uint8_t> heap(2 * kLen);
+    auto hreg = dev.register_memory(heap.data(), heap.size());
+    RANK_OK(hreg);
+    fill(static_cast<uint8_t*>((*shared)->addr()), 2 * kLen, 50 + r.rank);
+    fill(heap.data(), heap.size(), 60 + r.rank);
+    RemoteRegion mine[2] = {(*shared)->remote(), (*hreg)->remote()};
+    auto all = r.bootstrap->all_gather("read/regions", std::string(reinterpret_cast<char*>(mine), sizeof(mine)));
+    RANK_OK(all);
+    if (r.rank == 0) {
+      RemoteRegion theirs[2];
+      std::memcpy(theirs, (*all)[1].data(), sizeof(theirs));
+      RemoteRegion bogus = theirs[1];
+      bogus.addr = 0x10000;
+      bogus.rkey &= 0xffff'ffffull;
+      std::vector<uint8_t> dst(2 * kLen + 64, 0);
+      auto dreg = dev.register_memory(dst.data(), dst.size());
+      RANK_OK(dreg);
+      ReadRequest rd[4] = {{*dreg, 0, kLen, theirs[0], 5, 1},
+                           {*dreg, kLen, kLen, theirs[1], 7, 2},
+                           {*dreg, 0, 16, theirs[1], 2 * kLen - 8, 3},  // past the end
+                           {*dreg, 0, 16, bogus, 0, 4}};                // unmapped
+      RANK_CHECK(link->to(1).post_read(rd).count == 4);
+      std::vector<Completion> done;
+      RANK_CHECK(drain(dev, 4, &done));
+      for (auto& c : done) {
+        RANK_CHECK(c.op == Op::kRead);
+        RANK_CHECK((c.context >= 3) == (c.status == Status::kRemoteAccess));
+        if (c.context < 3) RANK_CHECK(c.bytes == kLen);
+      }
+      std::vector<uint8_t> want(2 * kLen);
+      fill(want.data(), want.size(), 51);
+      RANK_CHECK(std::memcmp(dst.data(), want.data() + 5, kLen) == 0);
+      fill(want.data(), want.size(), 61);
+      RANK_CHECK(std::memcmp(dst.data() + kLen, want.data() + 7, kLen) == 0);
+      RANK_CHECK(!link->to(1).peer_failed());
+      RANK_OK(dev.deregister_memory(*dreg));
+    }
+    RANK_OK(r.bootstrap->barrier("read-done"));
+    Completion c[4];
+    RANK_CHECK(dev.poll(c) == 0);  // reads raise nothing on the target
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 TEST(ShmTransport, TruncationIsReported) {
   auto res = run_ranks(2, [](Rank& r) -> int {
     auto link = open_link(r, "trunc");

@@ -185,6 +185,7 @@ inline const char* op_name(Op op) {
     case Op::kRecv: return "recv";
     case Op::kWrite: return "write";
     case Op::kRemoteWrite: return "remote-write";
+    case Op::kRead: return "read";
   }
   return "?";
 }

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+// Direct allreduce, for devices with one-sided reads and writes (shm): rank r
+// alone reduces segment r. It reads that segment from every peer's input
+// (block by block, into a cache-sized landing area), folds the blocks into its
+// own output, and writes the finished block into every peer's output while it
+// is still in cache. Each input byte is read once and each output byte
+// written once; nothing is re-read from memory for a second pass, and there
+// is no chain of n-1 dependent steps as in the ring.
+//
+// Ordering, with two message rounds:
+//   1. every rank sends each peer a descriptor of its input and output
+//      (RemoteRegion + offset); receiving a peer's descriptor means the peer
+//      has entered this collective, so its input is ready and segment r of its
+//      output is ours to write (no one else touches segment r anywhere);
+//   2. after its writes complete, every rank sends each peer "done"; a rank
+//      returns once every peer said done, so no one reads its input or writes
+//      its output any more.
+// In place works: rank r reads block b of segment r from a buffer before it
+// writes block b of the same segment back into it.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "collectives/comm_impl.h"
+#include "collectives/reduce.h"
+#include "core/copy.h"
+
+namespace grex {
+namespace {
+
+struct Descriptor {
+  RemoteRegion in;
+  uint64_t in_offset;
+  RemoteRegion out;
+  uint64_t out_offset;
+};
+static_assert(sizeof(Descriptor) == 80, "Descriptor is a wire format");
+
+constexpr size_t kSlots = 2;  // landing areas: block b+1 arrives while b is reduced
+// From this size on, the result is unlikely to be in cache when the caller
+// reads it, so it is written with streaming stores (glibc's memcpy switches
+// at a similar size, three quarters of the last-level cache).
+constexpr size_t kStreamOutMinBytes = 8u << 20;
+
+}  // namespace
+
+bool Communicator::Impl::direct_ok() const noexcept {
+  const Capabilities& c = device->capabilities();
+  return c.read && c.write_imm && size > 1;
+}
+
+Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                                  ReduceOp op) {
+  const size_t es = dtype_size(type);
+  const int n = size;
+  const int r = rank;
+  const size_t npeers = static_cast<size_t>(n - 1);
+  // Block: the landing area for all peers' pieces of one block is one chunk.
+  const size_t block = std::max<size_t>(4096 / es * es, opts.chunk_bytes / npeers / es * es);
+  const size_t desc_bytes = sizeof(Descriptor) * static_cast<size_t>(n);
+  const size_t land_base = (desc_bytes + 4095) / 4096 * 4096;
+  const size_t slot_bytes = block * npeers;
+  GREX_TRY(ensure_scratch(land_base + kSlots * slot_bytes));
+
+  ScopedRegistration sreg(*this), rreg(*this);
+  GREX_TRY(sreg.acquire(sendbuf, count * es));
+  GREX_TRY(rreg.acquire(recvbuf, count * es));
+  const uint64_t roff = rreg.offset(recvbuf);
+
+  const uint64_t tag = next_tag_base();
+  Deadline dl = deadline();
+  auto* descs = static_cast<Descriptor*>(scratch->addr());  // [peer]; [r] is ours
+  descs[r] = Descriptor{sreg.get()->remote(), sreg.offset(sendbuf), rreg.get()->remote(), roff};
+
+  // Round 1: descriptors.
+  std::vector<detail::OpId> ids;
+  ids.reserve(2 * npeers + kSlots * npeers);
+  for (int j = 0; j < n; ++j) {
+    if (j == r) continue;
+    ids.push_back(GREX_TRY(engine->recv(j, scratch, sizeof(Descriptor) * static_cast<size_t>(j), sizeof(Descriptor), tag)));
+  }
+  for (int j = 0; j < n; ++j) {
+    if (j == r) continue;
+    ids.push_back(GREX_TRY(engine->send(j, scratch, sizeof(Descriptor) * static_cast<size_t>(r), sizeof(Descriptor), tag)));
+  }
+  GREX_TRY(engine->wait_all(ids, dl, "allreduce (direct): descriptors"));
+  for (int j = 0; j < n; ++j)
+    if (j != r && engine->bytes(ids[static_cast<size_t>(j < r ? j : j - 1)]) != sizeof(Descriptor))
+      return Error(Errc::kMismatch, "allreduce (direct): rank " + std::to_string(j) + " sent a malformed descriptor")
+          .rank(r)
+          .peer(j);
+
+  // Segment r: elements [first, first + len).
+  const size_t first = count / static_cast<size_t>(n) * static_cast<size_t>(r) +
+                       std::min<size_t>(static_cast<size_t>(r), count % static_cast<size_t>(n));
+  const size_t len = count / static_cast<size_t>(n) + (static_cast<size_t>(r) < count % static_cast<size_t>(n) ? 1 : 0);
+  const size_t seg_bytes = len * es;
+  const size_t nblocks = (seg_bytes + block - 1) / block;
+  auto* in = static_cast<const uint8_t*>(sendbuf) + first * es;
+  auto* out = static_cast<uint8_t*>(recvbuf) + first * es;
+  auto* land = static_cast<uint8_t*>(scratch->addr()) + land_base;
+  const bool in_place = sendbuf == recvbuf;
+  const bool stream_out = count * es >= kStreamOutMinBytes;
+
+  // Peers in the order their blocks are folded in: r+1, r+2, ... (own input first).
+  auto peer_at = [&](size_t k) { return static_cast<int>((static_cast<size_t>(r) + 1 + k) % static_cast<size_t>(n)); };
+  std::vector<detail::OpId> reads(kSlots * npeers), writes(kSlots * npeers);
+  std::vector<bool> writes_posted(kSlots, false);
+  auto post_reads = [&](size_t b) -> Result<void> {
+    const size_t slot = b % kSlots;
+    const uint64_t off = b * block, blen = std::min<uint64_t>(block, seg_bytes - off);
+    if (writes_posted[slot]) {  // the slot's previous block may still be on its way out
+      GREX_TRY(engine->wait_all(std::span(writes).subspan(slot * npeers, npeers), dl, "allreduce (direct): writes"));
+      writes_posted[slot] = false;
+    }
+    for (size_t k = 0; k < npeers; ++k) {
+      const Descriptor& d = descs[peer_at(k)];
+      reads[slot * npeers + k] = GREX_TRY(engine->read(peer_at(k), scratch, land_base + slot * slot_bytes + k * block,
+                                                       blen, d.in, d.in_offset + first * es + off));
+    }
+    return ok();
+  };
+
+  if (nblocks > 0) GREX_TRY(post_reads(0));
+  for (size_t b = 0; b < nblocks; ++b) {
+    const size_t slot = b % kSlots;
+    const uint64_t off = b * block, blen = std::min<uint64_t>(block, seg_bytes - off);
+    if (b + 1 < nblocks) GREX_TRY(post_reads(b + 1));
+    // Fold the pieces in as they arrive, in peer order (the same order every
+    // run). In place, into the output: its lines are in cache from reading
+    // them as input. Out of place, into the first landing area, so the
+    // output lines need not be read for ownership: the result goes out to
+    // every output (ours and the peers') with streaming stores when large.
+    uint8_t* acc = in_place ? out + off : land + slot * slot_bytes;
+    for (size_t k = 0; k < npeers; ++k) {
+      GREX_TRY(engine->wait(reads[slot * npeers + k], dl, "allreduce (direct): reads"));
+      detail::reduce(acc, k == 0 ? in + off : acc, land + slot * slot_bytes + k * block, blen / es, type, op);
+    }
+    if (op == ReduceOp::kAvg) detail::scale_avg(acc, blen / es, type, n);
+    const MemoryRegion* src_mr = in_place ? rreg.get() : scratch;
+    const uint64_t src_off = in_place ? roff + first * es + off : land_base + slot * slot_bytes;
+    for (size_t k = 0; k < npeers; ++k) {
+      const Descriptor& d = descs[peer_at(k)];
+      writes[slot * npeers + k] = GREX_TRY(
+          engine->write(peer_at(k), src_mr, src_off, blen, d.out, d.out_offset + first * es + off, !in_place));
+    }
+    if (!in_place) {
+      if (stream_out)
+        detail::copy_streaming(out + off, acc, blen);
+      else
+        std::memcpy(out + off, acc, blen);
+    }
+    writes_posted[slot] = true;
+  }
+  for (size_t slot = 0; slot < kSlots; ++slot)
+    if (writes_posted[slot])
+      GREX_TRY(engine->wait_all(std::span(writes).subspan(slot * npeers, npeers), dl, "allreduce (direct): writes"));
+
+  // Round 2: done.
+  ids.clear();
+  for (int j = 0; j < n; ++j)
+    if (j != r) ids.push_back(GREX_TRY(engine->recv(j, scratch, 0, 0, tag | (1ull << 16))));
+  for (int j = 0; j < n; ++j)
+    if (j != r) ids.push_back(GREX_TRY(engine->send(j, scratch, 0, 0, tag | (1ull << 16))));
+  return engine->wait_all(ids, dl, "allreduce (direct): completion");
+}
+
+}  // namespace grex
