@@ -8,6 +8,9 @@
 #
 #   grex       $BUILD/apps/grex-run/grex-run -n N --no-tag-output -- \
 #                $BUILD/apps/grex-perf/grex-perf allreduce -b S -e S -n I -w W -d float -o sum -c 1 --inplace 0
+#              (buffers from malloc, as a trainer's tensors)
+#   grex alloc the same with --alloc: buffers from Communicator::alloc (shared memory the peers
+#              map, as MPI_Alloc_mem or ncclMemAlloc memory)
 #   Open MPI   mpirun -np N --oversubscribe --bind-to none $PEER_BUILD/bench/mpi_allreduce -n I -w W S
 #              (defaults otherwise: vader shared memory with CMA single copy, tuned collectives)
 #   Gloo ring  $PEER_BUILD/bench/gloo_allreduce -np N --algo ring -n I -w W S
@@ -15,7 +18,7 @@
 #   Gloo HD    $PEER_BUILD/bench/gloo_allreduce -np N --algo halving_doubling -n I -w W S
 #              (gloo::AllreduceHalvingDoubling, tcp on 127.0.0.1)
 #
-# The order of the four rotates from round to round. Every number is the slowest rank's
+# The order of the five rotates from round to round. Every number is the slowest rank's
 # average time per call; the tables give the median over the rounds. grex, Open MPI and
 # Gloo ring run out of place, Gloo HD in place (the legacy class has no other form).
 # Each size and each implementation gets its own processes (Gloo's send-buffer sizing
@@ -36,6 +39,7 @@
 # Env:   REPEAT (3), RANKS ("2 4"), SIZES (a subset such as "8 1M 256M"; default all),
 #        BUILD (build), PEER_BUILD (build-cmp),
 #        OUT (directory for raw.tsv, membw.tsv and logs; default a new /tmp/allreduce_compare.*),
+#        PLOT (PNG path, default $OUT/allreduce.png; needs gnuplot),
 #        TIMEOUT_S (per run, 600), QUIET_LOAD (e.g. 1.0: first wait until the 1-minute load
 #        average is below it and the CPUs were less than 10 % busy over 5 s, polling every
 #        30 s for up to QUIET_WAIT_S, default 900), MAX_OTHER (0.15) and RETRIES (3): below.
@@ -101,15 +105,17 @@ if [[ -n ${SIZES:-} ]]; then  # a subset, for quick checks: SIZES="8 1M 256M"
   ((${#sel[@]} > 0)) || die "SIZES='$SIZES' matches none of: $(printf '%s ' "${CASES[@]%% *}")"
   CASES=("${sel[@]}")
 fi
-IMPLS=(grex ompi gloo_ring gloo_hd)
+IMPLS=(grex grex_alloc ompi gloo_ring gloo_hd)
 
 # Runs one implementation at one size; prints the time (us) or nothing.
 run_one() {  # impl nranks size iters warmup logfile
   local impl=$1 n=$2 s=$3 it=$4 w=$5 log=$6
   case $impl in
-    grex)
+    grex | grex_alloc)
+      local alloc=()
+      [[ $impl = grex_alloc ]] && alloc=(--alloc)
       timeout "$TIMEOUT_S" "$GREX_RUN" -n "$n" --no-tag-output -- "$GREX_PERF" allreduce -b "$s" -e "$s" \
-        -n "$it" -w "$w" -d float -o sum -c 1 --inplace 0 2>>"$log" | tee -a "$log" |
+        -n "$it" -w "$w" -d float -o sum -c 1 --inplace 0 "${alloc[@]}" 2>>"$log" | tee -a "$log" |
         awk '/^#/ && / time / { for (i = 2; i <= NF; ++i) if ($i == "time") col = i - 1 }
              /^ *[0-9]/ && col { if ($NF != "0" && $NF != "N/A") bad = 1; t = $col }
              END { if (t != "" && !bad) print t }'
@@ -243,42 +249,72 @@ for n in $RANKS; do
   echo
   echo "## $n ranks"
   echo
-  echo "| size | grex (us) | OMPI (us) | grex/OMPI | Gloo ring (us) | Gloo HD (us) | grex/best Gloo |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| size | grex (us) | grex alloc (us) | OMPI (us) | grex/OMPI | alloc/OMPI | Gloo ring (us) | Gloo HD (us) | grex/best Gloo |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  : >"$OUT/plot_n$n.dat"
   for c in "${CASES[@]}"; do
     read -r size label iters warmup <<<"$c"
-    g=$(med "$n" "$size" grex) o=$(med "$n" "$size" ompi) gr=$(med "$n" "$size" gloo_ring) gh=$(med "$n" "$size" gloo_hd)
+    g=$(med "$n" "$size" grex) ga=$(med "$n" "$size" grex_alloc) o=$(med "$n" "$size" ompi)
+    gr=$(med "$n" "$size" gloo_ring) gh=$(med "$n" "$size" gloo_hd)
     b=$(bytes_of "$size")
-    awk -v label="${label//_/ }" -v b="$b" -v g="$g" -v o="$o" -v gr="$gr" -v gh="$gh" \
-        -v fg="$(fmt "$g")" -v fo="$(fmt "$o")" -v fgr="$(fmt "$gr")" -v fgh="$(fmt "$gh")" 'BEGIN {
-      ro = "n/a"; rg = "n/a"
-      if (g != "NA" && o != "NA") {
-        lim = (b >= 1048576) ? 0.8 : 1.0
-        ro = sprintf("%.2f %s", g / o, (g / o <= lim) ? "yes" : "NO")
-      }
+    echo "$b $g $ga $o $gr $gh" >>"$OUT/plot_n$n.dat"
+    awk -v label="${label//_/ }" -v b="$b" -v g="$g" -v ga="$ga" -v o="$o" -v gr="$gr" -v gh="$gh" \
+        -v fg="$(fmt "$g")" -v fga="$(fmt "$ga")" -v fo="$(fmt "$o")" -v fgr="$(fmt "$gr")" -v fgh="$(fmt "$gh")" '
+      function ratio(x, y, lim) { return (x == "NA" || y == "NA") ? "n/a" : sprintf("%.2f %s", x / y, (x / y <= lim) ? "yes" : "NO") }
+      BEGIN {
+      lim = (b >= 1048576) ? 0.8 : 1.0
       best = "NA"
       if (gr != "NA") best = gr
       if (gh != "NA" && (best == "NA" || gh + 0 < best + 0)) best = gh
-      if (g != "NA" && best != "NA") rg = sprintf("%.2f %s", g / best, (g / best <= 0.5) ? "yes" : "NO")
-      printf "| %s | %s | %s | %s | %s | %s | %s |\n", label, fg, fo, ro, fgr, fgh, rg
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label, fg, fga, fo, ratio(g, o, lim), ratio(ga, o, lim),
+             fgr, fgh, ratio(g, best, 0.5)
     }'
   done
   # busbw at 256 MiB against the memory-bandwidth bound.
   awk -v n="$n" -v cores="$CORES" -v rc="$R_COPY" -v ra="$R_ADD" \
-      -v g="$(med "$n" 256M grex)" -v o="$(med "$n" 256M ompi)" -v gr="$(med "$n" 256M gloo_ring)" \
+      -v g="$(med "$n" 256M grex)" -v ga="$(med "$n" 256M grex_alloc)" -v o="$(med "$n" 256M ompi)" -v gr="$(med "$n" 256M gloo_ring)" \
       -v gh="$(med "$n" 256M gloo_hd)" 'BEGIN {
     s = 268435456; f = 2 * (n - 1) / n; share = (cores < n) ? cores / n : 1
     bound = 2 / (1 / ra + 1 / rc) * share
     printf "\nmemory-bandwidth bound at %d ranks: 2 / (1/%.2f + 1/%.2f) x %.2f = %.2f GB/s busbw ", n, ra, rc, share, bound
     printf "(R_add %.2f GB/s of c, R_copy %.2f GB/s copied, best of the run'\''s membw)\n", ra, rc
     printf "busbw at 256 MiB (GB/s, fraction of the bound; goal for grex >= 0.8):"
-    split("grex OMPI Gloo_ring Gloo_HD", name, " "); t[1] = g; t[2] = o; t[3] = gr; t[4] = gh
-    for (i = 1; i <= 4; ++i) {
+    split("grex grex_alloc OMPI Gloo_ring Gloo_HD", name, " "); t[1] = g; t[2] = ga; t[3] = o; t[4] = gr; t[5] = gh
+    for (i = 1; i <= 5; ++i) {
       if (t[i] == "NA") { printf " %s n/a;", name[i]; continue }
       bw = f * s / (t[i] * 1e3)
-      printf " %s %.2f (%.2f%s);", name[i], bw, bw / bound, (i == 1) ? ((bw / bound >= 0.8) ? " yes" : " NO") : ""
+      printf " %s %.2f (%.2f%s);", name[i], bw, bw / bound, (i <= 2) ? ((bw / bound >= 0.8) ? " yes" : " NO") : ""
     }
     printf "\n"
   }'
 done
 
+
+# --- plot: time per call against size, one panel per rank count (gnuplot, if installed) ---
+PLOT=${PLOT:-$OUT/allreduce.png}
+if command -v gnuplot >/dev/null; then
+  nr=$(wc -w <<<"$RANKS")
+  {
+    echo "set terminal pngcairo size $((640 * nr)),520 font ',10'"
+    echo "set output '$PLOT'"
+    echo "set datafile missing 'NA'"
+    echo "set logscale xy; set grid; set key top left"
+    echo "set xlabel 'message size (bytes)'; set ylabel 'time per allreduce (us, lower is better)'"
+    echo "set format x '%.0s%cB'"
+    echo "set multiplot layout 1,$nr title 'allreduce, float sum, one host ($CORES cores), medians of $REPEAT rounds: grex $(git rev-parse --short HEAD 2>/dev/null)'"
+    for n in $RANKS; do
+      f=$OUT/plot_n$n.dat
+      echo "set title '$n ranks'"
+      echo "plot '$f' using 1:2 with linespoints lw 2 title 'grex (malloc)', '$f' using 1:3 with linespoints lw 2 title 'grex (alloc)', '$f' using 1:4 with linespoints title 'Open MPI 4.1', '$f' using 1:5 with linespoints title 'Gloo ring', '$f' using 1:6 with linespoints title 'Gloo halving-doubling'"
+    done
+    echo "unset multiplot"
+  } >"$OUT/plot.gp"
+  if gnuplot "$OUT/plot.gp" 2>"$OUT/logs/gnuplot.log"; then
+    echo
+    echo "plot: $PLOT (gnuplot script $OUT/plot.gp)"
+  else
+    echo "# gnuplot failed; see $OUT/logs/gnuplot.log" >&2
+  fi
+else
+  echo "# no plot: gnuplot is not installed (apt-get install gnuplot-nox)" >&2
+fi
