@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: Apache-2.0
+// Per-flow congestion control. One small object per flow behind one
+// interface, in the manner of Linux's tcp_congestion_ops:
+//
+//   - every callback returns void and cannot fail;
+//   - time arrives in the arguments (no clock reads, no I/O, no allocation),
+//     so the same object runs in a driver's data path and in the simulator;
+//   - each algorithm's state lives inside the Flow that owns it, in a fixed
+//     number of bytes (kStateBytes) checked at build time;
+//   - decision() says how fast the flow may send (and how much may be in
+//     flight), and the driver's pacer enforces it.
+//
+// Algorithms are found by name in a registry ("rttcc", "rttcc-template",
+// "dcqcn", "timely", "swift", "none"). Parameters are plain structs with the
+// unit in every field name; each algorithm documents where its defaults come
+// from (docs/congestion.md).
+//
+// Beside the controllers: ProbeScheduler (when a flow sends an RTT probe,
+// the rules RTTCC specifies) and CnpPacer (the DCQCN notification point:
+// at most one CNP per flow per interval).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace grex::cc {
+
+/// What the flow's path offers; fixed when the flow is created.
+struct PathInfo {
+  double line_rate_bps = 100e9;  ///< the sender's link rate
+  uint32_t mtu_bytes = 4096;     ///< data payload per packet (window and byte-counter units)
+};
+
+/// The controller's answer: how the pacer lets the flow send.
+struct Decision {
+  double rate_bps = 0;        ///< pacing rate (> 0)
+  uint64_t window_bytes = 0;  ///< bytes allowed in flight; 0: no window, the rate alone limits
+};
+
+/// One RTT measurement from a timing probe (or an echoed timestamp).
+struct RttSample {
+  uint64_t now_ns = 0;  ///< when the reply arrived
+  uint64_t rtt_ns = 0;  ///< round trip minus the target's dwell time
+  /// The sending port's transmit utilisation (0..1) over about the last RTT,
+  /// or a negative value when the caller does not know it.
+  double port_utilization = -1;
+};
+
+// ---------------------------------------------------------------- parameters
+
+/// The RTTCC parameter sets.
+enum class RttccSet : uint8_t {
+  kZtr,       ///< grex's default: bounded steps, hyper-increase, proportional decrease
+  kTemplate,  ///< DOCA PCC rtt_template
+};
+
+/// RTTCC: timing-probe driven AIMD on the measured RTT (rttcc.cc).
+struct RttccParams {
+  RttccSet set = RttccSet::kZtr;
+  uint64_t target_delay_ns = 13'000;  ///< base RTT / target: below it, increase
+  uint64_t max_delay_ns = 250'000;    ///< above it, the hard decrease
+  double start_rate_fraction = 1.0;   ///< a new flow's rate, of line rate
+  double min_rate_fraction = 1.0 / 16384;  ///< floor, of line rate
+  double ai_fraction = 0.0005;        ///< additive increase per uncongested sample, of line rate
+  // template: multiplicative steps (DOCA: UPDATE_FACTOR 0.1 -> x0.9, 2x on
+  // CNP -> x0.8, 5x on NACK past max delay -> x0.5), doubled above
+  // high_utilization.
+  double update_factor = 0.1;
+  double high_utilization = 0.85;
+  // ztr: bounded per-update change, hyper-increase, proportional decrease.
+  double min_change = 0.97;                     ///< per update, lower bound of rate'/rate
+  double max_change = 1.06;                     ///< per update, upper bound of rate'/rate
+  uint64_t hyper_increase_period_ns = 200'000;  ///< uncongested this long: x max_change
+  double decrease_gain = 1.0;                   ///< rate *= 1 - gain (rtt - target) / rtt
+  double first_congestion_factor = 0.5;         ///< the first congestion a flow sees
+};
+
+/// DCQCN reaction point (dcqcn.cc): the algorithm of the DCQCN paper (Zhu et
+/// al., SIGCOMM 2015) with the ConnectX (mlx5) firmware defaults, whose
+/// mlxconfig / sysfs names are given with each field.
+struct DcqcnParams {
+  double alpha_keep = 1019.0 / 1024;         ///< dce_tcp_g 1019: alpha *= g each period (+ (1-g) if a CNP came)
+  uint64_t alpha_update_period_ns = 1'000;   ///< dce_tcp_rtt 1 us
+  double initial_alpha = 1023.0 / 1024;      ///< initial_alpha_value 1023
+  uint64_t rate_reduce_period_ns = 4'000;    ///< rate_reduce_monitor_period 4 us: at most one cut per period
+  double min_dec_fraction = 0.5;             ///< rpg_min_dec_fac 50 %: one cut keeps at least this much
+  uint64_t rate_increase_period_ns = 300'000;  ///< rpg_time_reset 300 us (timer T)
+  uint64_t byte_counter_bytes = 32'767;      ///< rpg_byte_reset 32767 B (byte counter B)
+  uint32_t fast_recovery_steps = 1;          ///< rpg_threshold 1 (F)
+  double ai_rate_bps = 5e6;                  ///< rpg_ai_rate 5 Mbit/s
+  double hai_rate_bps = 50e6;                ///< rpg_hai_rate 50 Mbit/s
+  double min_rate_bps = 1e6;                 ///< rpg_min_rate 1 Mbit/s
+  double start_rate_fraction = 1.0;          ///< rate_to_set_on_first_cnp 0: flows start at line rate
+};
+
+/// TIMELY (timely.cc): RTT-gradient rate control (Mittal et al., SIGCOMM 2015).
+struct TimelyParams {
+  uint64_t t_low_ns = 50'000;      ///< below: additive increase whatever the gradient (paper: 50 us)
+  uint64_t t_high_ns = 500'000;    ///< above: rate *= 1 - beta (1 - T_high / rtt) (paper: 500 us)
+  uint64_t min_rtt_ns = 20'000;    ///< gradient normalisation, the path's minimum RTT (paper: 20 us)
+  double ewma_weight = 0.46;       ///< weight of a new RTT difference (eRPC's TIMELY: 0.46)
+  double ai_rate_bps = 10e6;       ///< delta (paper: 10 Mbit/s)
+  double beta = 0.8;               ///< multiplicative decrease gain (paper: 0.8)
+  uint32_t hai_after_samples = 5;  ///< N: hyper-active increase after N non-positive gradients (paper: 5)
+  double start_rate_fraction = 1.0;
+  double min_rate_bps = 10e6;
+};
+
+/// Swift (swift.cc): delay target with flow scaling, AI/MD on a window
+/// (SIGCOMM 2020).
+struct SwiftParams {
+  uint64_t base_target_ns = 25'000;    ///< fabric base target delay
+  uint64_t hop_target_ns = 0;          ///< per-hop addition (one hop here)
+  double fs_range_ns = 50'000;         ///< flow-scaling range: extra target at tiny windows
+  double fs_min_cwnd_packets = 0.1;    ///< flow scaling saturates here...
+  double fs_max_cwnd_packets = 100;    ///< ... and vanishes here
+  double ai_packets = 1.0;             ///< additive increase per RTT, in packets
+  double beta = 0.8;                   ///< multiplicative decrease gain
+  double max_mdf = 0.5;                ///< largest decrease in one step
+  double min_cwnd_packets = 0.001;     ///< below one packet the flow is paced at cwnd / RTT
+  double max_cwnd_packets = 1024;
+  double start_cwnd_packets = 0;       ///< 0: one bandwidth-delay product at line rate
+  uint64_t base_rtt_ns = 13'000;       ///< for the starting window and pacing before samples
+};
+
+/// Everything a flow's controller may need; each algorithm reads its part.
+struct Options {
+  std::string algorithm = "rttcc";
+  RttccParams rttcc;
+  DcqcnParams dcqcn;
+  TimelyParams timely;
+  SwiftParams swift;
+};
+
+/// Resets *p to the defaults of a parameter set.
+void apply_rttcc_set(RttccParams* p, RttccSet set) noexcept;
+
+// ---------------------------------------------------------------- controllers
+
+/// One flow's controller. Implementations keep all state inside the object.
+class Controller {
+ public:
+  virtual ~Controller() = default;
+  /// A timing probe came back.
+  virtual void on_rtt_sample(const RttSample& s) noexcept { (void)s; }
+  /// A congestion notification (DCQCN CNP, or an ECN echo) arrived.
+  virtual void on_cnp(uint64_t now_ns) noexcept { (void)now_ns; }
+  /// The receiver reported a loss (NACK, SACK gap).
+  virtual void on_nack(uint64_t now_ns) noexcept { (void)now_ns; }
+  /// Data went unacknowledged past the retransmission timeout.
+  virtual void on_timeout(uint64_t now_ns) noexcept { (void)now_ns; }
+  /// The flow put `bytes` of data on the wire.
+  virtual void on_bytes_sent(uint64_t now_ns, uint64_t bytes) noexcept {
+    (void)now_ns;
+    (void)bytes;
+  }
+  /// How the flow may send now.
+  virtual Decision decision() const noexcept = 0;
+};
+
+/// Bytes every algorithm's state must fit in (checked at build time).
+inline constexpr size_t kStateBytes = 256;
+
+/// A registered algorithm.
+struct Algorithm {
+  const char* name;          ///< "rttcc", "dcqcn", ...
+  const char* summary;       ///< one line for --help and docs
+  bool wants_rtt_probes;     ///< the driver should run a ProbeScheduler for it
+  bool wants_cnp;            ///< it reacts to CNPs (the receiver runs a CnpPacer)
+  /// Constructs the controller in `storage` (kStateBytes, max_align_t aligned).
+  Controller* (*construct)(void* storage, const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept;
+};
+
+/// Every algorithm, in a fixed order.
+std::span<const Algorithm> algorithms() noexcept;
+/// The algorithm called `name`, or nullptr.
+const Algorithm* find(std::string_view name) noexcept;
+/// "rttcc, rttcc-template, dcqcn, timely, swift, none".
+std::string algorithm_names();
+
+/// Builds the construct function for controller type T, checking its size.
+template <class T>
+Controller* construct_in(void* storage, const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept {
+  static_assert(sizeof(T) <= kStateBytes, "a controller's state must fit in cc::kStateBytes");
+  static_assert(alignof(T) <= alignof(std::max_align_t), "controller state is max_align_t aligned");
+  return new (storage) T(opts, path, now_ns);
+}
+
+/// A flow's controller with its state inline: no allocation.
+class Flow {
+ public:
+  Flow() = default;
+  /// Makes the flow run `algo` (replacing any earlier controller).
+  void reset(const Algorithm& algo, const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept {
+    destroy();
+    algo_ = &algo;
+    ctl_ = algo.construct(storage_, opts, path, now_ns);
+  }
+  ~Flow() { destroy(); }
+  Flow(const Flow&) = delete;
+  Flow& operator=(const Flow&) = delete;
+
+  bool active() const noexcept { return ctl_ != nullptr; }
+  const Algorithm& algorithm() const noexcept { return *algo_; }
+  Controller* operator->() noexcept { return ctl_; }
+  const Controller* operator->() const noexcept { return ctl_; }
+
+ private:
+  void destroy() noexcept {
+    if (ctl_ != nullptr) ctl_->~Controller();
+    ctl_ = nullptr;
+  }
+  alignas(std::max_align_t) unsigned char storage_[kStateBytes];
+  const Algorithm* algo_ = nullptr;
+  Controller* ctl_ = nullptr;
+};
+
+// ---------------------------------------------------------------- probes
+
+/// When to send a timing probe (RTTCC's rules, after DOCA PCC rtt_template):
+///   - one probe outstanding per flow;
+///   - the next goes with the first data send after a reply;
+///   - a probe not answered within the timeout (300 us, doubling with each
+///     consecutive loss, up to 64x) is given up and sent again, with the next
+///     send once at least 2 sends went out without a probe.
+class ProbeScheduler {
+ public:
+  static constexpr uint64_t kTimeoutNs = 300'000;
+  static constexpr uint32_t kMaxBackoffShift = 6;
+  static constexpr uint32_t kSendsBeforeResend = 2;
+
+  /// Call on every data send; true: send a probe with this send, carrying seq().
+  bool on_send(uint64_t now_ns) noexcept;
+  /// Call when a reply for probe `seq` arrives; false for a stale reply (a
+  /// probe already given up), which must not produce an RTT sample.
+  bool on_reply(uint32_t seq) noexcept;
+  /// Sequence number of the newest probe.
+  uint32_t seq() const noexcept { return seq_; }
+  bool outstanding() const noexcept { return outstanding_; }
+  uint64_t probes_sent() const noexcept { return sent_; }
+  uint64_t probes_lost() const noexcept { return lost_; }
+  /// The current timeout (with backoff).
+  uint64_t timeout_ns() const noexcept { return kTimeoutNs << backoff_; }
+
+ private:
+  uint64_t sent_at_ns_ = 0;
+  uint64_t sent_ = 0;
+  uint64_t lost_ = 0;
+  uint32_t seq_ = 0;
+  uint32_t backoff_ = 0;
+  uint32_t sends_since_ = 0;
+  bool outstanding_ = false;
+};
+
+/// DCQCN notification point, per flow at the receiver: a CE-marked packet
+/// yields a CNP unless one went out less than `interval_ns` ago.
+class CnpPacer {
+ public:
+  static constexpr uint64_t kDefaultIntervalNs = 50'000;  ///< mlx5 min_time_between_cnps (us)
+  explicit CnpPacer(uint64_t interval_ns = kDefaultIntervalNs) noexcept : interval_ns_(interval_ns) {}
+  /// A marked packet arrived; true: send a CNP now.
+  bool on_marked(uint64_t now_ns) noexcept {
+    if (sent_any_ && now_ns - last_ns_ < interval_ns_) return false;
+    sent_any_ = true;
+    last_ns_ = now_ns;
+    return true;
+  }
+
+ private:
+  uint64_t interval_ns_;
+  uint64_t last_ns_ = 0;
+  bool sent_any_ = false;
+};
+
+}  // namespace grex::cc

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// The algorithm registry, the "none" controller, and the RTTCC parameter sets.
+#include <array>
+
+#include "congestion/algorithms.h"
+#include "congestion/cc.h"
+
+namespace grex::cc {
+namespace {
+
+// No congestion control: line rate, no window. The baseline that builds a
+// deep queue (and what the shm backend implicitly runs).
+class NoneController final : public Controller {
+ public:
+  NoneController(const Options&, const PathInfo& path, uint64_t) noexcept : rate_bps_(path.line_rate_bps) {}
+  Decision decision() const noexcept override { return {rate_bps_, 0}; }
+
+ private:
+  double rate_bps_;
+};
+
+Controller* make_rttcc_template(void* storage, const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept {
+  Options o = opts;
+  apply_rttcc_set(&o.rttcc, RttccSet::kTemplate);
+  return detail::construct_rttcc(storage, o, path, now_ns);
+}
+
+Controller* make_rttcc(void* storage, const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept {
+  return detail::construct_rttcc(storage, opts, path, now_ns);
+}
+
+const std::array<Algorithm, 6> kAlgorithms = {{
+    {"rttcc", "RTT-probe AIMD, ZTR-like parameter set (target 13 us, bounded steps)", true, false, make_rttcc},
+    {"rttcc-template", "RTT-probe AIMD with DOCA PCC rtt_template's parameters", true, true, make_rttcc_template},
+    {"dcqcn", "DCQCN reaction point (ECN-marked packets -> CNPs), mlx5 defaults", false, true,
+     detail::construct_dcqcn},
+    {"timely", "TIMELY: RTT-gradient rate control", true, false, detail::construct_timely},
+    {"swift", "Swift: delay target with flow scaling, window AIMD", true, false, detail::construct_swift},
+    {"none", "no congestion control: line rate", false, false, construct_in<NoneController>},
+}};
+
+}  // namespace
+
+std::span<const Algorithm> algorithms() noexcept { return kAlgorithms; }
+
+const Algorithm* find(std::string_view name) noexcept {
+  for (const Algorithm& a : kAlgorithms)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+std::string algorithm_names() {
+  std::string s;
+  for (const Algorithm& a : kAlgorithms) s += std::string(s.empty() ? "" : ", ") + a.name;
+  return s;
+}
+
+void apply_rttcc_set(RttccParams* p, RttccSet set) noexcept {
+  RttccParams d;  // ztr defaults
+  if (set == RttccSet::kTemplate) {
+    // DOCA PCC rtt_template (rtt_template_algo_params.h): BASE_RTT 13 us,
+    // MAX_DELAY 150 us, AI 5 % of line rate, UPDATE_FACTOR 0.1, NEW_FLOW_RATE
+    // = line rate, MIN_RATE = 2^-14 of it; decreases doubled above 85 % port
+    // utilisation (HIGH_UTIL_THRESHOLD).
+    d.set = RttccSet::kTemplate;
+    d.target_delay_ns = 13'000;
+    d.max_delay_ns = 150'000;
+    d.ai_fraction = 0.05;
+    d.update_factor = 0.1;
+    d.high_utilization = 0.85;
+  }
+  *p = d;
+}
+
+}  // namespace grex::cc

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// RTTCC: rate control from timing-probe RTT samples, one update per sample.
+// Two parameter sets (docs/congestion.md has each rule and its source):
+//
+// template (DOCA PCC rtt_template, per sample, in this order):
+//   NACK seen and rtt >= max delay     rate *= 1 - 5u    (x0.5)
+//   CNP seen or rtt >= max delay       rate *= 1 - 2u    (x0.8)
+//   rtt > base RTT                     rate *= 1 - u     (x0.9)
+//   otherwise                          rate += AI        (5 % of line rate)
+//   with u = update factor 0.1, doubled when the port is more than 85 %
+//   utilised; the rate stays within [min rate, line rate].
+//
+// ztr (grex's default, after NVIDIA's ZTR-CC description):
+//   rtt <= target: rate += AI (small), and x max_change once per hyper-increase
+//     period of no congestion (hyper-increase);
+//   rtt > target, first congestion of the flow's life (or after a hyper-
+//     increase period without any): rate *= first_congestion_factor (x0.5);
+//   rtt > target otherwise, at most once per RTT:
+//     rate *= 1 - gain (rtt - target) / rtt, bounded below by min_change;
+//   rtt > max delay: the bound is lifted to the template's x0.8 step, so a
+//     flow far above its share still comes down fast.
+//   Every increase is bounded above by max_change (x1.06) per update.
+//
+// Both decrease from the rate the flow actually sent when that is lower
+// than its allowed rate (a flow limited by its NIC share or by the
+// application would otherwise cut an allowance it never used).
+#include <algorithm>
+
+#include "congestion/algorithms.h"
+
+namespace grex::cc {
+namespace {
+
+class Rttcc final : public Controller {
+ public:
+  Rttcc(const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept
+      : p_(opts.rttcc),
+        line_bps_(path.line_rate_bps),
+        min_bps_(path.line_rate_bps * opts.rttcc.min_rate_fraction),
+        rate_bps_(std::clamp(path.line_rate_bps * opts.rttcc.start_rate_fraction, min_bps_, path.line_rate_bps)),
+        template_(opts.rttcc.set == RttccSet::kTemplate),
+        last_calm_ns_(now_ns),
+        last_hyper_ns_(now_ns),
+        window_start_ns_(now_ns) {}
+
+  void on_rtt_sample(const RttSample& s) noexcept override {
+    const double sent_bps = sent_rate_bps(s.now_ns);
+    if (template_)
+      template_update(s, sent_bps);
+    else
+      ztr_update(s, sent_bps);
+    rate_bps_ = std::clamp(rate_bps_, min_bps_, line_bps_);
+    was_cnp_ = was_nack_ = false;
+  }
+
+  void on_cnp(uint64_t) noexcept override { was_cnp_ = true; }
+  void on_nack(uint64_t) noexcept override { was_nack_ = true; }
+  void on_timeout(uint64_t now_ns) noexcept override {
+    // Nothing came back for a whole RTO: behave as on a NACK past max delay.
+    rate_bps_ = std::max(min_bps_, rate_bps_ * 0.5);
+    last_decrease_ns_ = now_ns;
+    congested_ = true;
+  }
+  void on_bytes_sent(uint64_t, uint64_t bytes) noexcept override { window_bytes_ += bytes; }
+  Decision decision() const noexcept override { return {rate_bps_, 0}; }
+
+ private:
+  // What the flow really sent since the previous sample (its rate if that
+  // is not known yet), so a decrease starts from actual use.
+  double sent_rate_bps(uint64_t now_ns) noexcept {
+    double r = rate_bps_;
+    if (now_ns > window_start_ns_ && window_bytes_ > 0)
+      r = static_cast<double>(window_bytes_) * 8e9 / static_cast<double>(now_ns - window_start_ns_);
+    window_start_ns_ = now_ns;
+    window_bytes_ = 0;
+    return r;
+  }
+  double base_for_decrease(double sent_bps) const noexcept { return std::min(rate_bps_, std::max(sent_bps, min_bps_)); }
+
+  void template_update(const RttSample& s, double sent_bps) noexcept {
+    const double u = p_.update_factor * (s.port_utilization > p_.high_utilization ? 2.0 : 1.0);
+    if (was_nack_ && s.rtt_ns >= p_.max_delay_ns)
+      rate_bps_ = base_for_decrease(sent_bps) * std::max(0.0, 1 - 5 * u);
+    else if (was_cnp_ || s.rtt_ns >= p_.max_delay_ns)
+      rate_bps_ = base_for_decrease(sent_bps) * std::max(0.0, 1 - 2 * u);
+    else if (s.rtt_ns > p_.target_delay_ns)
+      rate_bps_ = base_for_decrease(sent_bps) * std::max(0.0, 1 - u);
+    else
+      rate_bps_ += p_.ai_fraction * line_bps_;
+  }
+
+  void ztr_update(const RttSample& s, double sent_bps) noexcept {
+    const uint64_t now = s.now_ns;
+    const bool congested = s.rtt_ns > p_.target_delay_ns || was_cnp_ || was_nack_;
+    if (!congested) {
+      double next = rate_bps_ + p_.ai_fraction * line_bps_;
+      if (now - last_calm_ns_ >= p_.hyper_increase_period_ns && now - last_hyper_ns_ >= p_.hyper_increase_period_ns) {
+        next = rate_bps_ * p_.max_change;  // hyper-increase
+        last_hyper_ns_ = now;
+      }
+      rate_bps_ = std::min(next, rate_bps_ * p_.max_change);
+      if (congested_ && now - last_congested_ns_ >= p_.hyper_increase_period_ns) congested_ = false;
+      return;
+    }
+    last_calm_ns_ = now;
+    last_congested_ns_ = now;
+    const double base = base_for_decrease(sent_bps);
+    if (!congested_) {  // first congestion: halve at once
+      congested_ = true;
+      rate_bps_ = base * p_.first_congestion_factor;
+      last_decrease_ns_ = now;
+      return;
+    }
+    if (now - last_decrease_ns_ < s.rtt_ns) return;  // at most once per RTT
+    const double rtt = static_cast<double>(std::max<uint64_t>(s.rtt_ns, 1));
+    const double excess = s.rtt_ns > p_.target_delay_ns ? (rtt - static_cast<double>(p_.target_delay_ns)) / rtt : 0.0;
+    double factor = 1 - p_.decrease_gain * excess;
+    const double floor = s.rtt_ns > p_.max_delay_ns || was_nack_ ? 1 - 2 * p_.update_factor : p_.min_change;
+    factor = std::clamp(factor, floor, 1.0);
+    rate_bps_ = base * factor;
+    last_decrease_ns_ = now;
+  }
+
+  RttccParams p_;
+  double line_bps_;
+  double min_bps_;
+  double rate_bps_;
+  bool template_;
+  bool was_cnp_ = false;
+  bool was_nack_ = false;
+  bool congested_ = false;  // ztr: a congestion episode is under way
+  uint64_t last_calm_ns_;
+  uint64_t last_hyper_ns_;
+  uint64_t last_congested_ns_ = 0;
+  uint64_t last_decrease_ns_ = 0;
+  uint64_t window_start_ns_;
+  uint64_t window_bytes_ = 0;
+};
+
+}  // namespace
+
+namespace detail {
+Controller* construct_rttcc(void* storage, const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept {
+  return construct_in<Rttcc>(storage, opts, path, now_ns);
+}
+}  // namespace detail
+
+}  // namespace grex::cc
