@@ -301,7 +301,7 @@ if command -v gnuplot >/dev/null; then
     echo "set logscale xy; set grid; set key top left"
     echo "set xlabel 'message size (bytes)'; set ylabel 'time per allreduce (us, lower is better)'"
     echo "set format x '%.0s%cB'"
-    echo "set multiplot layout 1,$nr title 'allreduce, float sum, one host ($CORES cores), medians of $REPEAT rounds: grex $(git rev-parse --short HEAD 2>/dev/null)'"
+    echo "set multiplot layout 1,$nr title 'allreduce, float sum, one host ($CORES cores), medians of $REPEAT rounds: grex ${GREX_VERSION%%[ ,]*}'"
     for n in $RANKS; do
       f=$OUT/plot_n$n.dat
       echo "set title '$n ranks'"
