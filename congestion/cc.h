@@ -79,23 +79,36 @@ struct RttccParams {
   double first_congestion_factor = 0.5;         ///< the first congestion a flow sees
 };
 
-/// DCQCN reaction point (dcqcn.cc): the algorithm of the DCQCN paper (Zhu et
-/// al., SIGCOMM 2015) with the ConnectX (mlx5) firmware defaults, whose
-/// mlxconfig / sysfs names are given with each field.
-struct DcqcnParams {
-  double alpha_keep = 1019.0 / 1024;         ///< dce_tcp_g 1019: alpha *= g each period (+ (1-g) if a CNP came)
-  uint64_t alpha_update_period_ns = 1'000;   ///< dce_tcp_rtt 1 us
-  double initial_alpha = 1023.0 / 1024;      ///< initial_alpha_value 1023
-  uint64_t rate_reduce_period_ns = 4'000;    ///< rate_reduce_monitor_period 4 us: at most one cut per period
-  double min_dec_fraction = 0.5;             ///< rpg_min_dec_fac 50 %: one cut keeps at least this much
-  uint64_t rate_increase_period_ns = 300'000;  ///< rpg_time_reset 300 us (timer T)
-  uint64_t byte_counter_bytes = 32'767;      ///< rpg_byte_reset 32767 B (byte counter B)
-  uint32_t fast_recovery_steps = 1;          ///< rpg_threshold 1 (F)
-  double ai_rate_bps = 5e6;                  ///< rpg_ai_rate 5 Mbit/s
-  double hai_rate_bps = 50e6;                ///< rpg_hai_rate 50 Mbit/s
-  double min_rate_bps = 1e6;                 ///< rpg_min_rate 1 Mbit/s
-  double start_rate_fraction = 1.0;          ///< rate_to_set_on_first_cnp 0: flows start at line rate
+/// The DCQCN parameter sets.
+enum class DcqcnSet : uint8_t {
+  kPaper,  ///< the DCQCN paper's values, paced CNPs every 50 us (the default)
+  kMlx5,   ///< ConnectX (mlx5) firmware defaults, CNPs every 4 us
 };
+
+/// DCQCN reaction point (dcqcn.cc) after Zhu et al., "Congestion Control for
+/// Large-Scale RDMA Deployments", SIGCOMM 2015. Defaults: the paper's set;
+/// apply_dcqcn_set(kMlx5) gives the mlx5 firmware defaults (mlxconfig names in
+/// docs/congestion.md). The two differ in how fast a flow recovers between
+/// CNPs, and each is consistent only with its own CNP spacing.
+struct DcqcnParams {
+  DcqcnSet set = DcqcnSet::kPaper;
+  uint64_t cnp_interval_ns = 50'000;         ///< notification point: at most one CNP per flow per interval
+  double alpha_keep = 255.0 / 256;           ///< alpha = keep alpha (+ 1 - keep on a CNP); paper g = 1/256
+  uint64_t alpha_update_period_ns = 55'000;  ///< alpha timer
+  double initial_alpha = 1.0;                ///< alpha at the first CNP
+  uint64_t rate_reduce_period_ns = 4'000;    ///< at most one cut per period
+  double min_dec_fraction = 0.5;             ///< one cut keeps at least this fraction of the rate
+  uint64_t rate_increase_period_ns = 55'000;  ///< timer T
+  uint64_t byte_counter_bytes = 10'000'000;  ///< byte counter B
+  uint32_t fast_recovery_steps = 5;          ///< F
+  double ai_rate_bps = 40e6;                 ///< R_AI
+  double hai_rate_bps = 400e6;               ///< R_HAI (10 x R_AI, the ratio mlx5 uses too)
+  double min_rate_bps = 1e6;                 ///< floor
+  double start_rate_fraction = 1.0;          ///< flows start at line rate
+};
+
+/// Resets *p to the defaults of a parameter set.
+void apply_dcqcn_set(DcqcnParams* p, DcqcnSet set) noexcept;
 
 /// TIMELY (timely.cc): RTT-gradient rate control (Mittal et al., SIGCOMM 2015).
 struct TimelyParams {
@@ -260,7 +273,7 @@ class ProbeScheduler {
 /// yields a CNP unless one went out less than `interval_ns` ago.
 class CnpPacer {
  public:
-  static constexpr uint64_t kDefaultIntervalNs = 50'000;  ///< mlx5 min_time_between_cnps (us)
+  static constexpr uint64_t kDefaultIntervalNs = 50'000;  ///< the DCQCN paper's spacing (DcqcnParams::cnp_interval_ns)
   explicit CnpPacer(uint64_t interval_ns = kDefaultIntervalNs) noexcept : interval_ns_(interval_ns) {}
   /// A marked packet arrived; true: send a CNP now.
   bool on_marked(uint64_t now_ns) noexcept {

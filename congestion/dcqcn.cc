@@ -41,6 +41,7 @@ class Dcqcn final : public Controller {
   void on_cnp(uint64_t now_ns) noexcept override {
     advance(now_ns);
     if (cut_any_ && now_ns - last_cut_ns_ < p_.rate_reduce_period_ns) return;
+    if (!cut_any_) alpha_ = p_.initial_alpha;  // alpha starts at the first CNP
     cut_any_ = true;
     last_cut_ns_ = now_ns;
     target_bps_ = current_bps_;

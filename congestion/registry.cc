@@ -25,15 +25,23 @@ Controller* make_rttcc_template(void* storage, const Options& opts, const PathIn
   return detail::construct_rttcc(storage, o, path, now_ns);
 }
 
+Controller* make_dcqcn_mlx5(void* storage, const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept {
+  Options o = opts;
+  apply_dcqcn_set(&o.dcqcn, DcqcnSet::kMlx5);
+  return detail::construct_dcqcn(storage, o, path, now_ns);
+}
+
 Controller* make_rttcc(void* storage, const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept {
   return detail::construct_rttcc(storage, opts, path, now_ns);
 }
 
-const std::array<Algorithm, 6> kAlgorithms = {{
+const std::array<Algorithm, 7> kAlgorithms = {{
     {"rttcc", "RTT-probe AIMD, ZTR-like parameter set (target 13 us, bounded steps)", true, false, make_rttcc},
     {"rttcc-template", "RTT-probe AIMD with DOCA PCC rtt_template's parameters", true, true, make_rttcc_template},
-    {"dcqcn", "DCQCN reaction point (ECN-marked packets -> CNPs), mlx5 defaults", false, true,
+    {"dcqcn", "DCQCN (ECN marks -> CNPs every 50 us at most), the paper's parameters", false, true,
      detail::construct_dcqcn},
+    {"dcqcn-mlx5", "DCQCN with the ConnectX firmware defaults (CNPs every 4 us at most)", false, true,
+     make_dcqcn_mlx5},
     {"timely", "TIMELY: RTT-gradient rate control", true, false, detail::construct_timely},
     {"swift", "Swift: delay target with flow scaling, window AIMD", true, false, detail::construct_swift},
     {"none", "no congestion control: line rate", false, false, construct_in<NoneController>},
@@ -68,6 +76,30 @@ void apply_rttcc_set(RttccParams* p, RttccSet set) noexcept {
     d.ai_fraction = 0.05;
     d.update_factor = 0.1;
     d.high_utilization = 0.85;
+  }
+  *p = d;
+}
+
+void apply_dcqcn_set(DcqcnParams* p, DcqcnSet set) noexcept {
+  DcqcnParams d;  // the paper's set
+  if (set == DcqcnSet::kMlx5) {
+    // mlxconfig / sysfs defaults: MIN_TIME_BETWEEN_CNPS 4, DCE_TCP_G 1019,
+    // DCE_TCP_RTT 1, INITIAL_ALPHA_VALUE 1023, RATE_REDUCE_MONITOR_PERIOD 4,
+    // RPG_MIN_DEC_FAC 50, RPG_TIME_RESET 300, RPG_BYTE_RESET 32767,
+    // RPG_THRESHOLD 1, RPG_AI_RATE 5, RPG_HAI_RATE 50, RPG_MIN_RATE 1.
+    d.set = DcqcnSet::kMlx5;
+    d.cnp_interval_ns = 4'000;
+    d.alpha_keep = 1019.0 / 1024;
+    d.alpha_update_period_ns = 1'000;
+    d.initial_alpha = 1023.0 / 1024;
+    d.rate_reduce_period_ns = 4'000;
+    d.min_dec_fraction = 0.5;
+    d.rate_increase_period_ns = 300'000;
+    d.byte_counter_bytes = 32'767;
+    d.fast_recovery_steps = 1;
+    d.ai_rate_bps = 5e6;
+    d.hai_rate_bps = 50e6;
+    d.min_rate_bps = 1e6;
   }
   *p = d;
 }

@@ -13,8 +13,8 @@
 // ztr (grex's default, after NVIDIA's ZTR-CC description):
 //   rtt <= target: rate += AI (small), and x max_change once per hyper-increase
 //     period of no congestion (hyper-increase);
-//   rtt > target, first congestion of the flow's life (or after a hyper-
-//     increase period without any): rate *= first_congestion_factor (x0.5);
+//   rtt > target for the first time in the flow's life: rate *=
+//     first_congestion_factor (x0.5), like leaving slow start;
 //   rtt > target otherwise, at most once per RTT:
 //     rate *= 1 - gain (rtt - target) / rtt, bounded below by min_change;
 //   rtt > max delay: the bound is lifted to the template's x0.8 step, so a
@@ -99,11 +99,9 @@ class Rttcc final : public Controller {
         last_hyper_ns_ = now;
       }
       rate_bps_ = std::min(next, rate_bps_ * p_.max_change);
-      if (congested_ && now - last_congested_ns_ >= p_.hyper_increase_period_ns) congested_ = false;
       return;
     }
     last_calm_ns_ = now;
-    last_congested_ns_ = now;
     const double base = base_for_decrease(sent_bps);
     if (!congested_) {  // first congestion: halve at once
       congested_ = true;
@@ -128,10 +126,9 @@ class Rttcc final : public Controller {
   bool template_;
   bool was_cnp_ = false;
   bool was_nack_ = false;
-  bool congested_ = false;  // ztr: a congestion episode is under way
+  bool congested_ = false;  // ztr: the flow has met congestion (its first one halves)
   uint64_t last_calm_ns_;
   uint64_t last_hyper_ns_;
-  uint64_t last_congested_ns_ = 0;
   uint64_t last_decrease_ns_ = 0;
   uint64_t window_start_ns_;
   uint64_t window_bytes_ = 0;
