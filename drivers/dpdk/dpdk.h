@@ -17,6 +17,10 @@ namespace grex::dpdk {
 ///   give_up_ms a silent peer is declared gone after this [GREX_DPDK_GIVE_UP_MS], default 10000
 ///   crc        header | payload: what CRC32C covers [GREX_DPDK_CRC], default header
 ///   faults     drop=P,dup=P,reorder=P,window=N,corrupt=P,seed=S [GREX_DPDK_FAULTS]
+///   cc         congestion control per flow: rttcc, rttcc-template, dcqcn, dcqcn-mlx5,
+///              timely, swift, none [GREX_CC], default none
+///   line_gbps  the line rate the controller starts from and never exceeds
+///              [GREX_DPDK_LINE_GBPS], default the port's link speed, else 100
 /// EAL arguments: GREX_DPDK_ARGS, GREX_DPDK_LCORE, GREX_DPDK_HUGE, GREX_DPDK_PIN.
 Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts);
 

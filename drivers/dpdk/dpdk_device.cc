@@ -144,6 +144,14 @@ Result<void> DpdkDevice::parse_options() {
   if (!crc.empty() && crc != "header" && crc != "payload")
     return Error(Errc::kInvalidArgument, "GREX_DPDK_CRC='" + crc + "' is not header or payload");
   d.payload_crc = crc == "payload" || d.faults.corrupt > 0;  // injected corruption must be caught
+  std::string cc = detail::param(opts_, "cc", "GREX_CC");
+  if (!cc.empty() && cc != "none") {
+    d.cc = cc::find(cc);
+    if (d.cc == nullptr)
+      return Error(Errc::kInvalidArgument, "GREX_CC='" + cc + "' is not a congestion controller")
+          .hint("one of: " + cc::algorithm_names());
+  }
+  d.line_gbps = static_cast<double>(GREX_TRY(detail::param_int(opts_, "line_gbps", "GREX_DPDK_LINE_GBPS", 0, 3200, 0)));
   return ok();
 }
 
@@ -171,6 +179,7 @@ Result<void> DpdkDevice::init() {
   flow_cfg_.give_up_ns = static_cast<uint64_t>(dopts_.give_up_ms) * 1'000'000;
   flow_cfg_.keepalive_ns = std::min<uint64_t>(flow_cfg_.give_up_ns / 4, 100'000'000);
   flow_cfg_.payload_crc = dopts_.payload_crc;
+  flow_cfg_.cc = dopts_.cc;
   faults_ = FaultInjector(dopts_.faults);
   ip_ = dopts_.ip != 0 ? dopts_.ip : (0x0a4d0000u | static_cast<uint32_t>(opts_.rank + 1));  // 10.77.x.y
   by_rank_.assign(static_cast<size_t>(opts_.world_size), nullptr);
@@ -188,11 +197,15 @@ Result<void> DpdkDevice::init() {
     uint16_t mtu = std::min<uint16_t>((*port)->mtu(), static_cast<uint16_t>((*port)->mbuf_bytes() - kEthHeaderBytes));
     max_payload_ = std::min<uint32_t>(max_payload_, static_cast<uint32_t>(mtu - kGrexOverheadBytes) & ~63u);
     flow_cfg_.max_payload = max_payload_;
+    if (dopts_.line_gbps <= 0 && (*port)->link_speed_mbps() > 0) dopts_.line_gbps = (*port)->link_speed_mbps() / 1000.0;
     ports_.push_back(std::move(*port));
     port_peer_.push_back(-1);
     port_dead_.push_back(0);
     txq_.emplace_back();
   }
+  flow_cfg_.line_rate_bps = (dopts_.line_gbps > 0 ? dopts_.line_gbps : 100.0) * 1e9;
+  if (dopts_.cc != nullptr)
+    GREX_INFO("dpdk", "congestion control %s, line rate %.0f Gbit/s", dopts_.cc->name, flow_cfg_.line_rate_bps / 1e9);
   caps_.driver = "dpdk";
   caps_.device_name = dopts_.mode == "port" ? ports_[0]->name() : "net_memif (per peer)";
   caps_.send_recv = true;
@@ -426,11 +439,18 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     t.bad_placement += s.bad_placement;
     t.rtt_samples += s.rtt_samples;
     t.last_rtt_ns = s.last_rtt_ns;
+    t.probes_sent += s.probes_sent;
+    t.probe_timeouts += s.probe_timeouts;
+    t.paced_waits += s.paced_waits;
+    if (s.cc_rate_bps > 0 && (t.cc_rate_bps == 0 || s.cc_rate_bps < t.cc_rate_bps)) t.cc_rate_bps = s.cc_rate_bps;
   }
   c.insert(c.end(), {{"data_sent", t.data_sent},         {"retransmits", t.retransmits},
                      {"duplicates", t.duplicates},       {"rto_timeouts", t.timeouts}, {"tail_probes", t.tail_probes},
                      {"out_of_window", t.out_of_window}, {"bad_placement", t.bad_placement},
-                     {"rtt_samples", t.rtt_samples},     {"last_rtt_ns", t.last_rtt_ns}});
+                     {"rtt_samples", t.rtt_samples},     {"last_rtt_ns", t.last_rtt_ns},
+                     {"probes_sent", t.probes_sent},     {"probes_lost", t.probe_timeouts},
+                     {"paced_waits", t.paced_waits},
+                     {"cc_min_rate_mbps", static_cast<uint64_t>(t.cc_rate_bps / 1e6)}});
   return c;
 }
 

@@ -15,6 +15,7 @@
 #include "drivers/dpdk/dpdk_frame.h"
 #include "drivers/dpdk/dpdk_port.h"
 #include "transport/fault_injector.h"
+#include "congestion/cc.h"
 #include "transport/reliable_flow.h"
 
 namespace grex::dpdk {
@@ -43,6 +44,8 @@ struct DpdkOptions {
   int64_t give_up_ms = 10'000;
   bool payload_crc = false;
   FaultConfig faults;
+  const cc::Algorithm* cc = nullptr;  ///< congestion control per flow; nullptr: none
+  double line_gbps = 100;             ///< the controllers' line rate
 };
 
 /// Registered memory: the range is known to EAL (rte_extmem_register) once a

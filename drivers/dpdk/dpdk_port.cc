@@ -272,6 +272,13 @@ void Port::apply_mtu(const rte_eth_dev_info& info, const PortOptions& opts) {
   mtu_ = now;
 }
 
+uint32_t Port::link_speed_mbps() const noexcept {
+  if (!probed_) return 0;
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(id_, &link) != 0 || link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN) return 0;
+  return link.link_speed;
+}
+
 bool Port::link_up() const noexcept {
   if (!probed_) return false;
   rte_eth_link link{};

@@ -96,6 +96,8 @@ class Port {
   /// The port's mempool (RX buffers; also for TX header mbufs).
   rte_mempool* pool() const noexcept { return pool_; }
   /// Link status now (memif: up once the peer connected). Non-blocking.
+  /// The link speed in Mbit/s, or 0 when the PMD does not know it.
+  uint32_t link_speed_mbps() const noexcept;
   bool link_up() const noexcept;
 
   /// Receives up to n packets from queue 0. Never blocks.

@@ -34,6 +34,7 @@
 #include <span>
 #include <vector>
 
+#include "congestion/cc.h"
 #include "transport/wire.h"
 
 namespace grex::reliable {
@@ -49,10 +50,17 @@ struct Config {
   uint64_t rto_max_ns = 200'000'000;
   uint32_t dupack_threshold = 3;         ///< duplicate ACKs before a fast retransmit
   uint32_t ack_every = 32;               ///< data packets between ACKs within one batch
-  uint64_t probe_timeout_ns = 300'000;   ///< first timing-probe timeout (doubles)
   uint64_t keepalive_ns = 20'000'000;    ///< probe a silent peer while work is pending
   uint64_t give_up_ns = 10'000'000'000;  ///< declare a silent peer dead
   bool payload_crc = false;              ///< protect payloads with CRC32C too (headers always are)
+  /// Congestion control: nullptr (or "none") sends as fast as the window
+  /// allows; otherwise the controller's decision paces every data packet
+  /// (a token bucket at its rate, plus its window when it sets one), and it
+  /// hears of every data send, RTT sample, NACK and retransmission timeout.
+  const cc::Algorithm* cc = nullptr;
+  cc::Options cc_options;
+  double line_rate_bps = 100e9;  ///< the port's rate: the controller's ceiling
+  uint64_t pace_burst_ns = 10'000;  ///< tokens saved while idle, as time at the current rate
 };
 
 /// A packet the flow wants on the wire: header plus a payload pointer into
@@ -77,6 +85,9 @@ struct FlowStats {
   uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0, rx_backpressure = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
   uint64_t rtt_samples = 0, last_rtt_ns = 0, min_rtt_ns = 0, probe_timeouts = 0, tail_probes = 0;
+  uint64_t probes_sent = 0;
+  uint64_t paced_waits = 0;   ///< poll_tx calls where the pacer held data back
+  double cc_rate_bps = 0;     ///< the controller's current rate (0: no congestion control)
 };
 
 class Flow {
@@ -231,11 +242,20 @@ class Flow {
   std::vector<Ctrl> ctrl_;  // control packets to send (ring)
   size_t ctrl_head_ = 0, ctrl_n_ = 0;
 
-  // timing probes
-  bool probe_out_ = false;
-  uint32_t probe_seq_ = 0;
-  uint64_t probe_sent_ns_ = 0, probe_timeout_ns_ = 0;
-  bool sent_since_reply_ = true;
+  // Timing probes: cc::ProbeScheduler decides, per data send, when the next
+  // one goes out (one outstanding, the next with the first send after a
+  // reply, resent after its timeout); keepalives (psn 0) probe a quiet peer.
+  cc::ProbeScheduler probes_;
+  bool probe_due_ = false;
+  uint64_t probe_sent_ns_ = 0;
+  uint64_t keepalive_sent_ns_ = 0;
+
+  // congestion control and pacing
+  bool pace_allows(uint64_t now_ns) noexcept;
+  void paced(uint32_t payload_len, uint64_t now_ns) noexcept;
+  cc::Flow cc_;
+  double tokens_bytes_ = 0;
+  uint64_t tokens_ns_ = 0;
 };
 
 }  // namespace grex::reliable

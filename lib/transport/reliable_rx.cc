@@ -66,6 +66,7 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
       break;
     case wire::Type::kNack:
       ++stats_.nacks_received;
+      if (cc_.active()) cc_->on_nack(now_ns);
       on_nack(h, now_ns);
       break;
     case wire::Type::kTimingReq:
@@ -251,15 +252,15 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
     push_ctrl(r);
     return;
   }
-  if (!probe_out_ || h.psn != probe_seq_ || h.msg_len < h.offset) return;  // stale or bogus reply
+  if (h.psn == 0 || h.msg_len < h.offset) return;  // a keepalive's reply, or bogus
   uint64_t dwell = h.msg_len - h.offset;
   uint64_t total = now_ns - h.timestamp;
-  if (h.timestamp > now_ns || dwell > total) return;
+  if (h.timestamp > now_ns || dwell > total || h.timestamp != probe_sent_ns_) return;
+  if (!probes_.on_reply(h.psn)) return;  // stale: a probe given up already
   stats_.last_rtt_ns = total - dwell;
   if (stats_.rtt_samples == 0 || stats_.last_rtt_ns < stats_.min_rtt_ns) stats_.min_rtt_ns = stats_.last_rtt_ns;
   ++stats_.rtt_samples;
-  probe_out_ = false;
-  probe_timeout_ns_ = cfg_.probe_timeout_ns;
+  if (cc_.active()) cc_->on_rtt_sample({now_ns, stats_.last_rtt_ns, -1});
 }
 
 }  // namespace grex::reliable

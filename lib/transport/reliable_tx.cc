@@ -29,9 +29,7 @@ Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int pee
       recvs_(cfg.queue_depth),
       rxwrites_(cfg.queue_depth * 4),  // > writes in flight (<= 3 x queue_depth): no slot collisions
       rcv_bits_((span_of(cfg) + 63) / 64, 0),
-      ctrl_(256) {
-  probe_timeout_ns_ = cfg_.probe_timeout_ns;
-}
+      ctrl_(256) {}
 
 wire::Header Flow::make(wire::Type t) const noexcept {
   wire::Header h;
@@ -152,7 +150,7 @@ bool Flow::next_data(TxPacket* p, uint64_t now_ns) noexcept {
     last_data_ns_ = now_ns;
     ++stats_.data_sent;
     stats_.bytes_sent += s.len;
-    sent_since_reply_ = true;
+    if (probes_.on_send(now_ns)) probe_due_ = true;
     return true;
   }
   return false;
@@ -313,8 +311,41 @@ bool Flow::pending_work() const noexcept {
   return tx_n_ > 0 || sends_n_ > 0 || recv_next_ != recv_head_;
 }
 
+// The pacer: a token bucket filled at the controller's rate, holding at most
+// pace_burst_ns worth (and at least two packets); a packet may go while the
+// bucket is positive. With a window from the controller, the bytes in flight
+// are capped too.
+bool Flow::pace_allows(uint64_t now_ns) noexcept {
+  if (!cc_.active()) return true;
+  const cc::Decision d = cc_->decision();
+  stats_.cc_rate_bps = d.rate_bps;
+  const double per_ns = d.rate_bps / 8e9;
+  const double cap = std::max(2.0 * (cfg_.max_payload + wire::kHeaderBytes), per_ns * static_cast<double>(cfg_.pace_burst_ns));
+  if (now_ns > tokens_ns_) tokens_bytes_ = std::min(cap, tokens_bytes_ + per_ns * static_cast<double>(now_ns - tokens_ns_));
+  tokens_ns_ = now_ns;
+  bool ok = tokens_bytes_ > 0;
+  if (ok && d.window_bytes > 0) {
+    const uint32_t outstanding = snd_nxt_ - snd_una_;
+    const uint64_t in_flight = static_cast<uint64_t>(outstanding - std::min(peer_above_, outstanding)) * cfg_.max_payload;
+    ok = in_flight < d.window_bytes;
+  }
+  if (!ok) ++stats_.paced_waits;
+  return ok;
+}
+
+void Flow::paced(uint32_t payload_len, uint64_t now_ns) noexcept {
+  if (!cc_.active()) return;
+  tokens_bytes_ -= static_cast<double>(payload_len + wire::kHeaderBytes);
+  cc_->on_bytes_sent(now_ns, payload_len);
+}
+
 size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   if (last_rx_ns_ == 0) last_rx_ns_ = now_ns;
+  if (cfg_.cc != nullptr && !cc_.active()) {  // the controller starts with the flow's first poll
+    cc_.reset(*cfg_.cc, cfg_.cc_options, cc::PathInfo{cfg_.line_rate_bps, cfg_.max_payload}, now_ns);
+    tokens_ns_ = now_ns;
+    tokens_bytes_ = 2.0 * (cfg_.max_payload + wire::kHeaderBytes);
+  }
   // A send and an advert may both wait for a free message entry: retry.
   if (sends_n_ > 0 && adverts_n_ > 0) match_sends();
   size_t n = 0;
@@ -348,33 +379,36 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     ctrl_head_ = (ctrl_head_ + 1) % ctrl_.size();
     --ctrl_n_;
   }
-  // Timing probe: one outstanding; the next after the first send following a
-  // reply; also a keepalive while we wait on a quiet peer.
-  if (probe_out_ && now_ns - probe_sent_ns_ > probe_timeout_ns_) {
-    probe_out_ = false;
-    ++stats_.probe_timeouts;
-    probe_timeout_ns_ = std::min<uint64_t>(probe_timeout_ns_ * 2, 100'000'000);
-  }
-  bool keepalive = pending_work() && now_ns - last_rx_ns_ > cfg_.keepalive_ns;
-  if (!probe_out_ && n < out.size() && ((sent_since_reply_ && snd_nxt_ != snd_una_) || keepalive)) {
+  // Timing probe: the scheduler asked for one with a data send (below, in the
+  // previous call); a keepalive probes a quiet peer while we wait on it.
+  if (probe_due_ && n < out.size()) {
     wire::Header h = make(wire::Type::kTimingReq);
-    h.psn = ++probe_seq_;
+    h.psn = probes_.seq();
     h.timestamp = now_ns;
     out[n++] = TxPacket{h, nullptr, nullptr};
-    probe_out_ = true;
+    probe_due_ = false;
     probe_sent_ns_ = now_ns;
-    sent_since_reply_ = false;
+    ++stats_.probes_sent;
+  } else if (n < out.size() && pending_work() && now_ns - last_rx_ns_ > cfg_.keepalive_ns &&
+             now_ns - keepalive_sent_ns_ > cfg_.keepalive_ns) {
+    wire::Header h = make(wire::Type::kTimingReq);
+    h.psn = 0;  // a keepalive: its reply only shows the peer is alive
+    h.timestamp = now_ns;
+    out[n++] = TxPacket{h, nullptr, nullptr};
+    keepalive_sent_ns_ = now_ns;
   }
+  stats_.probe_timeouts = probes_.probes_lost();
   // RTO on the oldest unacknowledged packet.
   if (snd_una_ != snd_nxt_) {
     const Slot& s = win_[snd_una_ % span_];
     if (s.used && !s.acked && now_ns - s.sent_ns > rto_ns()) {
       queue_retransmit(snd_una_);
       ++stats_.timeouts;
+      if (cc_.active()) cc_->on_timeout(now_ns);
       rto_backoff_ = std::min<uint64_t>(rto_backoff_ * 2, 1024);
     }
   }
-  while (n < out.size() && retx_n_ > 0) {
+  while (n < out.size() && retx_n_ > 0 && pace_allows(now_ns)) {
     uint32_t psn = retx_[retx_head_];
     retx_head_ = (retx_head_ + 1) % retx_.size();
     --retx_n_;
@@ -383,10 +417,11 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     s.sent_ns = now_ns;
     ++s.sends;
     fill_data(&out[n++], psn, now_ns);
+    paced(s.len, now_ns);
     ++stats_.retransmits;
   }
   size_t before = n;
-  while (n < out.size() && next_data(&out[n], now_ns)) ++n;
+  while (n < out.size() && pace_allows(now_ns) && next_data(&out[n], now_ns)) paced(out[n++].hdr.payload_len, now_ns);
   // Tail-loss probe: nothing new to send, packets unacknowledged for ~2 RTT:
   // resend the newest one so the receiver's SACK/NACK names any hole now
   // instead of waiting for the RTO.

@@ -427,3 +427,51 @@ TEST(ReliableFlow, HolesAreRepairedInOneRoundTripWithoutStallingTheSender) {
 
 }  // namespace
 }  // namespace grex::reliable
+
+namespace grex::reliable {
+namespace {
+
+// With a congestion controller the flow's data leaves no faster than the
+// controller's rate (a token bucket), while control packets are not held:
+// 1 MiB at a start rate of 1 Gbit/s (rttcc, 1 % of a 100 Gbit/s line) takes
+// about 2 ms; without a controller well under one.
+TEST(ReliableFlow, PacedByTheCongestionController) {
+  auto transfer_ns = [](const cc::Algorithm* algo, FlowStats* stats) {
+    Config cfg;
+    cfg.max_payload = 4096;
+    cfg.cc = algo;
+    cfg.cc_options.rttcc.start_rate_fraction = 0.01;
+    cfg.line_rate_bps = 100e9;
+    Net net(cfg);
+    std::vector<uint8_t> src(1 << 20, 3), dst(1 << 20);
+    TestRegion rs(src.data(), src.size(), 1), rd(dst.data(), dst.size(), 2);
+    EXPECT_TRUE(net.b->post_recv({&rd, 0, dst.size(), 1, 2}));
+    EXPECT_TRUE(net.a->post_send({&rs, 0, src.size(), 1, 1}));
+    std::vector<Completion> ca, cb;
+    const uint64_t t0 = net.now;
+    EXPECT_TRUE(net.run(1, 1, &ca, &cb, 1'000'000));
+    EXPECT_EQ(src, dst);
+    *stats = net.a->stats();
+    return net.now - t0;
+  };
+  FlowStats free_stats, paced_stats;
+  const uint64_t free_ns = transfer_ns(nullptr, &free_stats);
+  const uint64_t paced_ns = transfer_ns(cc::find("rttcc"), &paced_stats);
+  EXPECT_LT(free_ns, 1'000'000u);
+  EXPECT_EQ(free_stats.paced_waits, 0u);
+  EXPECT_EQ(free_stats.cc_rate_bps, 0);
+  // The rate starts at 1 Gbit/s and grows by 50 Mbit/s per RTT sample (one
+  // per 10 us RTT) plus x1.06 per calm 200 us: about 10 Gbit/s after 2 ms,
+  // so 1 MiB needs more than 1.5 ms.
+  EXPECT_GT(paced_ns, 1'500'000u);
+  EXPECT_GT(paced_ns, 4 * free_ns);
+  EXPECT_GT(paced_stats.paced_waits, 0u);
+  EXPECT_GT(paced_stats.cc_rate_bps, 1e9);  // it grew: the RTT (10 us) is below the 13 us target
+  EXPECT_LT(paced_stats.cc_rate_bps, 100e9);
+  EXPECT_GT(paced_stats.rtt_samples, 100u);  // probes with the data, one per RTT
+  // The average rate never beat the controller's final (highest) rate.
+  EXPECT_LE((1 << 20) * 8e9 / static_cast<double>(paced_ns), paced_stats.cc_rate_bps);
+}
+
+}  // namespace
+}  // namespace grex::reliable
