@@ -64,8 +64,8 @@ struct RttccParams {
   uint64_t target_delay_ns = 13'000;  ///< base RTT / target: below it, increase
   uint64_t max_delay_ns = 250'000;    ///< above it, the hard decrease
   double start_rate_fraction = 1.0;   ///< a new flow's rate, of line rate
-  double min_rate_fraction = 1.0 / 16384;  ///< floor, of line rate
-  double ai_fraction = 0.0005;        ///< additive increase per uncongested sample, of line rate
+  double min_rate_fraction = 1e-6;    ///< floor, of line rate (template: 2^-14)
+  double ai_fraction = 0.0001;        ///< additive increase per uncongested sample, of line rate
   // template: multiplicative steps (DOCA: UPDATE_FACTOR 0.1 -> x0.9, 2x on
   // CNP -> x0.8, 5x on NACK past max delay -> x0.5), doubled above
   // high_utilization.
@@ -74,8 +74,9 @@ struct RttccParams {
   // ztr: bounded per-update change, hyper-increase, proportional decrease.
   double min_change = 0.97;                     ///< per update, lower bound of rate'/rate
   double max_change = 1.06;                     ///< per update, upper bound of rate'/rate
-  uint64_t hyper_increase_period_ns = 200'000;  ///< uncongested this long: x max_change
-  double decrease_gain = 1.0;                   ///< rate *= 1 - gain (rtt - target) / rtt
+  uint64_t hyper_increase_period_ns = 200'000;  ///< each period without congestion: + k HAI (k-th in a row)
+  double hai_fraction = 0.001;                  ///< hyper-increase step, of line rate
+  double decrease_gain = 0.25;                  ///< rate *= 1 - gain (rtt - target) / rtt
   double first_congestion_factor = 0.5;         ///< the first congestion a flow sees
 };
 
@@ -239,7 +240,10 @@ class Flow {
 ///   - the next goes with the first data send after a reply;
 ///   - a probe not answered within the timeout (300 us, doubling with each
 ///     consecutive loss, up to 64x) is given up and sent again, with the next
-///     send once at least 2 sends went out without a probe.
+///     send once at least 2 sends went out without a probe;
+///   - a late reply to a probe given up still counts (the reply echoes the
+///     probe's own send time, so the sample is exact); a duplicate or a reply
+///     older than one already counted does not.
 class ProbeScheduler {
  public:
   static constexpr uint64_t kTimeoutNs = 300'000;
@@ -248,8 +252,9 @@ class ProbeScheduler {
 
   /// Call on every data send; true: send a probe with this send, carrying seq().
   bool on_send(uint64_t now_ns) noexcept;
-  /// Call when a reply for probe `seq` arrives; false for a stale reply (a
-  /// probe already given up), which must not produce an RTT sample.
+  /// Call when a reply for probe `seq` arrives; true: take an RTT sample from
+  /// it (timed from that probe's own send time). False for a duplicate, a
+  /// reply older than one already taken, or a seq never sent.
   bool on_reply(uint32_t seq) noexcept;
   /// Sequence number of the newest probe.
   uint32_t seq() const noexcept { return seq_; }
@@ -264,6 +269,7 @@ class ProbeScheduler {
   uint64_t sent_ = 0;
   uint64_t lost_ = 0;
   uint32_t seq_ = 0;
+  uint32_t answered_ = 0;  // the newest seq whose reply was taken
   uint32_t backoff_ = 0;
   uint32_t sends_since_ = 0;
   bool outstanding_ = false;

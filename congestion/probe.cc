@@ -22,9 +22,11 @@ bool ProbeScheduler::on_send(uint64_t now_ns) noexcept {
 }
 
 bool ProbeScheduler::on_reply(uint32_t seq) noexcept {
-  if (!outstanding_ || seq != seq_) return false;  // a probe given up earlier
-  outstanding_ = false;
-  backoff_ = 0;
+  // Only replies newer than the last one taken, and not from the future.
+  if (static_cast<int32_t>(seq - answered_) <= 0 || static_cast<int32_t>(seq - seq_) > 0) return false;
+  answered_ = seq;
+  backoff_ = 0;  // the path answers
+  if (seq == seq_) outstanding_ = false;
   return true;
 }
 

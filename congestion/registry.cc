@@ -76,6 +76,7 @@ void apply_rttcc_set(RttccParams* p, RttccSet set) noexcept {
     d.ai_fraction = 0.05;
     d.update_factor = 0.1;
     d.high_utilization = 0.85;
+    d.min_rate_fraction = 1.0 / 16384;
   }
   *p = d;
 }

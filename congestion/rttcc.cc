@@ -11,14 +11,16 @@
 //   utilised; the rate stays within [min rate, line rate].
 //
 // ztr (grex's default, after NVIDIA's ZTR-CC description):
-//   rtt <= target: rate += AI (small), and x max_change once per hyper-increase
-//     period of no congestion (hyper-increase);
+//   rtt <= target: rate += AI (small); after each hyper-increase period
+//     without congestion also + k HAI for the k-th such period in a row
+//     (hyper-increase, escalating as DCQCN's);
 //   rtt > target for the first time in the flow's life: rate *=
 //     first_congestion_factor (x0.5), like leaving slow start;
 //   rtt > target otherwise, at most once per RTT:
-//     rate *= 1 - gain (rtt - target) / rtt, bounded below by min_change;
-//   rtt > max delay: the bound is lifted to the template's x0.8 step, so a
-//     flow far above its share still comes down fast.
+//     rate *= 1 - gain (rtt - target) / rtt (gain 0.25), bounded below by
+//     min_change;
+//   rtt > max delay, or a NACK: the same proportional cut without the
+//     min_change bound (at most x(1 - gain), x0.75).
 //   Every increase is bounded above by max_change (x1.06) per update.
 //
 // Both decrease from the rate the flow actually sent when that is lower
@@ -75,7 +77,12 @@ class Rttcc final : public Controller {
     window_bytes_ = 0;
     return r;
   }
-  double base_for_decrease(double sent_bps) const noexcept { return std::min(rate_bps_, std::max(sent_bps, min_bps_)); }
+  // A flow clearly held back (by its NIC share, by the application) cuts
+  // from what it sent; otherwise from its rate (the measured rate of a few
+  // packets per RTT is too coarse to cut from).
+  double base_for_decrease(double sent_bps) const noexcept {
+    return sent_bps < 0.5 * rate_bps_ ? std::max(sent_bps, min_bps_) : rate_bps_;
+  }
 
   void template_update(const RttSample& s, double sent_bps) noexcept {
     const double u = p_.update_factor * (s.port_utilization > p_.high_utilization ? 2.0 : 1.0);
@@ -95,13 +102,17 @@ class Rttcc final : public Controller {
     if (!congested) {
       double next = rate_bps_ + p_.ai_fraction * line_bps_;
       if (now - last_calm_ns_ >= p_.hyper_increase_period_ns && now - last_hyper_ns_ >= p_.hyper_increase_period_ns) {
-        next = rate_bps_ * p_.max_change;  // hyper-increase
+        // Hyper-increase: the k-th consecutive calm period adds k steps, so
+        // a flow near its share probes gently and one far below climbs fast.
+        ++hyper_steps_;
+        next += hyper_steps_ * p_.hai_fraction * line_bps_;
         last_hyper_ns_ = now;
       }
       rate_bps_ = std::min(next, rate_bps_ * p_.max_change);
       return;
     }
     last_calm_ns_ = now;
+    hyper_steps_ = 0;
     const double base = base_for_decrease(sent_bps);
     if (!congested_) {  // first congestion: halve at once
       congested_ = true;
@@ -109,11 +120,19 @@ class Rttcc final : public Controller {
       last_decrease_ns_ = now;
       return;
     }
-    if (now - last_decrease_ns_ < s.rtt_ns) return;  // at most once per RTT
+    const bool severe = s.rtt_ns > p_.max_delay_ns || was_nack_;
+    // At most once per RTT: the effect of a cut shows an RTT later.
+    if (now - last_decrease_ns_ < s.rtt_ns) return;
     const double rtt = static_cast<double>(std::max<uint64_t>(s.rtt_ns, 1));
     const double excess = s.rtt_ns > p_.target_delay_ns ? (rtt - static_cast<double>(p_.target_delay_ns)) / rtt : 0.0;
+    // A gentle gain (0.25) everywhere: larger gains past the max delay cut
+    // deeper during a start-up queue and cost more goodput than they saved
+    // (measured with grex-ccsim, docs/congestion.md).
     double factor = 1 - p_.decrease_gain * excess;
-    const double floor = s.rtt_ns > p_.max_delay_ns || was_nack_ ? 1 - 2 * p_.update_factor : p_.min_change;
+    // Near the target the step is bounded by min_change; past the max delay
+    // (or on a loss) by the first-congestion factor, as Swift bounds its
+    // multiplicative decrease by max_mdf.
+    const double floor = severe ? p_.first_congestion_factor : p_.min_change;
     factor = std::clamp(factor, floor, 1.0);
     rate_bps_ = base * factor;
     last_decrease_ns_ = now;
@@ -127,6 +146,7 @@ class Rttcc final : public Controller {
   bool was_cnp_ = false;
   bool was_nack_ = false;
   bool congested_ = false;  // ztr: the flow has met congestion (its first one halves)
+  uint32_t hyper_steps_ = 0;  // consecutive hyper-increase periods
   uint64_t last_calm_ns_;
   uint64_t last_hyper_ns_;
   uint64_t last_decrease_ns_ = 0;

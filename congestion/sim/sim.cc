@@ -236,7 +236,11 @@ struct FlowState {
   uint64_t inflight = 0;     // payload sent and neither acked nor nacked
   uint64_t to_send = 0;      // payload not yet sent (kUnlimited: long-lived)
   uint64_t retx_bytes = 0;   // payload nacked and waiting to be resent
-  double probe_sent_ns = 0;
+  // When each recent probe left (by seq % kProbeRing): a late reply to a probe
+  // already given up still yields a sample from its own send time, as the
+  // echoed timestamp gives it on the wire.
+  static constexpr uint32_t kProbeRing = 8;
+  double probe_sent_ns[kProbeRing] = {};
   uint64_t delivered = 0;
   uint64_t delivered_window = 0;  // since warmup
   uint64_t jain_mark = 0;         // delivered when the current Jain window began
@@ -624,7 +628,7 @@ class Sim {
     if (algo_.wants_rtt_probes && fs.probes.on_send(now_)) {
       // The probe goes right behind the data packet, through the same NIC
       // and switch queue; its timestamp is when it starts on the wire.
-      fs.probe_sent_ns = h.nic.start(end, h.nic.free_exact, probe_bytes_, ns_per_bit_);
+      fs.probe_sent_ns[fs.probes.seq() % FlowState::kProbeRing] = h.nic.start(end, h.nic.free_exact, probe_bytes_, ns_per_bit_);
       const uint32_t q = pool_.alloc();
       pool_[q].flow = f;
       pool_[q].wire = probe_bytes_;
@@ -793,7 +797,8 @@ class Sim {
     }
     Host& h = hosts_[fs.host];
     util_advance(h, now_);
-    const auto rtt = static_cast<uint64_t>(std::llround(static_cast<double>(now_) - fs.probe_sent_ns));
+    const auto rtt = static_cast<uint64_t>(
+        std::llround(static_cast<double>(now_) - fs.probe_sent_ns[seq % FlowState::kProbeRing]));
     fs.ctl->on_rtt_sample(cc::RttSample{now_, rtt, h.util});
     tally([&](Counters& c) { c.rtt_ns.add(rtt); });
     refresh(f);

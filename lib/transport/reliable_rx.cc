@@ -255,8 +255,8 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
   if (h.psn == 0 || h.msg_len < h.offset) return;  // a keepalive's reply, or bogus
   uint64_t dwell = h.msg_len - h.offset;
   uint64_t total = now_ns - h.timestamp;
-  if (h.timestamp > now_ns || dwell > total || h.timestamp != probe_sent_ns_) return;
-  if (!probes_.on_reply(h.psn)) return;  // stale: a probe given up already
+  if (h.timestamp > now_ns || dwell > total) return;
+  if (!probes_.on_reply(h.psn)) return;  // a duplicate, or older than a reply already taken
   stats_.last_rtt_ns = total - dwell;
   if (stats_.rtt_samples == 0 || stats_.last_rtt_ns < stats_.min_rtt_ns) stats_.min_rtt_ns = stats_.last_rtt_ns;
   ++stats_.rtt_samples;

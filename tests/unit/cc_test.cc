@@ -97,21 +97,35 @@ TEST(RttccZtr, IncreasesAreBoundedAndHyperIncreaseNeedsCalm) {
   Options o;
   o.rttcc.start_rate_fraction = 0.1;
   Harness h("rttcc", o);
+  const double ai = o.rttcc.ai_fraction * kLine, hai = o.rttcc.hai_fraction * kLine;
   double r = h.rate();
   h.rtt(10 * kUs, 5 * kUs);  // small AI
-  EXPECT_NEAR(h.rate(), r + o.rttcc.ai_fraction * kLine, 1);
-  EXPECT_LE(h.rate(), r * 1.06 + 1);
-  // 200 us without congestion: one hyper-increase step of x1.06.
+  EXPECT_NEAR(h.rate(), r + ai, 1);
+  // 200 us without congestion: one hyper-increase step on top.
   r = h.rate();
   h.rtt(210 * kUs, 5 * kUs);
-  EXPECT_NEAR(h.rate(), r * 1.06, 1);
+  EXPECT_NEAR(h.rate(), r + ai + hai, 1);
   r = h.rate();
   h.rtt(220 * kUs, 5 * kUs);  // the next one only after another period
-  EXPECT_NEAR(h.rate(), r + o.rttcc.ai_fraction * kLine, 1);
+  EXPECT_NEAR(h.rate(), r + ai, 1);
+  r = h.rate();
+  h.rtt(411 * kUs, 5 * kUs);  // the second period in a row: two steps
+  EXPECT_NEAR(h.rate(), r + ai + 2 * hai, 1);
+  // Far below the line rate the steps grow until the x1.06 bound holds them.
+  for (uint64_t t = 600; t < 20'000; t += 200) h.rtt(t * kUs, 5 * kUs);
+  r = h.rate();
+  h.rtt(20'001 * kUs, 5 * kUs);
+  EXPECT_NEAR(h.rate(), std::min(kLine, r * 1.06), 1);
+  // Congestion resets the escalation.
+  h.rtt(20'100 * kUs, 30 * kUs);
+  r = h.rate();
+  h.rtt(20'400 * kUs, 5 * kUs);
+  EXPECT_NEAR(h.rate(), r + ai + hai, 1);
 }
 
 TEST(RttccZtr, FirstCongestionHalvesThenBoundedOncePerRtt) {
   Harness h("rttcc");
+  const double gain = Options{}.rttcc.decrease_gain;
   uint64_t t = 0;
   h.flow->on_bytes_sent(t, 0);
   h.rtt(t += 10 * kUs, 30 * kUs);  // first congestion: x0.5
@@ -119,14 +133,17 @@ TEST(RttccZtr, FirstCongestionHalvesThenBoundedOncePerRtt) {
   double r = h.rate();
   h.rtt(t += 5 * kUs, 30 * kUs);  // within one RTT of the last decrease: unchanged
   EXPECT_DOUBLE_EQ(h.rate(), r);
-  h.rtt(t += 40 * kUs, 14 * kUs);  // just above target: 1 - (14-13)/14 = 0.929 -> bounded at 0.97
+  h.rtt(t += 40 * kUs, 14 * kUs);  // proportional: 1 - gain (14 - 13) / 14
+  EXPECT_NEAR(h.rate(), r * (1 - gain / 14), 1);
+  r = h.rate();
+  h.rtt(t += 100 * kUs, 60 * kUs);  // 1 - gain 47/60 = 0.80 -> bounded at 0.97
   EXPECT_NEAR(h.rate(), r * 0.97, 1);
   r = h.rate();
-  h.rtt(t += 40 * kUs, 13'400);  // 1 - 0.4/13.4 = 0.970149: proportional
-  EXPECT_NEAR(h.rate(), r * (1 - 400.0 / 13'400), 1);
+  h.rtt(t += 400 * kUs, 300 * kUs);  // past max delay: proportional, not bounded by x0.97
+  EXPECT_NEAR(h.rate(), r * (1 - gain * 287.0 / 300), 1);
   r = h.rate();
-  h.rtt(t += 400 * kUs, 300 * kUs);  // past max delay: the hard x0.8 step
-  EXPECT_NEAR(h.rate(), r * 0.8, 1);
+  h.rtt(t += 200'000 * kUs, 100'000 * kUs);  // a huge queue (100 ms): about x(1 - gain)
+  EXPECT_NEAR(h.rate(), r * (1 - gain * (100'000.0 - 13) / 100'000), 1);
 }
 
 TEST(RttccZtr, DecreaseStartsFromWhatTheFlowActuallySent) {
@@ -146,8 +163,8 @@ TEST(RttccZtr, TimeoutAndNackCut) {
   EXPECT_NEAR(h.rate(), kLine * 0.5, 1);
   double r = h.rate();
   h.flow->on_nack(20 * kUs);
-  h.rtt(200 * kUs, 20 * kUs);  // NACK: the x0.8 floor applies instead of x0.97
-  EXPECT_NEAR(h.rate(), r * 0.8, 1);
+  h.rtt(200 * kUs, 20 * kUs);  // NACK: proportional without the x0.97 bound
+  EXPECT_NEAR(h.rate(), r * (1 - Options{}.rttcc.decrease_gain * 7 / 20), 1);
 }
 
 // ---------------------------------------------------------------- DCQCN
@@ -326,7 +343,7 @@ TEST(ProbeScheduler, OneOutstandingNextAfterReplyResendAfterTimeout) {
   const uint32_t first = p.seq();
   EXPECT_FALSE(p.on_send(1 * kUs));  // one outstanding
   EXPECT_TRUE(p.on_reply(first));
-  EXPECT_FALSE(p.on_reply(first));  // a duplicate reply is stale
+  EXPECT_FALSE(p.on_reply(first));  // a duplicate reply gives no second sample
   EXPECT_TRUE(p.on_send(20 * kUs));  // the first send after a reply
   const uint32_t lost = p.seq();
   // No reply: past the 300 us timeout the probe is sent again, but only once
@@ -335,14 +352,22 @@ TEST(ProbeScheduler, OneOutstandingNextAfterReplyResendAfterTimeout) {
   EXPECT_TRUE(p.on_send(401 * kUs));   // the second
   EXPECT_EQ(p.probes_lost(), 1u);
   EXPECT_EQ(p.timeout_ns(), 600 * kUs);  // doubled
-  EXPECT_FALSE(p.on_reply(lost));        // the given-up probe's reply is stale
   // Lost again: the next resend waits for the doubled timeout.
   EXPECT_FALSE(p.on_send(401 * kUs + 500 * kUs));
   EXPECT_FALSE(p.on_send(401 * kUs + 550 * kUs));  // two sends, but within 600 us
   EXPECT_TRUE(p.on_send(401 * kUs + 601 * kUs));
   EXPECT_EQ(p.timeout_ns(), 1200 * kUs);
-  EXPECT_TRUE(p.on_reply(p.seq()));
-  EXPECT_EQ(p.timeout_ns(), 300 * kUs);  // a reply resets the backoff
+  const uint32_t newest = p.seq();
+  // The first lost probe's reply arrives late: its sample counts (timed from
+  // its own send), the backoff resets, the newest probe stays outstanding.
+  EXPECT_TRUE(p.on_reply(lost));
+  EXPECT_TRUE(p.outstanding());
+  EXPECT_EQ(p.timeout_ns(), 300 * kUs);
+  EXPECT_FALSE(p.on_reply(lost));        // a duplicate does not count
+  EXPECT_FALSE(p.on_reply(newest + 1));  // nor a seq never sent
+  EXPECT_TRUE(p.on_reply(newest));
+  EXPECT_FALSE(p.outstanding());
+  EXPECT_FALSE(p.on_reply(lost + 1));  // older than the newest reply taken
   EXPECT_EQ(p.probes_sent(), 4u);
 }
 
