@@ -478,7 +478,7 @@ void ShmDevice::complete(const Completion& c) noexcept {
                static_cast<unsigned long long>(c.context));
     return;
   }
-  cq_[(cq_head_ + cq_count_) % cq_.size()] = c;
+  cq_[(cq_head_ + cq_count_) & (cq_.size() - 1)] = c;  // size: a power of two
   ++cq_count_;
 }
 
@@ -495,9 +495,10 @@ size_t ShmDevice::poll(std::span<Completion> out) noexcept {
   size_t n = 0;
   while (n < out.size() && cq_count_ > 0) {
     out[n++] = cq_[cq_head_];
-    cq_head_ = (cq_head_ + 1) % cq_.size();
+    cq_head_ = (cq_head_ + 1) & (cq_.size() - 1);
     --cq_count_;
   }
+  if (cq_count_ == 0) cq_head_ = 0;  // reuse the ring's first (cached) lines
   return n;
 }
 

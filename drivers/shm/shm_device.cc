@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -178,6 +179,7 @@ Result<std::unique_ptr<Endpoint>> ShmDevice::connect(int peer, std::string_view 
 void ShmDevice::add_endpoint(ShmEndpoint* ep) {
   endpoints_.push_back(ep);
   size_t need = endpoints_.size() * (2ull * opts_.queue_depth + 2ull * slots_);
+  need = std::bit_ceil(need);  // a power of two: ring indices by mask, not division
   if (cq_.size() < need) {
     std::vector<Completion> n(need);
     for (size_t i = 0; i < cq_count_; ++i) n[i] = cq_[(cq_head_ + i) % cq_.size()];

@@ -15,17 +15,6 @@ namespace {
 
 using Job = std::function<Result<void>()>;
 
-const char* op_label(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kProd: return "prod";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kAvg: return "avg";
-  }
-  return "?";
-}
-
 Result<void> check_root(int rank, int size, const char* what, int root) {
   if (root < 0 || root >= size)
     return bad_arg(rank, what, "root " + std::to_string(root) + " is outside 0.." + std::to_string(size - 1));
@@ -42,7 +31,7 @@ Result<void> check_bufs(int rank, const char* what, size_t bytes, const void* a,
 static Result<Job> barrier_job(Communicator::Impl& c) {
   return Job([&c]() -> Result<void> {
     GREX_TRY(c.check_usable("barrier"));
-    c.begin("barrier");
+    c.begin({"barrier"});
     if (c.size == 1) return ok();
     return c.finish(c.dissemination_barrier(), "barrier");
   });
@@ -54,7 +43,7 @@ static Result<Job> broadcast_job(Communicator::Impl& c, void* buf, size_t count,
   GREX_TRY(check_bufs(c.rank, "broadcast", bytes, buf, buf));
   return Job([&c, buf, bytes, root]() -> Result<void> {
     GREX_TRY(c.check_usable("broadcast"));
-    c.begin(std::string("broadcast bytes=") + std::to_string(bytes) + " root=" + std::to_string(root));
+    c.begin({"broadcast", "bytes", bytes, -1, -1, root});
     if (c.size == 1 || bytes == 0) return ok();
     return c.finish(c.tree_broadcast(buf, bytes, root), "broadcast");
   });
@@ -66,13 +55,13 @@ static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, voi
   GREX_TRY(check_bufs(c.rank, "allreduce", bytes, sendbuf, recvbuf));
   return Job([&c, sendbuf, recvbuf, count, type, op, bytes]() -> Result<void> {
     GREX_TRY(c.check_usable("allreduce"));
-    c.begin(std::string("allreduce count=") + std::to_string(count) + " " + std::string(dtype_name(type)) + " " + op_label(op));
+    c.begin({"allreduce", "count", count, static_cast<int>(type), static_cast<int>(op), -1});
     if (bytes == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
       return ok();
     }
-    switch (c.allreduce_algo(bytes)) {
+    switch (c.job_allreduce_algo(bytes)) {
       case detail::Algo::kRing:
         return c.finish(c.ring_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
       case detail::Algo::kDirect:
@@ -95,7 +84,7 @@ static Result<Job> reduce_scatter_job(Communicator::Impl& c, const void* sendbuf
   GREX_TRY(check_bufs(c.rank, "reduce_scatter", block, sendbuf, recvbuf));
   return Job([&c, sendbuf, recvbuf, recvcount, type, op, block]() -> Result<void> {
     GREX_TRY(c.check_usable("reduce_scatter"));
-    c.begin(std::string("reduce_scatter recvcount=") + std::to_string(recvcount) + " " + std::string(dtype_name(type)) + " " + op_label(op));
+    c.begin({"reduce_scatter", "recvcount", recvcount, static_cast<int>(type), static_cast<int>(op), -1});
     if (block == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
@@ -111,7 +100,7 @@ static Result<Job> allgather_job(Communicator::Impl& c, const void* sendbuf, voi
   GREX_TRY(check_bufs(c.rank, "allgather", block, sendbuf, recvbuf));
   return Job([&c, sendbuf, recvbuf, count, type, block]() -> Result<void> {
     GREX_TRY(c.check_usable("allgather"));
-    c.begin(std::string("allgather count=") + std::to_string(count) + " " + std::string(dtype_name(type)));
+    c.begin({"allgather", "count", count, static_cast<int>(type), -1, -1});
     if (block == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
@@ -128,7 +117,7 @@ static Result<Job> reduce_job(Communicator::Impl& c, const void* sendbuf, void* 
   GREX_TRY(check_bufs(c.rank, "reduce", bytes, sendbuf, c.rank == root ? recvbuf : sendbuf));
   return Job([&c, sendbuf, recvbuf, count, type, op, root, bytes]() -> Result<void> {
     GREX_TRY(c.check_usable("reduce"));
-    c.begin(std::string("reduce count=") + std::to_string(count) + " " + std::string(dtype_name(type)) + " " + op_label(op) + " root=" + std::to_string(root));
+    c.begin({"reduce", "count", count, static_cast<int>(type), static_cast<int>(op), root});
     if (bytes == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
@@ -144,7 +133,7 @@ static Result<Job> alltoall_job(Communicator::Impl& c, const void* sendbuf, void
   GREX_TRY(check_bufs(c.rank, "alltoall", block, sendbuf, recvbuf));
   return Job([&c, sendbuf, recvbuf, count, type, block]() -> Result<void> {
     GREX_TRY(c.check_usable("alltoall"));
-    c.begin(std::string("alltoall count=") + std::to_string(count) + " " + std::string(dtype_name(type)));
+    c.begin({"alltoall", "count", count, static_cast<int>(type), -1, -1});
     if (block == 0) return ok();
     if (c.size == 1) {
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);

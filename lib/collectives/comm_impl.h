@@ -64,6 +64,17 @@ struct Communicator::Impl {
   detail::Algo allreduce_algo(size_t bytes) const noexcept {
     return forced_algo ? *forced_algo : cost.choose_allreduce(size, bytes, direct_preferred());
   }
+  /// The same inside a running collective (jobs run one at a time): training
+  /// loops repeat sizes, so the last answer is remembered.
+  detail::Algo job_allreduce_algo(size_t bytes) noexcept {
+    if (bytes != algo_memo_bytes) {
+      algo_memo = allreduce_algo(bytes);
+      algo_memo_bytes = bytes;
+    }
+    return algo_memo;
+  }
+  size_t algo_memo_bytes = ~size_t{0};
+  detail::Algo algo_memo = detail::Algo::kRing;
   /// Registrations of user buffers kept across calls (least recently used
   /// goes first): registering on every call costs page faults and syscalls.
   struct CachedRegistration {
@@ -87,14 +98,25 @@ struct Communicator::Impl {
   uint64_t next_tag_base() noexcept {
     return (1ull << 63) | (static_cast<uint64_t>(++seq & 0x7fffffff) << 32) | (uint64_t{sig & 0xfff} << 20);
   }
-  /// The collective about to run, as every rank should see it: "allreduce
-  /// count=100 f32 sum". Sets the tag signature and counts the call.
-  void begin(std::string text);
+  /// The collective about to run, as every rank should see it (what,
+  /// "count"=N, dtype, op, root; -1 / nullptr for what it lacks). Sets the
+  /// tag signature and counts the call. No allocation: the text ("allreduce
+  /// count=100 f32 sum") is built only when a timeout needs it.
+  struct CallSig {
+    const char* what = "";
+    const char* count_name = nullptr;  // "count", "recvcount", "bytes"
+    uint64_t count = 0;
+    int dtype = -1;  // DataType, or -1
+    int op = -1;     // ReduceOp, or -1
+    int root = -1;
+  };
+  void begin(const CallSig& s) noexcept;
+  std::string sig_text() const;
   /// After a timeout: compares this call's signature with the other ranks'
   /// through the store; a kMismatch naming both calls if one differs, else e.
   Error diagnose(Error e);
   uint32_t sig = 0;
-  std::string sig_text;
+  CallSig call;
   uint64_t ncoll = 0;
   Deadline deadline() const noexcept { return Deadline::after_ms(opts.timeout_ms); }
   /// Makes sure scratch holds at least `bytes`.

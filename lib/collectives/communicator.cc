@@ -267,16 +267,35 @@ Result<void> Communicator::Impl::check_usable(const char* what) const {
   return ok();
 }
 
-void Communicator::Impl::begin(std::string text) {
-  uint32_t h = 2166136261u;
-  for (unsigned char ch : text) h = (h ^ ch) * 16777619u;
-  sig = h;
-  sig_text = std::move(text);
+void Communicator::Impl::begin(const CallSig& s) noexcept {
+  // A few multiply-xorshift rounds over the fields (every rank computes the
+  // same bits; the name enters as its first 8 bytes, distinct for every
+  // collective). Cheap: this runs on every call, 8-byte allreduces included.
+  uint64_t name = 0;
+  for (size_t i = 0; i < 8 && s.what[i] != 0; ++i) name |= static_cast<uint64_t>(static_cast<uint8_t>(s.what[i])) << (8 * i);
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (uint64_t v : {name, s.count, static_cast<uint64_t>(s.dtype), static_cast<uint64_t>(s.op),
+                     static_cast<uint64_t>(s.root)}) {
+    h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  sig = static_cast<uint32_t>(h ^ (h >> 32));
+  call = s;
   ++ncoll;
 }
 
+std::string Communicator::Impl::sig_text() const {
+  std::string t = call.what;
+  if (call.count_name != nullptr) t += std::string(" ") + call.count_name + "=" + std::to_string(call.count);
+  if (call.dtype >= 0) t += " " + std::string(dtype_name(static_cast<DataType>(call.dtype)));
+  if (call.op >= 0) t += " " + std::string(reduce_op_name(static_cast<ReduceOp>(call.op)));
+  if (call.root >= 0) t += " root=" + std::to_string(call.root);
+  return t;
+}
+
 Error Communicator::Impl::diagnose(Error e) {
-  if (sig_text.empty() || size < 2) return e;
+  if (ncoll == 0 || size < 2) return e;
+  const std::string sig_text = this->sig_text();
   const std::string key = opts.name + "/sig/" + std::to_string(ncoll) + "/";
   Store& st = bootstrap->store();
   if (!st.set(key + std::to_string(rank), sig_text)) return e;

@@ -6,6 +6,7 @@
 #include <grex/result.h>
 #include <grex/transport.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -74,6 +75,7 @@ class Engine {
   int rank_;
   OpId next_ = 1;
   std::vector<Record> recs_;
+  std::array<Completion, 64> cq_buf_{};
   std::vector<uint32_t> pending_per_peer_;
   size_t pending_ = 0;
   uint64_t posted_bytes_ = 0;
