@@ -62,6 +62,12 @@ enum class RttccSet : uint8_t {
 struct RttccParams {
   RttccSet set = RttccSet::kZtr;
   uint64_t target_delay_ns = 13'000;  ///< base RTT / target: below it, increase
+  /// ztr: the target is at least this multiple of the smallest RTT seen
+  /// (within [target, max delay / 2]), so a path whose unloaded RTT exceeds
+  /// the target is not read as congested forever. 0 (the default): the
+  /// target alone. The DPDK driver sets 1.25: its probes are timestamped in
+  /// software, so its RTTs include the hosts' polling delays.
+  double min_rtt_target_factor = 0;
   uint64_t max_delay_ns = 250'000;    ///< above it, the hard decrease
   double start_rate_fraction = 1.0;   ///< a new flow's rate, of line rate
   double min_rate_fraction = 1e-6;    ///< floor, of line rate (template: 2^-14)

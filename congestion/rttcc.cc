@@ -10,7 +10,9 @@
 //   with u = update factor 0.1, doubled when the port is more than 85 %
 //   utilised; the rate stays within [min rate, line rate].
 //
-// ztr (grex's default, after NVIDIA's ZTR-CC description):
+// ztr (grex's default, after NVIDIA's ZTR-CC description); the target is
+// 1.25 x the smallest RTT seen, within [target, max delay / 2], so a path
+// slower than 13 us unloaded is not read as congested forever:
 //   rtt <= target: rate += AI (small); after each hyper-increase period
 //     without congestion also + k HAI for the k-th such period in a row
 //     (hyper-increase, escalating as DCQCN's);
@@ -98,7 +100,13 @@ class Rttcc final : public Controller {
 
   void ztr_update(const RttSample& s, double sent_bps) noexcept {
     const uint64_t now = s.now_ns;
-    const bool congested = s.rtt_ns > p_.target_delay_ns || was_cnp_ || was_nack_;
+    if (min_rtt_ns_ == 0 || s.rtt_ns < min_rtt_ns_) min_rtt_ns_ = s.rtt_ns;
+    // Capped at the max delay: the first samples of a flow that starts into
+    // a full queue must still read as congested.
+    const uint64_t target = std::clamp<uint64_t>(
+        static_cast<uint64_t>(p_.min_rtt_target_factor * static_cast<double>(min_rtt_ns_)), p_.target_delay_ns,
+        std::max(p_.target_delay_ns, p_.max_delay_ns / 2));
+    const bool congested = s.rtt_ns > target || was_cnp_ || was_nack_;
     if (!congested) {
       double next = rate_bps_ + p_.ai_fraction * line_bps_;
       if (now - last_calm_ns_ >= p_.hyper_increase_period_ns && now - last_hyper_ns_ >= p_.hyper_increase_period_ns) {
@@ -124,7 +132,7 @@ class Rttcc final : public Controller {
     // At most once per RTT: the effect of a cut shows an RTT later.
     if (now - last_decrease_ns_ < s.rtt_ns) return;
     const double rtt = static_cast<double>(std::max<uint64_t>(s.rtt_ns, 1));
-    const double excess = s.rtt_ns > p_.target_delay_ns ? (rtt - static_cast<double>(p_.target_delay_ns)) / rtt : 0.0;
+    const double excess = s.rtt_ns > target ? (rtt - static_cast<double>(target)) / rtt : 0.0;
     // A gentle gain (0.25) everywhere: larger gains past the max delay cut
     // deeper during a start-up queue and cost more goodput than they saved
     // (measured with grex-ccsim, docs/congestion.md).
@@ -146,6 +154,7 @@ class Rttcc final : public Controller {
   bool was_cnp_ = false;
   bool was_nack_ = false;
   bool congested_ = false;  // ztr: the flow has met congestion (its first one halves)
+  uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)
   uint32_t hyper_steps_ = 0;  // consecutive hyper-increase periods
   uint64_t last_calm_ns_;
   uint64_t last_hyper_ns_;

@@ -180,6 +180,8 @@ Result<void> DpdkDevice::init() {
   flow_cfg_.keepalive_ns = std::min<uint64_t>(flow_cfg_.give_up_ns / 4, 100'000'000);
   flow_cfg_.payload_crc = dopts_.payload_crc;
   flow_cfg_.cc = dopts_.cc;
+  // Software timestamps: the unloaded RTT includes both hosts' polling.
+  flow_cfg_.cc_options.rttcc.min_rtt_target_factor = 1.25;
   faults_ = FaultInjector(dopts_.faults);
   ip_ = dopts_.ip != 0 ? dopts_.ip : (0x0a4d0000u | static_cast<uint32_t>(opts_.rank + 1));  // 10.77.x.y
   by_rank_.assign(static_cast<size_t>(opts_.world_size), nullptr);
@@ -450,7 +452,7 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
                      {"rtt_samples", t.rtt_samples},     {"last_rtt_ns", t.last_rtt_ns},
                      {"probes_sent", t.probes_sent},     {"probes_lost", t.probe_timeouts},
                      {"paced_waits", t.paced_waits},
-                     {"cc_min_rate_mbps", static_cast<uint64_t>(t.cc_rate_bps / 1e6)}});
+                     {"cc_min_rate_kbps", static_cast<uint64_t>(t.cc_rate_bps / 1e3)}});
   return c;
 }
 

@@ -143,6 +143,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", random_hex(8) + " " + my_host),
                           "communicator setup");
   DeviceOptions dopts = c.opts.device;
+  if (!c.opts.cc.empty() && dopts.params.count("cc") == 0) dopts.params["cc"] = c.opts.cc;
   dopts.driver = c.opts.backend;
   dopts.rank = c.rank;
   dopts.world_size = c.size;

@@ -64,12 +64,16 @@ struct CommOptions {
   /// Store key prefix, unique per communicator of a job [GREX_COMM_NAME].
   std::string name = "grex";
   /// Allreduce algorithm: "auto" (the cost model picks per call), "ring",
-  /// "rabenseifner", "recursive_doubling" or "tree" [GREX_ALGO].
+  /// "rabenseifner", "recursive_doubling", "tree" or "direct" [GREX_ALGO].
   std::string algo = "auto";
   /// Cost-model constants: "measure" (a short calibration at creation; the
   /// values are logged in this same format so a job can pin them), or
   /// "ALPHA_US,BETA_GBPS,GAMMA_GBPS" [GREX_COST].
   std::string cost = "measure";
+  /// Congestion control of every flow (dpdk): "rttcc", "rttcc-template",
+  /// "dcqcn", "dcqcn-mlx5", "timely", "swift", "none"; empty: the driver's
+  /// default (none). Sets the driver parameter "cc" [GREX_CC].
+  std::string cc;
 };
 
 /// A collective issued with one of the *_async calls. Collectives run one at a
