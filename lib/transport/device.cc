@@ -81,13 +81,18 @@ Result<MemoryRegion*> Device::allocate(size_t length) {
   size_t len = length == 0 ? 1 : length;
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return Error::from_errno("allocate: mmap of " + std::to_string(len) + " bytes", errno);
-  auto r = register_memory(p, len, MemoryDomain::kHost);
+  // Always a registration of its own: the cache may still hold one of user
+  // memory that was freed and whose addresses the kernel just handed out
+  // again; returning that would give the caller its stale address and length.
+  // (Later lookups inside [p, p+len) find this entry: it starts closest below.)
+  auto r = do_register(p, len, MemoryDomain::kHost);
   if (!r) {
     ::munmap(p, len);
     return std::move(r).error();
   }
-  cache_->allocated[*r] = len;
-  return *r;
+  MemoryRegion* raw = adopt_registration(std::move(*r));
+  cache_->allocated[raw] = len;
+  return raw;
 }
 
 Result<void> Device::free(MemoryRegion* region) {

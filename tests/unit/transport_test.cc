@@ -4,6 +4,9 @@
 // driver defined here fills only the pure virtual hooks.
 #include <grex/transport.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstring>
 
 #include <vector>
 
@@ -103,6 +106,46 @@ TEST(Transport, DefaultAllocateGivesRegisteredZeroedMemory) {
   EXPECT_EQ(dev.free(*reg).error().code(), Errc::kNotFound);  // not from allocate()
   // Registrations left behind are released with the device (the PlainRegion
   // destructor runs: `live` would otherwise leak past the device).
+}
+
+// A registration of user memory outlives the memory (the collectives cache
+// them across calls); when the kernel hands those addresses out again,
+// allocate() must give its own fresh mapping, not the stale registration
+// that covers it (whose address and length point at unmapped memory).
+TEST(Transport, AllocateNeverReturnsAStaleRegistration) {
+  BareDevice dev;
+  // Where will the next 16 KiB mapping go? Ask the kernel, then give it back.
+  constexpr size_t kLen = 16u << 10;
+  void* probe = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  ASSERT_EQ(::munmap(probe, kLen), 0);
+  // A user buffer once lived around there (as malloc places a large block, 16
+  // bytes into its mapping); it was freed, its registration stays cached.
+  constexpr size_t kOld = 4u << 20;
+  char* user = static_cast<char*>(probe) - (kOld / 2) + 16;
+  auto stale = dev.register_memory(user, kOld - 16);
+  ASSERT_TRUE(stale.ok());
+  std::vector<MemoryRegion*> got;
+  bool inside = false;
+  for (int i = 0; i < 8 && !inside; ++i) {
+    auto m = dev.allocate(kLen);
+    ASSERT_TRUE(m.ok());
+    got.push_back(*m);
+    auto a = reinterpret_cast<uintptr_t>((*m)->addr());
+    inside = a >= reinterpret_cast<uintptr_t>(user) && a + kLen <= reinterpret_cast<uintptr_t>(user) + kOld - 16;
+    EXPECT_NE(*m, *stale);
+    EXPECT_EQ(a % 4096, 0u);         // its own page-aligned mapping...
+    EXPECT_EQ((*m)->length(), kLen);  // ... of the size asked for
+    std::memset((*m)->addr(), 0x5a, kLen);  // and it is mapped
+  }
+  if (!inside) GTEST_SKIP() << "the kernel did not reuse the freed range; nothing to check";
+  // Lookups inside the new mapping find the new region.
+  auto again = dev.register_memory(static_cast<char*>(got.back()->addr()) + 100, 100);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, got.back());
+  EXPECT_TRUE(dev.deregister_memory(*again).ok());
+  for (MemoryRegion* m : got) EXPECT_TRUE(dev.free(m).ok());
+  EXPECT_TRUE(dev.deregister_memory(*stale).ok());
 }
 
 TEST(Transport, StatusNamesAreStable) {
