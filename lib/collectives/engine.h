@@ -55,7 +55,7 @@ class Engine {
   uint64_t wait_ns() const noexcept { return wait_ns_; }
 
  private:
-  static constexpr size_t kTrack = 1u << 16;  // requests tracked at once
+  static constexpr size_t kTrack = 1u << 12;  // requests tracked at once (a ring this small stays in cache)
   struct Record {
     OpId id = 0;
     int32_t peer = -1;
