@@ -60,6 +60,7 @@ int perf_main(int argc, char** argv) {
     return 0;
   }
   if (!args.backend.empty()) ::setenv("GREX_BACKEND", args.backend.c_str(), 1);
+  if (!args.cc.empty()) ::setenv("GREX_CC", args.cc.c_str(), 1);
 
   auto comm = Communicator::from_env();
   if (!comm) return fail(comm.error(), kExitError);

@@ -47,6 +47,7 @@ constexpr std::array kOptions = {
     OptionSpec{'\0', "alloc", false, kAny},
     OptionSpec{'\0', "stats", false, kAny},
     OptionSpec{'\0', "backend", true, kAny},
+    OptionSpec{'\0', "cc", true, kAny},
     OptionSpec{'\0', "json", true, kAny},
     OptionSpec{'h', "help", false, kAny},
 };
@@ -154,6 +155,9 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
   } else if (o.long_name == "backend") {
     if (v.empty()) return bad("option --backend needs a backend name (shm, dpdk, verbs)");
     a.backend = std::string(v);
+  } else if (o.long_name == "cc") {
+    if (v.empty()) return bad("option --cc needs a congestion controller name (rttcc, dcqcn, ..., none)");
+    a.cc = std::string(v);
   } else if (o.long_name == "json") {
     if (v.empty()) return bad("option --json needs a file name");
     a.json_path = std::string(v);
@@ -358,6 +362,8 @@ std::string_view usage() noexcept {
          "  --alloc                 buffers from Communicator::alloc (backend-shared memory), not malloc\n"
          "  --stats                 every rank prints its transport counters at the end (retransmits, drops, ...)\n"
          "  --backend NAME          set GREX_BACKEND (shm, dpdk, verbs) before connecting\n"
+         "  --cc NAME               congestion control per flow (GREX_CC): rttcc, rttcc-template, dcqcn,\n"
+         "                          dcqcn-mlx5, timely, swift, none (dpdk; --stats shows its rate and probes)\n"
          "  --json FILE             also write the result rows to FILE as JSON\n"
          "  -h, --help              print this help\n"
          "\n"

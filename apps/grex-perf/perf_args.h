@@ -68,6 +68,7 @@ struct PerfArgs {
   int warmup_iters = -1;         ///< -w; -1 = the mode's default
   bool shared_buffers = false;   ///< --alloc: Communicator::alloc instead of malloc
   std::string backend;           ///< --backend: sets GREX_BACKEND before from_env
+  std::string cc;                ///< --cc: sets GREX_CC (congestion control per flow)
   std::string json_path;         ///< --json: rows as JSON (rank 0 writes)
   bool stats = false;            ///< --stats: each rank prints its transport counters
 

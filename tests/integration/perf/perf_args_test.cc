@@ -60,7 +60,7 @@ TEST(PerfArgs, DefaultsInlineValuesAndLongNames) {
   EXPECT_EQ(d->ops, std::vector<ReduceOp>{ReduceOp::kSum});
 
   auto a = parse({"allreduce", "-b8", "--maxbytes=64K", "--op", "avg", "-c0", "--inplace", "1", "-d", "all",
-                  "--alloc", "--backend", "shm", "--json", "out.json"});
+                  "--alloc", "--backend", "shm", "--json", "out.json", "--cc", "rttcc"});
   ASSERT_TRUE(a.ok()) << a.error().message();
   EXPECT_EQ(a->min_bytes, 8u);
   EXPECT_EQ(a->max_bytes, 65536u);
@@ -71,6 +71,8 @@ TEST(PerfArgs, DefaultsInlineValuesAndLongNames) {
   EXPECT_TRUE(a->shared_buffers);
   EXPECT_EQ(a->backend, "shm");
   EXPECT_EQ(a->json_path, "out.json");
+  EXPECT_EQ(a->cc, "rttcc");
+  EXPECT_FALSE(parse({"allreduce", "--cc", ""}).ok());
   EXPECT_EQ(parse({"allreduce", "--inplace", "0"})->placement, Placement::kOutOfPlace);
   EXPECT_EQ(parse({"allreduce", "-o", "all"})->ops.size(), 5u);
 }
