@@ -68,6 +68,11 @@ struct RttccParams {
   /// target alone. The DPDK driver sets 1.25: its probes are timestamped in
   /// software, so its RTTs include the hosts' polling delays.
   double min_rtt_target_factor = 0;
+  /// Cut from the rate actually sent since the previous sample when that is
+  /// below half the allowance (a backlogged flow held back by its NIC share).
+  /// Wrong for on/off traffic (collectives), where an idle gap reads as a low
+  /// rate: the DPDK driver turns it off.
+  bool cut_from_sent_rate = true;
   uint64_t max_delay_ns = 250'000;    ///< above it, the hard decrease
   double start_rate_fraction = 1.0;   ///< a new flow's rate, of line rate
   double min_rate_fraction = 1e-6;    ///< floor, of line rate (template: 2^-14)

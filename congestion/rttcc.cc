@@ -59,12 +59,10 @@ class Rttcc final : public Controller {
 
   void on_cnp(uint64_t) noexcept override { was_cnp_ = true; }
   void on_nack(uint64_t) noexcept override { was_nack_ = true; }
-  void on_timeout(uint64_t now_ns) noexcept override {
-    // Nothing came back for a whole RTO: behave as on a NACK past max delay.
-    rate_bps_ = std::max(min_bps_, rate_bps_ * 0.5);
-    last_decrease_ns_ = now_ns;
-    congested_ = true;
-  }
+  // A retransmission timeout counts as a NACK at the next sample (as DOCA's
+  // template folds NACKs into its next update): on a software path an RTO is
+  // often a late ACK, not a loss, and must not halve the rate by itself.
+  void on_timeout(uint64_t) noexcept override { was_nack_ = true; }
   void on_bytes_sent(uint64_t, uint64_t bytes) noexcept override { window_bytes_ += bytes; }
   Decision decision() const noexcept override { return {rate_bps_, 0}; }
 
@@ -83,7 +81,7 @@ class Rttcc final : public Controller {
   // from what it sent; otherwise from its rate (the measured rate of a few
   // packets per RTT is too coarse to cut from).
   double base_for_decrease(double sent_bps) const noexcept {
-    return sent_bps < 0.5 * rate_bps_ ? std::max(sent_bps, min_bps_) : rate_bps_;
+    return p_.cut_from_sent_rate && sent_bps < 0.5 * rate_bps_ ? std::max(sent_bps, min_bps_) : rate_bps_;
   }
 
   void template_update(const RttSample& s, double sent_bps) noexcept {

@@ -19,8 +19,14 @@ namespace grex::dpdk {
 ///   faults     drop=P,dup=P,reorder=P,window=N,corrupt=P,seed=S [GREX_DPDK_FAULTS]
 ///   cc         congestion control per flow: rttcc, rttcc-template, dcqcn, dcqcn-mlx5,
 ///              timely, swift, none [GREX_CC], default none
+///   cc_target_us  RTTCC's target RTT here [GREX_CC_TARGET_US], default 50 (software
+///              timestamps: host polling jitter is tens of microseconds)
 ///   line_gbps  the line rate the controller starts from and never exceeds
 ///              [GREX_DPDK_LINE_GBPS], default the port's link speed, else 100
+///   bottleneck_mbps, bottleneck_kb  an emulated bottleneck in front of this
+///              rank's receive path: frames wait in a FIFO served at that rate,
+///              tail-dropped beyond the queue size (tests of congestion control)
+///              [GREX_DPDK_BOTTLENECK_MBPS, GREX_DPDK_BOTTLENECK_KB], default off / 4096
 /// EAL arguments: GREX_DPDK_ARGS, GREX_DPDK_LCORE, GREX_DPDK_HUGE, GREX_DPDK_PIN.
 Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts);
 

@@ -57,18 +57,70 @@ void DpdkDevice::rx(size_t pi, uint64_t now) noexcept {
     stats.rx_packets.add(n);
     for (uint16_t i = 0; i < n; ++i) {
       rte_mbuf* m = bufs[i];
-      if (m->nb_segs == 1) {
-        handle(port, rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, now);
-      } else if (m->pkt_len <= linear_.size()) {
-        const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, m->pkt_len, linear_.data()));
-        handle(port, p, m->pkt_len, now);
-      } else {
-        stats.rx_bad_frame.add();
+      if (bn_.ns_per_byte <= 0) {
+        deliver(port, m, now);
+        continue;
       }
-      rte_pktmbuf_free(m);
+      // Into the emulated bottleneck: tail drop when its queue is full.
+      const uint64_t len = m->pkt_len;
+      ++bn_.packets;
+      if (bn_.bytes + len > bn_.cap_bytes || bn_.n == bn_.ring.size()) {
+        ++bn_.drops;
+        rte_pktmbuf_free(m);
+        continue;
+      }
+      const uint64_t start = std::max(now, bn_.busy_until_ns);
+      bn_.busy_until_ns = start + static_cast<uint64_t>(static_cast<double>(len) * bn_.ns_per_byte);
+      bn_.ring[(bn_.head + bn_.n++) % bn_.ring.size()] =
+          Bottleneck::Pkt{m, static_cast<uint32_t>(pi), now, bn_.busy_until_ns};
+      bn_.bytes += len;
+      bn_.max_bytes = std::max(bn_.max_bytes, bn_.bytes);
     }
     if (n < kRxBurst) break;
   }
+}
+
+void DpdkDevice::deliver(Port* port, rte_mbuf* m, uint64_t now) noexcept {
+  if (m->nb_segs == 1) {
+    handle(port, rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, now);
+  } else if (m->pkt_len <= linear_.size()) {
+    const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, m->pkt_len, linear_.data()));
+    handle(port, p, m->pkt_len, now);
+  } else {
+    stats.rx_bad_frame.add();
+  }
+  rte_pktmbuf_free(m);
+}
+
+// Frames whose turn at the emulated bottleneck has come go up the stack; the
+// delay each one saw is its departure minus its arrival (queue / rate).
+void DpdkDevice::drain_bottleneck(uint64_t now) noexcept {
+  while (bn_.n > 0) {
+    Bottleneck::Pkt& p = bn_.ring[bn_.head];
+    if (p.depart_ns > now) break;
+    bn_.head = (bn_.head + 1) % bn_.ring.size();
+    --bn_.n;
+    bn_.bytes -= p.m->pkt_len;
+    const uint64_t us = (p.depart_ns - p.arrive_ns) / 1000;
+    ++bn_.delay_hist[std::min<uint64_t>(us, bn_.delay_hist.size() - 1)];
+    if (port_dead_[p.port])
+      rte_pktmbuf_free(p.m);
+    else
+      deliver(ports_[p.port].get(), p.m, now);
+  }
+}
+
+uint64_t DpdkDevice::bottleneck_delay_percentile_us(double q) const noexcept {
+  uint64_t total = 0;
+  for (uint32_t c : bn_.delay_hist) total += c;
+  if (total == 0) return 0;
+  const auto want = static_cast<uint64_t>(q * static_cast<double>(total));
+  uint64_t seen = 0;
+  for (size_t i = 0; i < bn_.delay_hist.size(); ++i) {
+    seen += bn_.delay_hist[i];
+    if (seen > want) return i;
+  }
+  return bn_.delay_hist.size() - 1;
 }
 
 // Every field is checked before use; anything malformed is counted and dropped.
@@ -300,6 +352,7 @@ size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
     }
     rx(i, now);
   }
+  if (bn_.n > 0) drain_bottleneck(now);
   size_t sent = 0;
   for (DpdkEndpoint* ep : by_rank_) {
     if (ep == nullptr) continue;

@@ -152,6 +152,13 @@ Result<void> DpdkDevice::parse_options() {
           .hint("one of: " + cc::algorithm_names());
   }
   d.line_gbps = static_cast<double>(GREX_TRY(detail::param_int(opts_, "line_gbps", "GREX_DPDK_LINE_GBPS", 0, 3200, 0)));
+  d.cc_target_us = static_cast<uint64_t>(GREX_TRY(detail::param_int(opts_, "cc_target_us", "GREX_CC_TARGET_US", 1, 100'000, 50)));
+  // An emulated bottleneck in front of this rank's receive path, in Mbit/s
+  // (tests of congestion control on one host).
+  d.bottleneck_gbps = static_cast<double>(
+      GREX_TRY(detail::param_int(opts_, "bottleneck_mbps", "GREX_DPDK_BOTTLENECK_MBPS", 0, 3'200'000, 0))) / 1000.0;
+  d.bottleneck_kb = static_cast<uint64_t>(
+      GREX_TRY(detail::param_int(opts_, "bottleneck_kb", "GREX_DPDK_BOTTLENECK_KB", 16, 1 << 20, 4096)));
   return ok();
 }
 
@@ -180,8 +187,14 @@ Result<void> DpdkDevice::init() {
   flow_cfg_.keepalive_ns = std::min<uint64_t>(flow_cfg_.give_up_ns / 4, 100'000'000);
   flow_cfg_.payload_crc = dopts_.payload_crc;
   flow_cfg_.cc = dopts_.cc;
-  // Software timestamps: the unloaded RTT includes both hosts' polling.
+  // Software timestamps: the unloaded RTT includes both hosts' polling, and
+  // their jitter is tens of microseconds, not the 13 us a NIC's timestamps
+  // allow: RTTCC's target here is cc_target_us (50 by default), at least
+  // 1.25 x the smallest RTT seen.
   flow_cfg_.cc_options.rttcc.min_rtt_target_factor = 1.25;
+  flow_cfg_.cc_options.rttcc.cut_from_sent_rate = false;  // collectives are on/off traffic
+  flow_cfg_.cc_options.rttcc.target_delay_ns = dopts_.cc_target_us * 1000;
+  flow_cfg_.cc_options.rttcc.max_delay_ns = std::max<uint64_t>(flow_cfg_.cc_options.rttcc.max_delay_ns, 4 * dopts_.cc_target_us * 1000);
   faults_ = FaultInjector(dopts_.faults);
   ip_ = dopts_.ip != 0 ? dopts_.ip : (0x0a4d0000u | static_cast<uint32_t>(opts_.rank + 1));  // 10.77.x.y
   by_rank_.assign(static_cast<size_t>(opts_.world_size), nullptr);
@@ -206,6 +219,14 @@ Result<void> DpdkDevice::init() {
     txq_.emplace_back();
   }
   flow_cfg_.line_rate_bps = (dopts_.line_gbps > 0 ? dopts_.line_gbps : 100.0) * 1e9;
+  if (dopts_.bottleneck_gbps > 0) {
+    bn_.ns_per_byte = 8.0 / dopts_.bottleneck_gbps;
+    bn_.cap_bytes = dopts_.bottleneck_kb * 1024;
+    bn_.ring.resize(bn_.cap_bytes / 64 + 16);
+    bn_.delay_hist.assign(1 << 16, 0);  // 1 us bins up to 65 ms
+    GREX_INFO("dpdk", "emulated bottleneck on receive: %.3f Gbit/s, %llu KiB queue", dopts_.bottleneck_gbps,
+              static_cast<unsigned long long>(dopts_.bottleneck_kb));
+  }
   if (dopts_.cc != nullptr)
     GREX_INFO("dpdk", "congestion control %s, line rate %.0f Gbit/s", dopts_.cc->name, flow_cfg_.line_rate_bps / 1e9);
   caps_.driver = "dpdk";
@@ -237,6 +258,7 @@ DpdkDevice::~DpdkDevice() {
   for (auto& q : txq_)
     for (rte_mbuf* m : q) rte_pktmbuf_free(m);
   for (auto& h : held_) rte_pktmbuf_free(h.m);
+  for (; bn_.n > 0; --bn_.n, bn_.head = (bn_.head + 1) % bn_.ring.size()) rte_pktmbuf_free(bn_.ring[bn_.head].m);
   for (auto& p : ports_) p->stop();
 }
 
@@ -453,6 +475,12 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
                      {"probes_sent", t.probes_sent},     {"probes_lost", t.probe_timeouts},
                      {"paced_waits", t.paced_waits},
                      {"cc_min_rate_kbps", static_cast<uint64_t>(t.cc_rate_bps / 1e3)}});
+  if (bn_.ns_per_byte > 0)
+    c.insert(c.end(), {{"bn_packets", bn_.packets},
+                       {"bn_drops", bn_.drops},
+                       {"bn_queue_max_kb", bn_.max_bytes / 1024},
+                       {"bn_delay_p50_us", bottleneck_delay_percentile_us(0.5)},
+                       {"bn_delay_p99_us", bottleneck_delay_percentile_us(0.99)}});
   return c;
 }
 

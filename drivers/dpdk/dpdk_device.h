@@ -46,6 +46,9 @@ struct DpdkOptions {
   FaultConfig faults;
   const cc::Algorithm* cc = nullptr;  ///< congestion control per flow; nullptr: none
   double line_gbps = 100;             ///< the controllers' line rate
+  uint64_t cc_target_us = 50;         ///< RTTCC's target delay on this software path
+  double bottleneck_gbps = 0;         ///< emulated bottleneck in front of this rank's receive path; 0: none
+  uint64_t bottleneck_kb = 4096;      ///< its queue (tail drop beyond)
 };
 
 /// Registered memory: the range is known to EAL (rte_extmem_register) once a
@@ -117,6 +120,24 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   };
   Stats stats;
 
+  /// The emulated bottleneck (tests of congestion control on one host): every
+  /// received frame waits in a FIFO served at the bottleneck rate, so its
+  /// delay is queue / rate, as in a switch's egress queue.
+  struct Bottleneck {
+    struct Pkt {
+      rte_mbuf* m;
+      uint32_t port;
+      uint64_t arrive_ns, depart_ns;
+    };
+    double ns_per_byte = 0;       // 0: off
+    uint64_t cap_bytes = 0;
+    std::vector<Pkt> ring;        // fixed at init: no allocation on the data path
+    size_t head = 0, n = 0;
+    uint64_t bytes = 0, busy_until_ns = 0;
+    uint64_t packets = 0, drops = 0, max_bytes = 0;
+    std::vector<uint32_t> delay_hist;  // 1 us bins; the last one collects the rest
+  };
+
  protected:
   Result<std::unique_ptr<MemoryRegion>> do_register(void* addr, size_t length, MemoryDomain domain) override;
 
@@ -130,6 +151,9 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   Result<Port*> port_for(int peer);
   Result<void> handshake(DpdkEndpoint* ep);
   void rx(size_t port_index, uint64_t now) noexcept;
+  void deliver(Port* port, rte_mbuf* m, uint64_t now) noexcept;  // handle + free
+  void drain_bottleneck(uint64_t now) noexcept;
+  uint64_t bottleneck_delay_percentile_us(double q) const noexcept;
   void handle(Port* port, const uint8_t* frame, size_t len, uint64_t now) noexcept;
   void send_ctrl(Port* port, const FrameAddr& to, const wire::Header& h) noexcept;
   void transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcept;
@@ -156,6 +180,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   std::vector<DpdkRegion*> regions_;         // by id - 1
   std::vector<std::string> memif_markers_;   // ready markers this rank (a memif server) still owns
   FaultInjector faults_;
+  Bottleneck bn_;
   uint32_t next_region_id_ = 1;
   uint32_t max_payload_ = 0;
   uint32_t ip_ = 0;

@@ -219,6 +219,7 @@ class Flow {
   size_t retx_head_ = 0, retx_n_ = 0;
   uint32_t last_ack_ = 0, dupacks_ = 0;
   uint64_t rto_backoff_ = 1;
+  double srtt_ns_ = 0, rttvar_ns_ = 0;  // RFC 6298 estimator, for the RTO
   uint64_t last_data_ns_ = 0;  // when new data last went out
   bool tlp_armed_ = false;     // a tail-loss probe is out; re-armed by ACK progress
   uint32_t next_advert_seq_ = 0, next_write_id_ = 0;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <cmath>
+
 #include "transport/reliable_flow.h"
 
 namespace grex::reliable {
@@ -258,6 +260,14 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
   if (h.timestamp > now_ns || dwell > total) return;
   if (!probes_.on_reply(h.psn)) return;  // a duplicate, or older than a reply already taken
   stats_.last_rtt_ns = total - dwell;
+  const double r = static_cast<double>(stats_.last_rtt_ns);
+  if (stats_.rtt_samples == 0) {
+    srtt_ns_ = r;
+    rttvar_ns_ = r / 2;
+  } else {
+    rttvar_ns_ = 0.75 * rttvar_ns_ + 0.25 * std::abs(srtt_ns_ - r);
+    srtt_ns_ = 0.875 * srtt_ns_ + 0.125 * r;
+  }
   if (stats_.rtt_samples == 0 || stats_.last_rtt_ns < stats_.min_rtt_ns) stats_.min_rtt_ns = stats_.last_rtt_ns;
   ++stats_.rtt_samples;
   if (cc_.active()) cc_->on_rtt_sample({now_ns, stats_.last_rtt_ns, -1});

@@ -302,8 +302,12 @@ void Flow::queue_retransmit(uint32_t psn) noexcept {
 }
 
 uint64_t Flow::rto_ns() const noexcept {
+  // RFC 6298: smoothed RTT plus four deviations, so a queue that builds
+  // (and with it the RTT) does not fire spurious timeouts, each of which a
+  // congestion controller would answer by halving its rate.
   uint64_t base = cfg_.rto_initial_ns;
-  if (stats_.rtt_samples > 0) base = std::max<uint64_t>(cfg_.rto_min_ns, 4 * stats_.last_rtt_ns + 100'000);
+  if (stats_.rtt_samples > 0)
+    base = std::max<uint64_t>(cfg_.rto_min_ns, static_cast<uint64_t>(srtt_ns_ + 4 * rttvar_ns_) + 100'000);
   return std::min<uint64_t>(cfg_.rto_max_ns, base * rto_backoff_);
 }
 
@@ -421,11 +425,19 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     ++stats_.retransmits;
   }
   size_t before = n;
-  while (n < out.size() && pace_allows(now_ns) && next_data(&out[n], now_ns)) paced(out[n++].hdr.payload_len, now_ns);
+  bool held = false;  // the pacer, not a lack of data, stopped us
+  while (n < out.size()) {
+    if (!pace_allows(now_ns)) {
+      held = true;
+      break;
+    }
+    if (!next_data(&out[n], now_ns)) break;
+    paced(out[n++].hdr.payload_len, now_ns);
+  }
   // Tail-loss probe: nothing new to send, packets unacknowledged for ~2 RTT:
   // resend the newest one so the receiver's SACK/NACK names any hole now
   // instead of waiting for the RTO.
-  if (n == before && n < out.size() && snd_una_ != snd_nxt_ && !tlp_armed_) {
+  if (n == before && !held && n < out.size() && snd_una_ != snd_nxt_ && !tlp_armed_) {
     uint64_t tlp_ns = stats_.rtt_samples > 0 ? std::max<uint64_t>(2 * stats_.last_rtt_ns, 20'000) : 200'000;
     if (now_ns - last_data_ns_ > tlp_ns) {
       for (uint32_t psn = snd_nxt_ - 1; psn != snd_una_ - 1; --psn) {

@@ -159,12 +159,19 @@ TEST(RttccZtr, DecreaseStartsFromWhatTheFlowActuallySent) {
 
 TEST(RttccZtr, TimeoutAndNackCut) {
   Harness h("rttcc");
-  h.flow->on_timeout(10 * kUs);
+  const double gain = Options{}.rttcc.decrease_gain;
+  h.rtt(5 * kUs, 5 * kUs);
+  h.flow->on_timeout(10 * kUs);  // an RTO is a NACK at the next sample, not a cut by itself
+  EXPECT_DOUBLE_EQ(h.rate(), kLine);
+  h.rtt(20 * kUs, 20 * kUs);  // congested (the first time): x0.5
   EXPECT_NEAR(h.rate(), kLine * 0.5, 1);
   double r = h.rate();
-  h.flow->on_nack(20 * kUs);
+  h.flow->on_nack(30 * kUs);
   h.rtt(200 * kUs, 20 * kUs);  // NACK: proportional without the x0.97 bound
-  EXPECT_NEAR(h.rate(), r * (1 - Options{}.rttcc.decrease_gain * 7 / 20), 1);
+  EXPECT_NEAR(h.rate(), r * (1 - gain * 7 / 20), 1);
+  r = h.rate();
+  h.rtt(400 * kUs, 20 * kUs);  // no NACK: bounded at x0.97
+  EXPECT_NEAR(h.rate(), r * 0.97, 1);
 }
 
 // ---------------------------------------------------------------- DCQCN
