@@ -277,6 +277,7 @@ bool VerbsEndpoint::flush(PostList& pl) noexcept {
 // is written straight into that receive buffer; several per post list.
 bool VerbsEndpoint::match_sends() noexcept {
   if (sends_n_ == 0 || adverts_n_ == 0) return true;
+  const uint64_t now = dev_->vopts().cc != nullptr ? now_ns() : 0;
   PostList pl;
   pl.ctrls = post_ctrls_;
   for (size_t i = 0; i < sends_n_ && !failed_;) {
@@ -291,10 +292,12 @@ bool VerbsEndpoint::match_sends() noexcept {
     const uint64_t len = std::min<uint64_t>(s.length, a.len);  // the receiver reports truncation
     const uint32_t imm = (a.seq & ~kTruncBit) | (s.length > a.len ? kTruncBit : 0);
     if (ops_n_ == ops_.size()) break;
+    if (!pace_allows(now)) break;  // the congestion controller's rate: retry on a later poll
     if (!append(pl, s.region, s.offset, len, a.addr, a.rkey, true, imm, nullptr)) {
       if (pl.n == 0 || !flush(pl)) break;  // no send-queue room: the order per tag holds, retry on the next poll
       continue;
     }
+    paced(len, now);
     ops_[(ops_head_ + ops_n_++) % ops_.size()] =
         Op{s.context, len, s.tag, grex::Op::kSend, Status::kSuccess, sq_posted_ + pl.n};
     dev_->stats.sends.add();
@@ -306,16 +309,19 @@ bool VerbsEndpoint::match_sends() noexcept {
       sends_[(sends_head_ + j) % sends_.size()] = sends_[(sends_head_ + j + 1) % sends_.size()];
     --sends_n_;
   }
+  if (probe_due_ && pl.n < kBatch && sq_room() > pl.n) append_probe(pl);
   return flush(pl);
 }
 
 bool VerbsEndpoint::post_writes() noexcept {
   if (writes_n_ == 0) return true;
+  const uint64_t now = dev_->vopts().cc != nullptr ? now_ns() : 0;
   PostList pl;
   pl.ctrls = post_ctrls_;
   while (writes_n_ > 0 && !failed_) {
     const WriteRequest& w = writes_[writes_head_];
     if (ops_n_ == ops_.size()) break;
+    if (!pace_allows(now)) break;
     Ctrl notice;
     notice.type = Ctrl::kWriteImm;
     notice.seq = w.imm;
@@ -325,6 +331,7 @@ bool VerbsEndpoint::post_writes() noexcept {
       if (pl.n == 0 || !flush(pl)) break;
       continue;
     }
+    paced(w.length, now);
     ops_[(ops_head_ + ops_n_++) % ops_.size()] =
         Op{w.context, w.length, 0, grex::Op::kWrite, Status::kSuccess, sq_posted_ + pl.n};
     dev_->stats.writes.add();
@@ -332,7 +339,78 @@ bool VerbsEndpoint::post_writes() noexcept {
     writes_head_ = (writes_head_ + 1) % writes_.size();
     --writes_n_;
   }
+  if (probe_due_ && pl.n < kBatch && sq_room() > pl.n) append_probe(pl);
   return flush(pl);
+}
+
+// ---------------------------------------------------------------- congestion control
+
+bool VerbsEndpoint::pace_allows(uint64_t now_ns) noexcept {
+  const cc::Algorithm* algo = dev_->vopts().cc;
+  if (algo == nullptr) return true;
+  const double line = dev_->capabilities().link_speed_mbps > 0 ? dev_->capabilities().link_speed_mbps * 1e6 : 100e9;
+  if (!cc_.active()) {  // starts with the first paced post
+    cc::Options o;
+    o.rttcc.target_delay_ns = dev_->vopts().cc_target_us * 1000;
+    o.rttcc.max_delay_ns = std::max<uint64_t>(o.rttcc.max_delay_ns, 4 * o.rttcc.target_delay_ns);
+    o.rttcc.min_rtt_target_factor = 1.25;  // the probe's time includes our CQ polling
+    o.rttcc.cut_from_sent_rate = false;    // collectives are on/off traffic
+    cc_.reset(*algo, o, cc::PathInfo{line, path_mtu_ > 0 ? path_mtu_ : 4096}, now_ns);
+    tokens_ns_ = now_ns;
+    tokens_ = 2.0 * (path_mtu_ > 0 ? path_mtu_ : 4096);
+  }
+  const cc::Decision d = cc_->decision();
+  cc_stats_.rate_bps = d.rate_bps;
+  const double per_ns = d.rate_bps / 8e9;
+  // A message goes whole (the NIC segments it); the bucket may go negative by
+  // one message and then holds the next until it refills. At most 10 us of
+  // tokens are saved while idle.
+  const double cap = std::max(2.0 * 4096, per_ns * 10'000);
+  if (now_ns > tokens_ns_) tokens_ = std::min(cap, tokens_ + per_ns * static_cast<double>(now_ns - tokens_ns_));
+  tokens_ns_ = now_ns;
+  bool ok = tokens_ > 0;
+  if (ok && d.window_bytes > 0) ok = sq_bytes_ < d.window_bytes;
+  if (!ok) ++cc_stats_.paced_waits;
+  return ok;
+}
+
+void VerbsEndpoint::paced(uint64_t bytes, uint64_t now_ns) noexcept {
+  sq_bytes_ += bytes;
+  if (!cc_.active()) return;
+  tokens_ -= static_cast<double>(bytes);
+  cc_->on_bytes_sent(now_ns, bytes);
+  if (algo_wants_probes() && probes_.on_send(now_ns)) probe_due_ = true;
+}
+
+// A signalled zero-length RDMA WRITE: no address or key is needed for zero
+// bytes (IBTA C9-88); its completion means the responder's ACK came back.
+bool VerbsEndpoint::append_probe(PostList& pl) noexcept {
+  ibv_send_wr& w = pl.wrs[pl.n];
+  w = ibv_send_wr{};
+  w.opcode = IBV_WR_RDMA_WRITE;
+  w.send_flags = IBV_SEND_SIGNALED;
+  w.wr_id = wr_id(id_, kSqMark, sq_posted_ + pl.n + 1);
+  probe_sq_ = sq_posted_ + pl.n + 1;
+  probe_post_ns_ = now_ns();
+  probe_ahead_bytes_ = sq_bytes_;
+  probe_seq_ = probes_.seq();
+  probe_due_ = false;
+  ++cc_stats_.probes_sent;
+  ++pl.n;
+  return true;
+}
+
+void VerbsEndpoint::on_probe_done(uint64_t now_ns) noexcept {
+  probe_sq_ = 0;
+  if (!cc_.active() || !probes_.on_reply(probe_seq_)) return;
+  const double line = dev_->capabilities().link_speed_mbps > 0 ? dev_->capabilities().link_speed_mbps * 1e6 : 100e9;
+  // The probe completes after everything posted before it: take away the
+  // time those bytes need at line rate (as TIMELY does for its segments).
+  const double ahead_ns = static_cast<double>(probe_ahead_bytes_) * 8e9 / line;
+  const double rtt = std::max(1000.0, static_cast<double>(now_ns - probe_post_ns_) - ahead_ns);
+  cc_stats_.last_rtt_ns = static_cast<uint64_t>(rtt);
+  ++cc_stats_.rtt_samples;
+  cc_->on_rtt_sample({now_ns, static_cast<uint64_t>(rtt), -1});
 }
 
 void VerbsEndpoint::repost_recv(uint32_t slot) noexcept {
@@ -378,8 +456,10 @@ void VerbsEndpoint::on_send_wc(const ibv_wc& wc) noexcept {
     return;
   }
   sq_done_ = std::max<uint64_t>(sq_done_, wr_value(wc.wr_id));  // in order: everything before it is done too
+  if (probe_sq_ != 0 && sq_done_ >= probe_sq_) on_probe_done(now_ns());
   while (ops_n_ > 0 && ops_[ops_head_].sq_seq <= sq_done_) {
     Op& o = ops_[ops_head_];
+    sq_bytes_ -= std::min(sq_bytes_, o.bytes);
     complete(Completion{o.context, o.bytes, o.op == grex::Op::kSend ? o.tag : 0, peer_, 0, o.op, o.status});
     ops_head_ = (ops_head_ + 1) % ops_.size();
     --ops_n_;

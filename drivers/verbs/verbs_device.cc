@@ -139,6 +139,15 @@ Result<void> VerbsDevice::parse_options() {
   vo_.retry_cnt = static_cast<uint8_t>(GREX_TRY(detail::param_int(opts_, "retry_cnt", "GREX_IB_RETRY_CNT", 0, 7, 7)));
   vo_.max_inline = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "inline", "GREX_IB_INLINE", 0, 1024, 64)));
   vo_.srq = GREX_TRY(detail::param_int(opts_, "srq", "GREX_IB_SRQ", 0, 1, 0)) == 1;
+  std::string cc = detail::param(opts_, "cc", "GREX_CC");
+  if (!cc.empty() && cc != "none") {
+    vo_.cc = cc::find(cc);
+    if (vo_.cc == nullptr)
+      return Error(Errc::kInvalidArgument, "GREX_CC='" + cc + "' is not a congestion controller")
+          .hint("one of: " + cc::algorithm_names());
+  }
+  vo_.cc_target_us =
+      static_cast<uint64_t>(GREX_TRY(detail::param_int(opts_, "cc_target_us", "GREX_CC_TARGET_US", 1, 100'000, 13)));
   if (auto v = detail::param(opts_, "ip", "GREX_IB_IP"); !v.empty()) {
     in_addr a;
     if (inet_pton(AF_INET, v.c_str(), &a) != 1)
@@ -324,7 +333,7 @@ Result<std::string> VerbsDevice::local_address() {
 }
 
 std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
-  return {{"wr_posted", stats.wr_posted.get()},     {"wc_polled", stats.wc_polled.get()},
+  std::vector<std::pair<std::string, uint64_t>> c = {{"wr_posted", stats.wr_posted.get()},     {"wc_polled", stats.wc_polled.get()},
           {"sends", stats.sends.get()},             {"recvs", stats.recvs.get()},
           {"writes", stats.writes.get()},           {"remote_writes", stats.remote_writes.get()},
           {"bytes_sent", stats.bytes_sent.get()},   {"bytes_received", stats.bytes_received.get()},
@@ -333,6 +342,22 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
           {"cm_events", stats.cm_events.get()},     {"cq_events", stats.cq_events.get()},
           {"dmabuf_supported", dmabuf_ ? 1u : 0u},
           {"gid_index", static_cast<uint64_t>(vo_.gid_index)}};
+  if (vo_.cc != nullptr) {  // congestion control, summed over the QPs (the rate: the lowest)
+    uint64_t probes = 0, samples = 0, waits = 0, last_rtt = 0;
+    double rate = 0;
+    for (const VerbsEndpoint* ep : eps_) {
+      if (ep == nullptr) continue;
+      const auto& s = ep->cc_stats();
+      probes += s.probes_sent;
+      samples += s.rtt_samples;
+      waits += s.paced_waits;
+      if (s.rtt_samples > 0) last_rtt = s.last_rtt_ns;
+      if (s.rate_bps > 0 && (rate == 0 || s.rate_bps < rate)) rate = s.rate_bps;
+    }
+    c.insert(c.end(), {{"probes_sent", probes}, {"rtt_samples", samples}, {"last_rtt_ns", last_rtt},
+                       {"paced_waits", waits}, {"cc_min_rate_kbps", static_cast<uint64_t>(rate / 1e3)}});
+  }
+  return c;
 }
 
 void VerbsDevice::push_completion(const Completion& c) noexcept {

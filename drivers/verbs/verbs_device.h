@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "congestion/cc.h"
 #include "core/counters.h"
 
 namespace grex::verbs {
@@ -41,6 +42,8 @@ struct VerbsOptions {
   uint8_t retry_cnt = 7;
   uint32_t max_inline = 64;
   bool srq = false;
+  const cc::Algorithm* cc = nullptr;  // congestion control per QP; nullptr: none (the NIC's own)
+  uint64_t cc_target_us = 13;         // RTTCC's target (RTT of a zero-length RDMA WRITE)
 };
 
 /// The control message every SEND carries (little-endian on the wire;
@@ -93,6 +96,11 @@ class VerbsEndpoint final : public Endpoint {
   void announce_abort(int culprit) noexcept override;
   int peer_abort_culprit() const noexcept override { return abort_culprit_; }
   std::string describe_peer() const override;
+  struct CcStats {
+    uint64_t probes_sent = 0, rtt_samples = 0, last_rtt_ns = 0, paced_waits = 0;
+    double rate_bps = 0;
+  };
+  const CcStats& cc_stats() const noexcept { return cc_stats_; }
 
  private:
   friend class VerbsDevice;
@@ -124,6 +132,26 @@ class VerbsEndpoint final : public Endpoint {
     return !failed_ && ((sends_n_ > 0 && adverts_n_ > 0) || writes_n_ > 0 || advertised_ != recv_next_);
   }
   struct PostList;
+  // Congestion control (GREX_CC): a token bucket at the controller's rate
+  // gates posted bytes; RTT samples come from signalled zero-length RDMA
+  // WRITEs (the responder's ACK is the echo), minus the time the bytes
+  // posted ahead of the probe take at line rate.
+  bool pace_allows(uint64_t now_ns) noexcept;
+  void paced(uint64_t bytes, uint64_t now_ns) noexcept;
+  bool append_probe(PostList& pl) noexcept;
+  void on_probe_done(uint64_t now_ns) noexcept;
+  bool algo_wants_probes() const noexcept { return cc_.active() && cc_.algorithm().wants_rtt_probes; }
+  cc::Flow cc_;
+  cc::ProbeScheduler probes_;
+  CcStats cc_stats_;
+  double tokens_ = 0;
+  uint64_t tokens_ns_ = 0;
+  uint64_t probe_sq_ = 0;        // send-queue position of the outstanding probe (0: none)
+  uint64_t probe_post_ns_ = 0;
+  uint64_t probe_ahead_bytes_ = 0;
+  uint32_t probe_seq_ = 0;
+  bool probe_due_ = false;
+  uint64_t sq_bytes_ = 0;        // bytes posted whose completion has not been seen
   bool append(PostList& pl, const MemoryRegion* mr, uint64_t off, uint64_t len, uint64_t raddr, uint32_t rkey,
               bool with_imm, uint32_t imm, const Ctrl* then) noexcept;
   bool flush(PostList& pl) noexcept;
