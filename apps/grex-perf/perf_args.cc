@@ -363,7 +363,7 @@ std::string_view usage() noexcept {
          "  --stats                 every rank prints its transport counters at the end (retransmits, drops, ...)\n"
          "  --backend NAME          set GREX_BACKEND (shm, dpdk, verbs) before connecting\n"
          "  --cc NAME               congestion control per flow (GREX_CC): rttcc, rttcc-template, dcqcn,\n"
-         "                          dcqcn-mlx5, timely, swift, none (dpdk; --stats shows its rate and probes)\n"
+         "                          dcqcn-mlx5, timely, swift, none (dpdk, verbs; --stats shows rate and probes)\n"
          "  --json FILE             also write the result rows to FILE as JSON\n"
          "  -h, --help              print this help\n"
          "\n"

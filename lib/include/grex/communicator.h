@@ -70,7 +70,7 @@ struct CommOptions {
   /// values are logged in this same format so a job can pin them), or
   /// "ALPHA_US,BETA_GBPS,GAMMA_GBPS" [GREX_COST].
   std::string cost = "measure";
-  /// Congestion control of every flow (dpdk): "rttcc", "rttcc-template",
+  /// Congestion control of every flow (dpdk, verbs): "rttcc", "rttcc-template",
   /// "dcqcn", "dcqcn-mlx5", "timely", "swift", "none"; empty: the driver's
   /// default (none). Sets the driver parameter "cc" [GREX_CC].
   std::string cc;
