@@ -111,7 +111,10 @@ struct Communicator::Impl {
     int root = -1;
   };
   void begin(const CallSig& s) noexcept;
-  std::string sig_text() const;
+  std::string sig_text() const { return describe(call); }
+  static std::string describe(const CallSig& s);
+  /// kMismatch naming both calls: what a peer's header said it called.
+  Error mismatch(int peer, const CallSig& theirs) const;
   /// After a timeout: compares this call's signature with the other ranks'
   /// through the store; a kMismatch naming both calls if one differs, else e.
   Error diagnose(Error e);

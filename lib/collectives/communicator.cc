@@ -285,13 +285,22 @@ void Communicator::Impl::begin(const CallSig& s) noexcept {
   ++ncoll;
 }
 
-std::string Communicator::Impl::sig_text() const {
-  std::string t = call.what;
-  if (call.count_name != nullptr) t += std::string(" ") + call.count_name + "=" + std::to_string(call.count);
-  if (call.dtype >= 0) t += " " + std::string(dtype_name(static_cast<DataType>(call.dtype)));
-  if (call.op >= 0) t += " " + std::string(reduce_op_name(static_cast<ReduceOp>(call.op)));
-  if (call.root >= 0) t += " root=" + std::to_string(call.root);
+std::string Communicator::Impl::describe(const CallSig& c) {
+  std::string t = c.what;
+  if (c.count_name != nullptr) t += std::string(" ") + c.count_name + "=" + std::to_string(c.count);
+  if (c.dtype >= 0) t += " " + std::string(dtype_name(static_cast<DataType>(c.dtype)));
+  if (c.op >= 0) t += " " + std::string(reduce_op_name(static_cast<ReduceOp>(c.op)));
+  if (c.root >= 0) t += " root=" + std::to_string(c.root);
   return t;
+}
+
+Error Communicator::Impl::mismatch(int peer, const CallSig& theirs) const {
+  return Error(Errc::kMismatch, "ranks disagree on collective #" + std::to_string(ncoll) + ": rank " +
+                                    std::to_string(peer) + " called " + describe(theirs) + ", rank " +
+                                    std::to_string(rank) + " called " + sig_text())
+      .rank(rank)
+      .peer(peer)
+      .hint("every rank must call the same collectives, in the same order, with the same count, dtype, op and root");
 }
 
 Error Communicator::Impl::diagnose(Error e) {

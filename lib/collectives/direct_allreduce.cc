@@ -33,8 +33,11 @@ struct Descriptor {
   uint64_t in_offset;
   RemoteRegion out;
   uint64_t out_offset;
+  uint64_t count;  // the call as this rank made it: a cheap check that all agree
+  int32_t dtype;
+  int32_t op;
 };
-static_assert(sizeof(Descriptor) == 80, "Descriptor is a wire format");
+static_assert(sizeof(Descriptor) == 96, "Descriptor is a wire format");
 
 constexpr size_t kSlots = 2;  // landing areas: block b+1 arrives while b is reduced
 // From this size on, the result is unlikely to be in cache when the caller
@@ -70,25 +73,37 @@ Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* rec
   const uint64_t tag = next_tag_base();
   Deadline dl = deadline();
   auto* descs = static_cast<Descriptor*>(scratch->addr());  // [peer]; [r] is ours
-  descs[r] = Descriptor{sreg.get()->remote(), sreg.offset(sendbuf), rreg.get()->remote(), roff};
+  descs[r] = Descriptor{sreg.get()->remote(), sreg.offset(sendbuf), rreg.get()->remote(), roff,
+                        count, static_cast<int32_t>(type), static_cast<int32_t>(op)};
+  // The descriptors travel under the sequence number alone (no signature in
+  // the tag), so ranks that disagree on count, dtype or op still meet here
+  // and fail at once, naming both calls, instead of at the timeout.
+  const uint64_t desc_tag = tag & ~(uint64_t{0xfff} << 20);
 
   // Round 1: descriptors.
   std::vector<detail::OpId> ids;
   ids.reserve(2 * npeers + kSlots * npeers);
   for (int j = 0; j < n; ++j) {
     if (j == r) continue;
-    ids.push_back(GREX_TRY(engine->recv(j, scratch, sizeof(Descriptor) * static_cast<size_t>(j), sizeof(Descriptor), tag)));
+    ids.push_back(
+        GREX_TRY(engine->recv(j, scratch, sizeof(Descriptor) * static_cast<size_t>(j), sizeof(Descriptor), desc_tag)));
   }
   for (int j = 0; j < n; ++j) {
     if (j == r) continue;
-    ids.push_back(GREX_TRY(engine->send(j, scratch, sizeof(Descriptor) * static_cast<size_t>(r), sizeof(Descriptor), tag)));
+    ids.push_back(
+        GREX_TRY(engine->send(j, scratch, sizeof(Descriptor) * static_cast<size_t>(r), sizeof(Descriptor), desc_tag)));
   }
   GREX_TRY(engine->wait_all(ids, dl, "allreduce (direct): descriptors"));
-  for (int j = 0; j < n; ++j)
-    if (j != r && engine->bytes(ids[static_cast<size_t>(j < r ? j : j - 1)]) != sizeof(Descriptor))
+  for (int j = 0; j < n; ++j) {
+    if (j == r) continue;
+    if (engine->bytes(ids[static_cast<size_t>(j < r ? j : j - 1)]) != sizeof(Descriptor))
       return Error(Errc::kMismatch, "allreduce (direct): rank " + std::to_string(j) + " sent a malformed descriptor")
           .rank(r)
           .peer(j);
+    const Descriptor& d = descs[j];
+    if (d.count != count || d.dtype != static_cast<int32_t>(type) || d.op != static_cast<int32_t>(op))
+      return mismatch(j, CallSig{"allreduce", "count", d.count, d.dtype, d.op, -1});
+  }
 
   // Segment r: elements [first, first + len).
   const size_t first = count / static_cast<size_t>(n) * static_cast<size_t>(r) +

@@ -6,6 +6,7 @@
 // and the non-blocking API (overlapping allreduces complete in order).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -326,6 +327,31 @@ TEST(NonBlocking, EightOverlappingAllreducesCompleteInOrder) {
 // Ranks that disagree on the dtype (same byte count, so the data alone would
 // not tell): their tags differ, the call times out, and the error names both
 // calls instead of a bare timeout.
+// With the direct algorithm the first message of the call carries count,
+// dtype and op: ranks that disagree fail at once (long before the timeout),
+// each naming both calls.
+TEST(Errors, RanksDisagreeingOnCountFailAtOnceWithDirect) {
+  auto res = run_ranks(3, [](Rank& r) -> int {
+    CommOptions o = opts_for("direct");
+    o.timeout_ms = 60'000;
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    const size_t count = r.rank == 2 ? 300'000 : 200'000;
+    std::vector<float> v(count, 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    RANK_CHECK(!e);
+    std::fprintf(stderr, "rank %d after %.3f s: %s\n", r.rank, s, e.error().message().c_str());
+    RANK_CHECK(e.error().code() == Errc::kMismatch);
+    RANK_CHECK(s < 10);  // not the 60 s timeout
+    RANK_CHECK(e.error().message().find("allreduce count=300000 f32 sum") != std::string::npos);
+    RANK_CHECK(e.error().message().find("allreduce count=200000 f32 sum") != std::string::npos);
+    return 0;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 TEST(Errors, RanksDisagreeingOnDtypeAreNamed) {
   auto res = run_ranks(2, [](Rank& r) -> int {
     CommOptions o = opts_for("ring");
