@@ -89,6 +89,11 @@ struct RttccParams {
   double hai_fraction = 0.001;                  ///< hyper-increase step, of line rate
   double decrease_gain = 0.25;                  ///< rate *= 1 - gain (rtt - target) / rtt
   double first_congestion_factor = 0.5;         ///< the first congestion a flow sees
+  /// ztr flow scaling: extra target delay, up to fs_range_ns for a flow at
+  /// fs_min_fraction of line rate, shrinking as 1/sqrt(rate) to 0 at line
+  /// rate (Swift's flow scaling on rate instead of window). 0: off.
+  double fs_range_ns = 50000;
+  double fs_min_fraction = 1e-4;
 };
 
 /// The DCQCN parameter sets.

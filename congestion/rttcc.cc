@@ -29,6 +29,7 @@
 // than its allowed rate (a flow limited by its NIC share or by the
 // application would otherwise cut an allowance it never used).
 #include <algorithm>
+#include <cmath>
 
 #include "congestion/algorithms.h"
 
@@ -101,9 +102,18 @@ class Rttcc final : public Controller {
     if (min_rtt_ns_ == 0 || s.rtt_ns < min_rtt_ns_) min_rtt_ns_ = s.rtt_ns;
     // Capped at the max delay: the first samples of a flow that starts into
     // a full queue must still read as congested.
-    const uint64_t target = std::clamp<uint64_t>(
+    uint64_t target = std::clamp<uint64_t>(
         static_cast<uint64_t>(p_.min_rtt_target_factor * static_cast<double>(min_rtt_ns_)), p_.target_delay_ns,
         std::max(p_.target_delay_ns, p_.max_delay_ns / 2));
+    // Flow scaling (as Swift's): a flow far below line rate tolerates more
+    // delay, so among flows sharing a queue the slower ones keep increasing
+    // while the faster ones cut: fairness that does not depend on how often
+    // each flow samples.
+    if (p_.fs_range_ns > 0) {
+      const double f = std::max(rate_bps_ / line_bps_, 1e-9);
+      const double a = p_.fs_range_ns / (1 / std::sqrt(p_.fs_min_fraction) - 1);
+      target += static_cast<uint64_t>(std::clamp(a / std::sqrt(f) - a, 0.0, p_.fs_range_ns));
+    }
     const bool congested = s.rtt_ns > target || was_cnp_ || was_nack_;
     if (!congested) {
       double next = rate_bps_ + p_.ai_fraction * line_bps_;

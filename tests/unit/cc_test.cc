@@ -123,8 +123,14 @@ TEST(RttccZtr, IncreasesAreBoundedAndHyperIncreaseNeedsCalm) {
   EXPECT_NEAR(h.rate(), r + ai + hai, 1);
 }
 
+Options no_flow_scaling() {
+  Options o;
+  o.rttcc.fs_range_ns = 0;  // the exact steps against the plain 13 us target
+  return o;
+}
+
 TEST(RttccZtr, FirstCongestionHalvesThenBoundedOncePerRtt) {
-  Harness h("rttcc");
+  Harness h("rttcc", no_flow_scaling());
   const double gain = Options{}.rttcc.decrease_gain;
   uint64_t t = 0;
   h.flow->on_bytes_sent(t, 0);
@@ -146,6 +152,26 @@ TEST(RttccZtr, FirstCongestionHalvesThenBoundedOncePerRtt) {
   EXPECT_NEAR(h.rate(), r * (1 - gain * (100'000.0 - 13) / 100'000), 1);
 }
 
+// Flow scaling: the same RTT is congestion for a flow near line rate and
+// not for one far below it (its target is higher), so slow flows grow
+// while fast ones cut, whatever their sampling rates.
+TEST(RttccZtr, FlowScalingRaisesTheTargetOfSlowFlows) {
+  Options slow_o, fast_o;
+  // a = 50 us / (1/sqrt(1e-4) - 1) = 0.505 us; extra target a (1/sqrt(f) - 1):
+  slow_o.rttcc.start_rate_fraction = 0.001;  // 100 Mbit/s: + 15.5 us, target 28.5 us
+  fast_o.rttcc.start_rate_fraction = 0.9;    // 90 Gbit/s: + 0.03 us, target 13.03 us
+  Harness slow("rttcc", slow_o), fast("rttcc", fast_o);
+  // The first sample of each: 25 us, above the plain 13 us target.
+  slow.rtt(10 * kUs, 25 * kUs);
+  fast.rtt(10 * kUs, 25 * kUs);
+  EXPECT_GT(slow.rate(), 0.001 * kLine);  // within its scaled target: it increased
+  EXPECT_LT(fast.rate(), 0.9 * kLine);    // congested: it cut (its first congestion: x0.5)
+  // Far above any scaled target both cut.
+  const double s0 = slow.rate();
+  slow.rtt(500 * kUs, 400 * kUs);
+  EXPECT_LT(slow.rate(), s0);
+}
+
 TEST(RttccZtr, DecreaseStartsFromWhatTheFlowActuallySent) {
   Harness h("rttcc");
   uint64_t t = 0;
@@ -158,7 +184,7 @@ TEST(RttccZtr, DecreaseStartsFromWhatTheFlowActuallySent) {
 }
 
 TEST(RttccZtr, TimeoutAndNackCut) {
-  Harness h("rttcc");
+  Harness h("rttcc", no_flow_scaling());
   const double gain = Options{}.rttcc.decrease_gain;
   h.rtt(5 * kUs, 5 * kUs);
   h.flow->on_timeout(10 * kUs);  // an RTO is a NACK at the next sample, not a cut by itself
