@@ -86,7 +86,7 @@ struct RttccParams {
   double min_change = 0.97;                     ///< per update, lower bound of rate'/rate
   double max_change = 1.06;                     ///< per update, upper bound of rate'/rate
   uint64_t hyper_increase_period_ns = 200'000;  ///< each period without congestion: + k HAI (k-th in a row)
-  double hai_fraction = 0.001;                  ///< hyper-increase step, of line rate
+  double hai_fraction = 0.0005;                 ///< hyper-increase step, of line rate
   double decrease_gain = 0.25;                  ///< rate *= 1 - gain (rtt - target) / rtt
   double first_congestion_factor = 0.5;         ///< the first congestion a flow sees
   /// ztr flow scaling: extra target delay, up to fs_range_ns for a flow at
