@@ -59,7 +59,13 @@ Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* rec
   const int r = rank;
   const size_t npeers = static_cast<size_t>(n - 1);
   // Block: the landing area for all peers' pieces of one block is one chunk.
-  const size_t block = std::max<size_t>(4096 / es * es, opts.chunk_bytes / npeers / es * es);
+  // Blocks of at least 256 KiB per peer (fewer, larger copies: with CMA each
+  // is a system call pinning pages; 4 ranks at 16 MiB ran 15 % faster than
+  // with the chunk split three ways), while the landing areas of all peers
+  // stay within 2 MiB of cache.
+  const size_t want = std::max<size_t>(opts.chunk_bytes / npeers, 256 * 1024);
+  const size_t fit = (2u << 20) / (kSlots * npeers);
+  const size_t block = std::max<size_t>(4096 / es * es, std::min(want, fit) / es * es);
   const size_t desc_bytes = sizeof(Descriptor) * static_cast<size_t>(n);
   const size_t land_base = (desc_bytes + 4095) / 4096 * 4096;
   const size_t slot_bytes = block * npeers;
