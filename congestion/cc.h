@@ -65,13 +65,13 @@ struct RttccParams {
   /// ztr: the target is at least this multiple of the smallest RTT seen
   /// (within [target, max delay / 2]), so a path whose unloaded RTT exceeds
   /// the target is not read as congested forever. 0 (the default): the
-  /// target alone. The DPDK driver sets 1.25: its probes are timestamped in
-  /// software, so its RTTs include the hosts' polling delays.
+  /// target alone. use_software_timestamps() sets 1.25: probes timestamped in
+  /// software carry the hosts' polling delays.
   double min_rtt_target_factor = 0;
   /// Cut from the rate actually sent since the previous sample when that is
   /// below half the allowance (a backlogged flow held back by its NIC share).
   /// Wrong for on/off traffic (collectives), where an idle gap reads as a low
-  /// rate: the DPDK driver turns it off.
+  /// rate: use_software_timestamps() turns it off.
   bool cut_from_sent_rate = true;
   uint64_t max_delay_ns = 250'000;    ///< above it, the hard decrease
   double start_rate_fraction = 1.0;   ///< a new flow's rate, of line rate
@@ -290,6 +290,47 @@ class ProbeScheduler {
   uint32_t sends_since_ = 0;
   bool outstanding_ = false;
 };
+
+/// The pacer both drivers put in front of a flow: a token bucket filled at
+/// the controller's rate. It saves at most `burst_ns` of tokens while idle
+/// (and at least `min_bytes`, so a packet always fits); something may go
+/// while the bucket is positive, so a message larger than the bucket goes
+/// whole and the next one waits until the bucket refills.
+class TokenBucket {
+ public:
+  void reset(uint64_t now_ns, double initial_bytes) noexcept {
+    tokens_ = initial_bytes;
+    at_ns_ = now_ns;
+  }
+  bool allows(uint64_t now_ns, double rate_bps, double min_bytes, uint64_t burst_ns) noexcept {
+    const double per_ns = rate_bps / 8e9;
+    const double cap = per_ns * static_cast<double>(burst_ns) > min_bytes ? per_ns * static_cast<double>(burst_ns)
+                                                                           : min_bytes;
+    if (now_ns > at_ns_) {
+      tokens_ += per_ns * static_cast<double>(now_ns - at_ns_);
+      if (tokens_ > cap) tokens_ = cap;
+    }
+    at_ns_ = now_ns;
+    return tokens_ > 0;
+  }
+  void take(double bytes) noexcept { tokens_ -= bytes; }
+
+ private:
+  double tokens_ = 0;
+  uint64_t at_ns_ = 0;
+};
+
+/// RTTCC's settings for a path whose RTT samples are timestamped in software
+/// (the DPDK and verbs drivers): the target is `target_ns` and at least 1.25 x
+/// the smallest RTT seen (host polling jitter is in every sample), the max
+/// delay at least 4 targets, and cuts start from the allowed rate (collectives
+/// are on/off traffic: an idle gap must not read as a low sending rate).
+inline void use_software_timestamps(RttccParams* p, uint64_t target_ns) noexcept {
+  p->target_delay_ns = target_ns;
+  p->max_delay_ns = p->max_delay_ns > 4 * target_ns ? p->max_delay_ns : 4 * target_ns;
+  p->min_rtt_target_factor = 1.25;
+  p->cut_from_sent_rate = false;
+}
 
 /// DCQCN notification point, per flow at the receiver: a CE-marked packet
 /// yields a CNP unless one went out less than `interval_ns` ago.

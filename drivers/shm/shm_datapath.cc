@@ -81,6 +81,17 @@ PostResult ShmEndpoint::enqueue_out(std::span<const Req> reqs) noexcept {
 PostResult ShmEndpoint::post_send(std::span<const SendRequest> reqs) noexcept { return enqueue_out(reqs); }
 PostResult ShmEndpoint::post_write(std::span<const WriteRequest> reqs) noexcept { return enqueue_out(reqs); }
 
+// The ranges of a one-sided read or write: the local one inside its region
+// (kLocalError), the remote one inside what this peer advertised (kRemoteAccess).
+Status ShmEndpoint::check_one_sided(const ShmRegion* region, uint64_t offset, uint64_t length,
+                                    const RemoteRegion& remote, uint64_t remote_offset) const noexcept {
+  if (region == nullptr || offset > region->length() || length > region->length() - offset) return Status::kLocalError;
+  if (remote.owner != static_cast<uint64_t>(peer_pid_) || remote_offset > remote.length ||
+      length > remote.length - remote_offset)
+    return Status::kRemoteAccess;
+  return Status::kSuccess;
+}
+
 // A read is a copy by this process (through the peer's memfd mapping, else
 // process_vm_readv), done at once; the completion reports it on the next poll.
 PostResult ShmEndpoint::post_read(std::span<const ReadRequest> reqs) noexcept {
@@ -90,16 +101,11 @@ PostResult ShmEndpoint::post_read(std::span<const ReadRequest> reqs) noexcept {
     if (dev_->cq_full()) break;  // poll first
     ++n;
     const auto* region = static_cast<const ShmRegion*>(r.region);
-    Status st = Status::kSuccess;
-    if (region == nullptr || r.offset > region->length() || r.length > region->length() - r.offset) {
-      st = Status::kLocalError;
-    } else if (r.remote.owner != static_cast<uint64_t>(peer_pid_) || r.remote_offset > r.remote.length ||
-               r.length > r.remote.length - r.remote_offset) {
-      st = Status::kRemoteAccess;
-    } else if (r.length > 0 &&
-               !read_peer(static_cast<uint8_t*>(region->addr()) + r.offset, r.remote.addr + r.remote_offset,
-                          r.remote.rkey & 0xffff'ffffull, r.remote_offset, static_cast<uint32_t>(r.remote.rkey >> 32),
-                          r.length, true)) {
+    Status st = check_one_sided(region, r.offset, r.length, r.remote, r.remote_offset);
+    if (st == Status::kSuccess && r.length > 0 &&
+        !read_peer(static_cast<uint8_t*>(region->addr()) + r.offset, r.remote.addr + r.remote_offset,
+                   r.remote.rkey & 0xffff'ffffull, r.remote_offset, static_cast<uint32_t>(r.remote.rkey >> 32),
+                   r.length, true)) {
       st = failed_ ? Status::kPeerGone : Status::kRemoteAccess;
     }
     if (st == Status::kSuccess) dev_->stats.bytes_received.add(r.length);
@@ -194,14 +200,9 @@ bool ShmEndpoint::place_write(const WriteRequest& r) noexcept {
   SlotHeader* s = seg_.slot(dir_out_, idx);
   if (r.with_imm && s->state.load(std::memory_order_acquire) != 0) return false;
   const auto* region = static_cast<const ShmRegion*>(r.region);
-  Status st = Status::kSuccess;
-  if (region == nullptr || r.offset > region->length() || r.length > region->length() - r.offset) {
-    st = Status::kLocalError;
-  } else if (r.remote.owner != static_cast<uint64_t>(peer_pid_) || r.remote_offset > r.remote.length ||
-             r.length > r.remote.length - r.remote_offset) {
-    st = Status::kRemoteAccess;
-  } else if (!write_peer(static_cast<const uint8_t*>(region->addr()) + r.offset, r.remote, r.remote_offset,
-                         r.length, r.cold_destination)) {
+  Status st = check_one_sided(region, r.offset, r.length, r.remote, r.remote_offset);
+  if (st == Status::kSuccess && !write_peer(static_cast<const uint8_t*>(region->addr()) + r.offset, r.remote,
+                                            r.remote_offset, r.length, r.cold_destination)) {
     st = failed_ ? Status::kPeerGone : Status::kRemoteAccess;
   }
   if (st == Status::kSuccess && r.with_imm) {

@@ -128,6 +128,8 @@ class ShmEndpoint final : public Endpoint {
   void fail_all() noexcept;
   void cma_failed(int err) noexcept;
   /// Copies n bytes from the peer (src = peer VA; memfd mapping when fd_plus1 > 0).
+  Status check_one_sided(const ShmRegion* region, uint64_t offset, uint64_t length, const RemoteRegion& remote,
+                         uint64_t remote_offset) const noexcept;
   /// `one_sided`: a fault is a bad remote range, not a dying peer.
   bool read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1, size_t n,
                  bool one_sided = false) noexcept;

@@ -137,6 +137,7 @@ class VerbsEndpoint final : public Endpoint {
   // WRITEs (the responder's ACK is the echo), minus the time the bytes
   // posted ahead of the probe take at line rate.
   bool pace_allows(uint64_t now_ns) noexcept;
+  double line_rate_bps() const noexcept;  // the port's, else 100 Gbit/s
   void paced(uint64_t bytes, uint64_t now_ns) noexcept;
   bool append_probe(PostList& pl) noexcept;
   void on_probe_done(uint64_t now_ns) noexcept;
@@ -144,8 +145,7 @@ class VerbsEndpoint final : public Endpoint {
   cc::Flow cc_;
   cc::ProbeScheduler probes_;
   CcStats cc_stats_;
-  double tokens_ = 0;
-  uint64_t tokens_ns_ = 0;
+  cc::TokenBucket bucket_;
   uint64_t probe_sq_ = 0;        // send-queue position of the outstanding probe (0: none)
   uint64_t probe_post_ns_ = 0;
   uint64_t probe_ahead_bytes_ = 0;

@@ -248,15 +248,13 @@ class Flow {
   // reply, resent after its timeout); keepalives (psn 0) probe a quiet peer.
   cc::ProbeScheduler probes_;
   bool probe_due_ = false;
-  uint64_t probe_sent_ns_ = 0;
   uint64_t keepalive_sent_ns_ = 0;
 
   // congestion control and pacing
   bool pace_allows(uint64_t now_ns) noexcept;
   void paced(uint32_t payload_len, uint64_t now_ns) noexcept;
   cc::Flow cc_;
-  double tokens_bytes_ = 0;
-  uint64_t tokens_ns_ = 0;
+  cc::TokenBucket bucket_;
 };
 
 }  // namespace grex::reliable

@@ -323,11 +323,7 @@ bool Flow::pace_allows(uint64_t now_ns) noexcept {
   if (!cc_.active()) return true;
   const cc::Decision d = cc_->decision();
   stats_.cc_rate_bps = d.rate_bps;
-  const double per_ns = d.rate_bps / 8e9;
-  const double cap = std::max(2.0 * (cfg_.max_payload + wire::kHeaderBytes), per_ns * static_cast<double>(cfg_.pace_burst_ns));
-  if (now_ns > tokens_ns_) tokens_bytes_ = std::min(cap, tokens_bytes_ + per_ns * static_cast<double>(now_ns - tokens_ns_));
-  tokens_ns_ = now_ns;
-  bool ok = tokens_bytes_ > 0;
+  bool ok = bucket_.allows(now_ns, d.rate_bps, 2.0 * (cfg_.max_payload + wire::kHeaderBytes), cfg_.pace_burst_ns);
   if (ok && d.window_bytes > 0) {
     const uint32_t outstanding = snd_nxt_ - snd_una_;
     const uint64_t in_flight = static_cast<uint64_t>(outstanding - std::min(peer_above_, outstanding)) * cfg_.max_payload;
@@ -339,7 +335,7 @@ bool Flow::pace_allows(uint64_t now_ns) noexcept {
 
 void Flow::paced(uint32_t payload_len, uint64_t now_ns) noexcept {
   if (!cc_.active()) return;
-  tokens_bytes_ -= static_cast<double>(payload_len + wire::kHeaderBytes);
+  bucket_.take(static_cast<double>(payload_len + wire::kHeaderBytes));
   cc_->on_bytes_sent(now_ns, payload_len);
 }
 
@@ -347,8 +343,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   if (last_rx_ns_ == 0) last_rx_ns_ = now_ns;
   if (cfg_.cc != nullptr && !cc_.active()) {  // the controller starts with the flow's first poll
     cc_.reset(*cfg_.cc, cfg_.cc_options, cc::PathInfo{cfg_.line_rate_bps, cfg_.max_payload}, now_ns);
-    tokens_ns_ = now_ns;
-    tokens_bytes_ = 2.0 * (cfg_.max_payload + wire::kHeaderBytes);
+    bucket_.reset(now_ns, 2.0 * (cfg_.max_payload + wire::kHeaderBytes));
   }
   // A send and an advert may both wait for a free message entry: retry.
   if (sends_n_ > 0 && adverts_n_ > 0) match_sends();
@@ -391,7 +386,6 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     h.timestamp = now_ns;
     out[n++] = TxPacket{h, nullptr, nullptr};
     probe_due_ = false;
-    probe_sent_ns_ = now_ns;
     ++stats_.probes_sent;
   } else if (n < out.size() && pending_work() && now_ns - last_rx_ns_ > cfg_.keepalive_ns &&
              now_ns - keepalive_sent_ns_ > cfg_.keepalive_ns) {

@@ -12,13 +12,13 @@
 #include <thread>
 
 #include "../shm/collective_check.h"
+#include "congestion/cc.h"
 
 namespace grex::test {
 namespace {
 
 class DpdkAllreduce : public ::testing::TestWithParam<int> {};
 
-bool find_cc_wants_probes(const char* name) { return std::string(name) != "dcqcn"; }
 
 TEST_P(DpdkAllreduce, MatchesReference) {
   bool have = false;
@@ -90,13 +90,8 @@ TEST_P(DpdkAllreduce, PacedByEachCongestionController) {
       RANK_CHECK(c != nullptr);
       RANK_CHECK(check_allreduce<float>(*c, size_t{1} << 20, DataType::kFloat32, ReduceOp::kSum, false) == 0);
       RANK_CHECK(check_every_collective(*c) == 0);
-      uint64_t rate_kbps = 0, probes = 0;
-      for (const auto& [k, v] : c->device().counters()) {
-        if (k == "cc_min_rate_kbps") rate_kbps = v;
-        if (k == "probes_sent") probes = v;
-      }
-      RANK_CHECK(rate_kbps > 0);  // a controller paced the flows
-      if (find_cc_wants_probes(cc)) RANK_CHECK(probes > 0);
+      RANK_CHECK(device_counter(*c, "cc_min_rate_kbps") > 0);  // a controller paced the flows
+      if (cc::find(cc)->wants_rtt_probes) RANK_CHECK(device_counter(*c, "probes_sent") > 0);
     }
     CommOptions bad;
     bad.backend = "dpdk";
@@ -143,11 +138,7 @@ TEST(DpdkCongestion, RttccKeepsTheBottleneckQueueShort) {
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       RANK_CHECK(out[12345] == 2.0f);
       RANK_OK(c->allreduce(&s, 1, DataType::kFloat64, ReduceOp::kMax));
-      uint64_t p50 = 0, p99 = 0;
-      for (const auto& [k, v] : c->device().counters()) {
-        if (k == "bn_delay_p50_us") p50 = v;
-        if (k == "bn_delay_p99_us") p99 = v;
-      }
+      const uint64_t p50 = device_counter(*c, "bn_delay_p50_us"), p99 = device_counter(*c, "bn_delay_p99_us");
       if (r.rank == 0)
         std::printf("cc %-6s %.1f ms for 20 x 4 MiB, bottleneck queue p50 %llu us p99 %llu us\n", cc, s * 1e3,
                     static_cast<unsigned long long>(p50), static_cast<unsigned long long>(p99));

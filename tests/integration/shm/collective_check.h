@@ -6,11 +6,19 @@
 #include <cmath>
 #include <cstdio>
 #include <type_traits>
+#include <string_view>
 #include <vector>
 
 #include "harness.h"
 
 namespace grex::test {
+
+/// A device counter by name (0 when the device does not report it).
+inline uint64_t device_counter(Communicator& c, std::string_view name) {
+  for (const auto& [k, v] : c.device().counters())
+    if (k == name) return v;
+  return 0;
+}
 
 // Rank r's input element i: small integers, so float sums are exact in any order.
 template <class T>

@@ -128,12 +128,8 @@ TEST_P(VerbsAllreduce, PacedByRttcc) {
       RANK_CHECK(c != nullptr);
       RANK_CHECK(check_allreduce<float>(*c, size_t{1} << 18, DataType::kFloat32, ReduceOp::kSum, false) == 0);
       RANK_CHECK(check_every_collective(*c) == 0);
-      uint64_t probes = 0, samples = 0, rate = 0;
-      for (const auto& [k, v] : c->device().counters()) {
-        if (k == "probes_sent") probes = v;
-        if (k == "rtt_samples") samples = v;
-        if (k == "cc_min_rate_kbps") rate = v;
-      }
+      const uint64_t probes = device_counter(*c, "probes_sent"), samples = device_counter(*c, "rtt_samples"),
+                     rate = device_counter(*c, "cc_min_rate_kbps");
       if (r.rank == 0) std::printf("%s: probes %llu, samples %llu, lowest rate %llu kbit/s\n", cc,
                                    static_cast<unsigned long long>(probes), static_cast<unsigned long long>(samples),
                                    static_cast<unsigned long long>(rate));
