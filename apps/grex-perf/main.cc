@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "perf_common.h"
+#include "perf_pair.h"
 
 namespace grex::perf {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 
-/// Mode -> entry point; a new mode adds a row here and a case in perf_args.
+/// Collective mode -> entry point; a new mode adds a row here and a case in perf_args.
 struct ModeEntry {
   Mode mode;
   Result<int> (*run)(Communicator& comm, const PerfArgs& args);
@@ -27,8 +28,6 @@ constexpr ModeEntry kModeTable[] = {
     {Mode::kBroadcast, run_collective},
     {Mode::kReduce, run_collective},
     {Mode::kAlltoall, run_collective},
-    {Mode::kSendBw, run_send_bw},
-    {Mode::kSendLat, run_send_lat},
 };
 
 int fail(const Error& e, int code) {
@@ -61,6 +60,16 @@ int perf_main(int argc, char** argv) {
   }
   if (!args.backend.empty()) ::setenv("GREX_BACKEND", args.backend.c_str(), 1);
   if (!args.cc.empty()) ::setenv("GREX_CC", args.cc.c_str(), 1);
+
+  if (!is_collective(args.mode)) {
+    // perftest style: own flows between ranks 0 and 1, under a launcher or as
+    // a server / client pair (`grex-perf MODE` and `grex-perf MODE HOST`).
+    PerfArgs p2p = args;
+    p2p.server_client = !args.server_host.empty() || !launched();
+    auto rc = is_bw(args.mode) ? run_bw(p2p) : run_lat(p2p);
+    if (!rc) return fail(rc.error(), kExitError);
+    return *rc;
+  }
 
   auto comm = Communicator::from_env();
   if (!comm) return fail(comm.error(), kExitError);

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <charconv>
+#include <cstdlib>
+#include <string>
 #include <limits>
 
 namespace grex::perf {
@@ -15,8 +17,8 @@ constexpr unsigned bit(Mode m) { return 1u << static_cast<unsigned>(m); }
 constexpr unsigned kColl = bit(Mode::kAllreduce) | bit(Mode::kReduceScatter) | bit(Mode::kAllgather) |
                            bit(Mode::kBroadcast) | bit(Mode::kReduce) | bit(Mode::kAlltoall);
 constexpr unsigned kRooted = bit(Mode::kBroadcast) | bit(Mode::kReduce);
-constexpr unsigned kBw = bit(Mode::kSendBw);
-constexpr unsigned kLat = bit(Mode::kSendLat);
+constexpr unsigned kBw = bit(Mode::kSendBw) | bit(Mode::kWriteBw);
+constexpr unsigned kLat = bit(Mode::kSendLat) | bit(Mode::kWriteLat);
 constexpr unsigned kP2p = kBw | kLat;
 constexpr unsigned kAny = kColl | kP2p;
 
@@ -42,17 +44,22 @@ constexpr std::array kOptions = {
     OptionSpec{'s', "size", true, kP2p},
     OptionSpec{'a', "all", false, kP2p},
     OptionSpec{'t', "tx-depth", true, kBw},
+    OptionSpec{'q', "qp", true, kBw},
+    OptionSpec{'D', "duration", true, kP2p},
+    OptionSpec{'R', "rdma_cm", false, kP2p},
+    OptionSpec{'p', "port", true, kP2p},
     OptionSpec{'\0', "report_gbits", false, kBw},
-    OptionSpec{'\0', "memcpy-ref", false, kBw},
+    OptionSpec{'\0', "memcpy-ref", false, bit(Mode::kSendBw)},
     OptionSpec{'\0', "alloc", false, kAny},
     OptionSpec{'\0', "stats", false, kAny},
     OptionSpec{'\0', "backend", true, kAny},
     OptionSpec{'\0', "cc", true, kAny},
     OptionSpec{'\0', "json", true, kAny},
+    OptionSpec{'\0', "plot", true, kAny},
     OptionSpec{'h', "help", false, kAny},
 };
 
-constexpr std::array<std::pair<std::string_view, Mode>, 8> kModes = {{
+constexpr std::array<std::pair<std::string_view, Mode>, 10> kModes = {{
     {"allreduce", Mode::kAllreduce},
     {"reduce_scatter", Mode::kReduceScatter},
     {"allgather", Mode::kAllgather},
@@ -61,10 +68,12 @@ constexpr std::array<std::pair<std::string_view, Mode>, 8> kModes = {{
     {"alltoall", Mode::kAlltoall},
     {"send_bw", Mode::kSendBw},
     {"send_lat", Mode::kSendLat},
+    {"write_bw", Mode::kWriteBw},
+    {"write_lat", Mode::kWriteLat},
 }};
 
 constexpr std::string_view kModeList =
-    "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall, send_bw, send_lat";
+    "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall, send_bw, send_lat, write_bw, write_lat";
 
 Error bad(std::string msg) {
   return Error(Errc::kInvalidArgument, std::move(msg)).hint("see grex-perf --help");
@@ -115,6 +124,7 @@ Result<std::vector<ReduceOp>> parse_ops(std::string_view text) {
 struct Seen {
   bool max_bytes = false;
   bool size = false;
+  bool iters = false;
 };
 
 Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_view v) {
@@ -130,7 +140,10 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
     }
     case 'i': a.step_bytes = GREX_TRY(parse_size(v)); return ok();
     case 'f': a.step_factor = static_cast<uint64_t>(GREX_TRY(parse_int(v, o, 1, 1 << 20))); return ok();
-    case 'n': a.iters = static_cast<int>(GREX_TRY(parse_int(v, o, 1, kMaxIters))); return ok();
+    case 'n':
+      a.iters = static_cast<int>(GREX_TRY(parse_int(v, o, 1, kMaxIters)));
+      seen.iters = true;
+      return ok();
     case 'w': a.warmup_iters = static_cast<int>(GREX_TRY(parse_int(v, o, 0, kMaxIters))); return ok();
     case 'd': a.types = GREX_TRY(parse_types(v)); return ok();
     case 'o': a.ops = GREX_TRY(parse_ops(v)); return ok();
@@ -139,6 +152,18 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
     case 's': a.size_bytes = GREX_TRY(parse_size(v)); seen.size = true; return ok();
     case 'a': a.all_sizes = true; return ok();
     case 't': a.tx_depth = static_cast<int>(GREX_TRY(parse_int(v, o, 1, 1 << 16))); return ok();
+    case 'q': a.flows = static_cast<int>(GREX_TRY(parse_int(v, o, 1, kMaxFlows))); return ok();
+    case 'p': a.port = static_cast<uint16_t>(GREX_TRY(parse_int(v, o, 1, 65535))); return ok();
+    case 'R': a.rdma_cm = true; return ok();
+    case 'D': {
+      char* end = nullptr;
+      std::string text(v);
+      double d = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !(d > 0) || d > 86400)
+        return bad("option -D needs a duration in seconds (above 0, at most 86400), got '" + text + "'");
+      a.duration_s = d;
+      return ok();
+    }
     case 'h': a.help = true; return ok();
     default: break;
   }
@@ -161,6 +186,9 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
   } else if (o.long_name == "json") {
     if (v.empty()) return bad("option --json needs a file name");
     a.json_path = std::string(v);
+  } else if (o.long_name == "plot") {
+    if (v.empty()) return bad("option --plot needs a file name (.png)");
+    a.plot_path = std::string(v);
   }
   return ok();
 }
@@ -176,6 +204,7 @@ Result<void> validate(const PerfArgs& a, const Seen& seen) {
   if (seen.max_bytes && !a.all_sizes) return bad("-e sets the largest size of -a; add -a or use -s");
   if (a.all_sizes && a.all_max_bytes < kAllSizesMinBytes) return bad("-e must be at least 2 bytes");
   if (seen.size && a.size_bytes == 0) return bad("-s must be at least 1 byte");
+  if (seen.iters && a.duration_s > 0) return bad("-n and -D exclude each other");
   return ok();
 }
 
@@ -253,6 +282,10 @@ Result<PerfArgs> parse_args(std::span<const std::string_view> args) {
         has_inline = true;
       }
     }
+    if (spec == nullptr && !tok.starts_with("-") && !is_collective(a.mode) && a.server_host.empty()) {
+      a.server_host = std::string(tok);  // perftest: `MODE HOST` is the client of the server on HOST
+      continue;
+    }
     if (spec == nullptr) return bad("unknown option '" + std::string(tok) + "'");
     if (!(spec->modes & (1u << static_cast<unsigned>(a.mode))))
       return bad("option " + spelled(*spec) + " does not apply to " + std::string(mode_name(a.mode)));
@@ -272,7 +305,8 @@ Result<PerfArgs> parse_args(std::span<const std::string_view> args) {
     if (a.help) return a;
   }
   GREX_TRY(validate(a, seen));
-  if (a.size_bytes == 0) a.size_bytes = a.mode == Mode::kSendLat ? kDefaultLatBytes : kDefaultBwBytes;
+  if (a.size_bytes == 0) a.size_bytes = is_lat(a.mode) ? kDefaultLatBytes : kDefaultBwBytes;
+  for (size_t i = 0; i < args.size(); ++i) a.command_line += (i == 0 ? "grex-perf " : " ") + std::string(args[i]);
   return a;
 }
 
@@ -315,20 +349,25 @@ std::vector<size_t> p2p_sizes(const PerfArgs& a) {
 }
 
 std::string_view usage() noexcept {
-  return "Usage: grex-run -n N [--] grex-perf MODE [options]\n"
-         "Measures grex on every rank of a job; rank 0 prints.\n"
+  return "Usage: grex-run -n N [--] grex-perf MODE [options]     (any launcher: grex-run, mpirun, torchrun, srun)\n"
+         "       grex-perf P2P_MODE [options]                       (server: waits for one client)\n"
+         "       grex-perf P2P_MODE [options] HOST                  (client of the server on HOST)\n"
+         "Measures grex on every rank of a job; rank 0 prints (both sides print in server/client runs).\n"
          "\n"
-         "Modes:\n"
-         "  allreduce       nccl-tests all_reduce_perf: time, algbw, busbw, #wrong per size\n"
-         "  reduce_scatter  nccl-tests reduce_scatter_perf\n"
-         "  allgather       nccl-tests all_gather_perf\n"
-         "  broadcast       nccl-tests broadcast_perf (from -r ROOT)\n"
-         "  reduce          nccl-tests reduce_perf (to -r ROOT)\n"
-         "  alltoall        nccl-tests alltoall_perf\n"
-         "  send_bw         perftest ib_send_bw: rank 0 streams messages to rank 1\n"
-         "  send_lat        perftest ib_send_lat: ping-pong between ranks 0 and 1 (half round trip)\n"
+         "Collective modes (nccl-tests):\n"
+         "  allreduce       all_reduce_perf: time, algbw, busbw, #wrong per size\n"
+         "  reduce_scatter  reduce_scatter_perf\n"
+         "  allgather       all_gather_perf\n"
+         "  broadcast       broadcast_perf (from -r ROOT)\n"
+         "  reduce          reduce_perf (to -r ROOT)\n"
+         "  alltoall        alltoall_perf\n"
+         "Point-to-point modes (perftest), between ranks 0 and 1 (others wait):\n"
+         "  send_bw         ib_send_bw: rank 0 (the client) streams tagged messages to rank 1\n"
+         "  write_bw        ib_write_bw: rank 0 (the client) writes into rank 1's registered buffer\n"
+         "  send_lat        ib_send_lat: ping-pong of messages (half round trip)\n"
+         "  write_lat       ib_write_lat: ping-pong of one-sided writes with immediate (half round trip)\n"
          "\n"
-         "Collective options (nccl-tests; every collective mode):\n"
+         "Collective options (nccl-tests):\n"
          "  -b, --minbytes SIZE     smallest size (default 8); sizes take K, M, G suffixes\n"
          "  -e, --maxbytes SIZE     largest size (default 64M)\n"
          "  -f, --stepfactor N      multiply the size by N each step (default 2)\n"
@@ -348,26 +387,36 @@ std::string_view usage() noexcept {
          "count * ranks * typesize. busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for\n"
          "reduce_scatter, allgather and alltoall, 1 for broadcast and reduce.\n"
          "\n"
-         "send_bw / send_lat options (perftest):\n"
-         "  -s, --size SIZE         message size (default 65536 for send_bw, 2 for send_lat)\n"
+         "Point-to-point options (perftest):\n"
+         "  -s, --size SIZE         message size (default 65536 for *_bw, 2 for *_lat)\n"
          "  -a, --all               every power of two from 2 B to 8M (or -e)\n"
          "  -e, --maxbytes SIZE     largest size of -a\n"
-         "  -n, --iters N           messages (send_bw) or round trips (send_lat) per size (default 1000)\n"
+         "  -n, --iters N           messages (*_bw) or round trips (*_lat) per size (default 1000)\n"
+         "  -D, --duration SEC      run each size for SEC seconds instead of -n iterations\n"
          "  -w, --warmup_iters N    untimed messages per size (default 5)\n"
-         "  -t, --tx-depth N        send window; this version sends blocking (window 1) and reports it\n"
-         "  --report_gbits          send_bw in Gb/sec instead of GB/sec\n"
+         "  -t, --tx-depth N        *_bw: requests in flight per flow (default 128)\n"
+         "  -q, --qp N              *_bw: N flows in parallel, each its own device and endpoint\n"
+         "                          (a QP on verbs, a reliable flow and port on dpdk; default 1)\n"
+         "  -R, --rdma_cm           accepted for perftest scripts: verbs always connects with rdma_cm\n"
+         "  -p, --port N            server/client runs: the server's rendezvous TCP port (default 18515)\n"
+         "  --report_gbits          *_bw in Gb/sec instead of GB/sec\n"
          "  --memcpy-ref            send_bw: add single-core memcpy bandwidth of each size and the ratio\n"
+         "A server/client pair needs no launcher: start `grex-perf write_bw` on one host and\n"
+         "`grex-perf write_bw HOST` on the other (same options on both; GREX_JOB_TOKEN, when\n"
+         "set, must match). The client sends; each side prints what it measured.\n"
          "\n"
          "Common options:\n"
-         "  --alloc                 buffers from Communicator::alloc (backend-shared memory), not malloc\n"
-         "  --stats                 every rank prints its transport counters at the end (retransmits, drops, ...)\n"
+         "  --alloc                 buffers from the device's allocator (backend-shared memory), not malloc\n"
+         "  --stats                 every rank (every flow with -q) prints its transport counters at the end\n"
          "  --backend NAME          set GREX_BACKEND (shm, dpdk, verbs) before connecting\n"
          "  --cc NAME               congestion control per flow (GREX_CC): rttcc, rttcc-template, dcqcn,\n"
          "                          dcqcn-mlx5, timely, swift, none (dpdk, verbs; --stats shows rate and probes)\n"
-         "  --json FILE             also write the result rows to FILE as JSON\n"
+         "  --json FILE             also write the rows and the environment (versions, device, options) as JSON\n"
+         "  --plot FILE.png         plot bandwidth (latency for *_lat) against size with gnuplot\n"
          "  -h, --help              print this help\n"
          "\n"
-         "Timeouts follow GREX_TIMEOUT_MS (default 60 s per call).\n"
+         "Timeouts follow GREX_TIMEOUT_MS (default 60 s per call). Sweeps that run longer than\n"
+         "a few seconds show a progress line on stderr.\n"
          "Exit status: 0 on success, 1 on a grex error or wrong results, 2 for usage errors.\n";
 }
 

@@ -25,10 +25,20 @@ enum class Mode : uint8_t {
   kBroadcast = 5,      ///< nccl-tests broadcast_perf
   kReduce = 6,         ///< nccl-tests reduce_perf
   kAlltoall = 7,       ///< nccl-tests alltoall_perf
+  kWriteBw = 8,        ///< perftest ib_write_bw: one-sided writes, rank 0 into rank 1
+  kWriteLat = 9,       ///< perftest ib_write_lat: ping-pong of one-sided writes
 };
 
 /// True for the nccl-tests style modes (allreduce, reduce_scatter, ...).
-constexpr bool is_collective(Mode m) noexcept { return m != Mode::kSendBw && m != Mode::kSendLat; }
+constexpr bool is_collective(Mode m) noexcept {
+  return m != Mode::kSendBw && m != Mode::kSendLat && m != Mode::kWriteBw && m != Mode::kWriteLat;
+}
+/// True for the perftest bandwidth modes (send_bw, write_bw).
+constexpr bool is_bw(Mode m) noexcept { return m == Mode::kSendBw || m == Mode::kWriteBw; }
+/// True for the perftest latency modes (send_lat, write_lat).
+constexpr bool is_lat(Mode m) noexcept { return m == Mode::kSendLat || m == Mode::kWriteLat; }
+/// True for the one-sided perftest modes (write_bw, write_lat).
+constexpr bool is_write(Mode m) noexcept { return m == Mode::kWriteBw || m == Mode::kWriteLat; }
 /// True for collectives that take a reduction operator (-o); the others print redop "none".
 constexpr bool mode_reduces(Mode m) noexcept {
   return m == Mode::kAllreduce || m == Mode::kReduceScatter || m == Mode::kReduce;
@@ -56,7 +66,9 @@ constexpr size_t kDefaultBwBytes = 65536;        // perftest's default message f
 constexpr size_t kDefaultLatBytes = 2;           // perftest's default message for latency
 constexpr size_t kAllSizesMinBytes = 2;          // -a starts here ...
 constexpr size_t kAllSizesMaxBytes = size_t{8} << 20;  // ... and stops here unless -e says otherwise
-constexpr int kDefaultTxDepth = 1;
+constexpr int kDefaultTxDepth = 128;       // perftest's default TX depth for bandwidth
+constexpr int kMaxFlows = 64;              // -q
+constexpr uint16_t kDefaultPerfPort = 18515;  // perftest's default port, for server/client runs
 
 /// Everything the command line set. Fields a mode does not use keep their defaults.
 struct PerfArgs {
@@ -70,6 +82,7 @@ struct PerfArgs {
   std::string backend;           ///< --backend: sets GREX_BACKEND before from_env
   std::string cc;                ///< --cc: sets GREX_CC (congestion control per flow)
   std::string json_path;         ///< --json: rows as JSON (rank 0 writes)
+  std::string plot_path;         ///< --plot: bandwidth (or latency) vs size as a PNG (gnuplot)
   bool stats = false;            ///< --stats: each rank prints its transport counters
 
   // Collective modes.
@@ -87,9 +100,18 @@ struct PerfArgs {
   size_t size_bytes = 0;         ///< -s; 0 = the mode's default
   bool all_sizes = false;        ///< -a
   size_t all_max_bytes = kAllSizesMaxBytes;  ///< -e with -a
-  int tx_depth = kDefaultTxDepth;            ///< -t (reported; this cut sends blocking)
+  int tx_depth = kDefaultTxDepth;            ///< -t: requests in flight per flow (bandwidth modes)
+  int flows = 1;                 ///< -q: flows (one device and endpoint each) in parallel
+  double duration_s = 0;         ///< -D: seconds per size instead of -n iterations; 0 = off
+  bool rdma_cm = false;          ///< -R: accepted; grex's verbs driver always connects through rdma_cm
   bool report_gbits = false;     ///< --report_gbits
   bool memcpy_ref = false;       ///< --memcpy-ref (send_bw)
+  std::string server_host;       ///< positional HOST: this process is the client of `grex-perf MODE` on HOST
+  uint16_t port = kDefaultPerfPort;  ///< -p: server/client rendezvous port
+  bool server_client = false;    ///< run as a server/client pair without a launcher (set by main)
+
+  /// The command line as given, for --json.
+  std::string command_line;
 
   /// Timed iterations per size after defaults.
   int effective_iters() const noexcept;

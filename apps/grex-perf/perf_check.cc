@@ -178,6 +178,8 @@ size_t count_wrong_output(Mode mode, const CheckPattern& p, const void* out, siz
         bad += p.count_wrong_input(j, bytes + static_cast<size_t>(j) * block, count, me * count);
       return bad;
     case Mode::kSendBw:
+    case Mode::kWriteBw:
+    case Mode::kWriteLat:
     case Mode::kSendLat: break;
   }
   return 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct Sweep {
   const PerfArgs& args;
   unsigned char* send;
   unsigned char* recv;  // null when only in-place runs
+  int corrupt_rank = -1;  // GREX_PERF_CORRUPT_RANK: this rank spoils one output element per check
 };
 
 // The buffers one rank passes to one call, where its input goes and where its
@@ -52,6 +54,8 @@ CallBuffers place(Mode mode, bool in_place, const Sweep& s, size_t block, int ro
     case Mode::kReduce:
     case Mode::kAlltoall:
     case Mode::kSendBw:
+    case Mode::kWriteBw:
+    case Mode::kWriteLat:
     case Mode::kSendLat: break;
   }
   return in_place ? CallBuffers{s.send, s.send, s.send, s.send} : CallBuffers{s.send, s.recv, s.send, s.recv};
@@ -67,6 +71,8 @@ Result<void> call(Communicator& comm, Mode mode, const CallBuffers& b, size_t co
     case Mode::kReduce: return comm.reduce(b.send, b.recv, count, type, op, root);
     case Mode::kAlltoall: return comm.alltoall(b.send, b.recv, count, type);
     case Mode::kSendBw:
+    case Mode::kWriteBw:
+    case Mode::kWriteLat:
     case Mode::kSendLat: break;
   }
   return Error(Errc::kInternal, "grex-perf: " + std::string(mode_name(mode)) + " is not a collective");
@@ -102,6 +108,8 @@ Result<CollectiveResult> measure(const Sweep& s, size_t count, DataType type, Re
     poison(b.output, out_elems, type);
     pattern.fill_input(b.input, in_elems);
     GREX_TRY(call(comm, mode, b, count, type, op, root));
+    if (rank == s.corrupt_rank && out_elems > 0)  // self-test of -c: one element made wrong on purpose
+      static_cast<unsigned char*>(b.output)[dtype_size(type) - 1] ^= 0x40;
     auto wrong = static_cast<int64_t>(count_wrong_output(mode, pattern, b.output, count, root));
     GREX_TRY(comm.allreduce(&wrong, 1, DataType::kInt64, ReduceOp::kSum));
     r.wrong = wrong;
@@ -154,6 +162,7 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
   PerfBuffer recv;
   if (out_of_place) recv = GREX_TRY(PerfBuffer::create(comm, max_bytes, a.shared_buffers));
   Sweep sweep{comm, a, static_cast<unsigned char*>(send.data()), static_cast<unsigned char*>(recv.data())};
+  if (const char* c = std::getenv("GREX_PERF_CORRUPT_RANK"); c != nullptr && *c != '\0') sweep.corrupt_rank = std::atoi(c);
 
   std::string ranks = GREX_TRY(rank_lines(comm));
   print_rank0(comm, preamble(comm, a) + ranks + "#\n" + collective_header(a.placement, root_column));
@@ -162,6 +171,16 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
   double busbw_sum = 0;
   int busbw_count = 0;
   std::vector<JsonObject> json;
+  // --plot draws busbw of the first type and operator, one line per placement.
+  std::string first = std::string(type_label(a.types.front())) +
+                      (mode_reduces(a.mode) ? " " + std::string(reduce_op_name(ops.front())) : "");
+  PlotData plot{"grex-perf " + std::string(mode_name(a.mode)) + ", " + std::to_string(comm.size()) + " ranks (" +
+                    comm.device().capabilities().driver + ")",
+                "busbw (GB/s)", {}, {}};
+  if (out_of_place) plot.series.push_back("out-of-place, " + first);
+  if (in_place) plot.series.push_back("in-place, " + first);
+  Progress progress(comm.rank() == 0, a.types.size() * ops.size() * sizes.size());
+  size_t steps = 0;
   for (DataType type : a.types) {
     for (ReduceOp op : ops) {
       CheckPattern pattern(type, op, comm.rank(), comm.size());
@@ -173,6 +192,11 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
         if (in_place) groups.push_back(GREX_TRY(measure(sweep, count, type, op, true, pattern)));
         size_t bytes = collective_bytes(a.mode, count, type, comm.size());
         print_rank0(comm, collective_row(bytes, count, type, redop, root_label, groups));
+        if (type == a.types.front() && op == ops.front()) {
+          plot.points.push_back({bytes, {}});
+          for (const auto& g : groups) plot.points.back().y.push_back(g.busbw);
+        }
+        progress.step(++steps, std::string(type_label(type)) + " " + redop + " " + std::to_string(bytes) + " B");
         for (size_t g = 0; g < groups.size(); ++g) {
           wrong_total += groups[g].wrong;
           busbw_sum += groups[g].busbw;
@@ -191,6 +215,7 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
       }
     }
   }
+  progress.done();
   double avg_busbw = busbw_count > 0 ? busbw_sum / busbw_count : 0.0;
   char tail[160];
   std::snprintf(tail, sizeof tail, "# Out of bounds values : %lld %s\n# Avg bus bandwidth    : %g \n#\n",
@@ -200,6 +225,10 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
                            {{"ranks", int64_t{comm.size()}}, {"backend", comm.device().capabilities().driver},
                             {"avg_busbw_gbs", avg_busbw}, {"wrong", wrong_total}},
                            json));
+  if (!a.plot_path.empty() && comm.rank() == 0) GREX_TRY(write_plot(a.plot_path, plot));
+  // Every rank exits 1 on wrong results, and a launcher stops the job at the
+  // first failed rank: wait until rank 0 has printed everything.
+  GREX_TRY(comm.barrier());
   return wrong_total > 0 ? 1 : 0;
 }
 

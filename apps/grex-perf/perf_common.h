@@ -12,6 +12,7 @@
 
 #include "perf_args.h"
 #include "perf_format.h"
+#include "perf_report.h"
 
 namespace grex::perf {
 
@@ -42,17 +43,18 @@ class PerfBuffer {
 void print_rank0(const Communicator& comm, const std::string& text);
 /// "malloc" or "alloc (<driver>-shared)" for headers.
 std::string buffer_kind(Communicator& comm, bool shared);
-/// On rank 0, writes rows to args.json_path if --json was given.
-Result<void> write_json_rows(const Communicator& comm, const PerfArgs& args, JsonObject meta,
+/// On rank 0, writes rows and the environment to args.json_path if --json was given.
+Result<void> write_json_rows(Communicator& comm, const PerfArgs& args, JsonObject meta,
                              const std::vector<JsonObject>& rows);
 
 /// nccl-tests style sweep of a collective mode (allreduce, reduce_scatter,
 /// allgather, broadcast, reduce, alltoall). Returns the exit code: 1 if any
 /// element was wrong.
 Result<int> run_collective(Communicator& comm, const PerfArgs& args);
-/// perftest style streaming bandwidth from rank 0 to rank 1. Returns the exit code.
-Result<int> run_send_bw(Communicator& comm, const PerfArgs& args);
-/// perftest style ping-pong latency between ranks 0 and 1. Returns the exit code.
-Result<int> run_send_lat(Communicator& comm, const PerfArgs& args);
+/// perftest style bandwidth (send_bw, write_bw) from rank 0 to rank 1 over
+/// their own flows (perf_pair.h): no Communicator. Returns the exit code.
+Result<int> run_bw(const PerfArgs& args);
+/// perftest style ping-pong latency (send_lat, write_lat) between ranks 0 and 1.
+Result<int> run_lat(const PerfArgs& args);
 
 }  // namespace grex::perf

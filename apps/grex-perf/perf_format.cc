@@ -87,6 +87,8 @@ double busbw_factor(Mode mode, int nranks) noexcept {
     case Mode::kBroadcast:
     case Mode::kReduce:
     case Mode::kSendBw:
+    case Mode::kWriteBw:
+    case Mode::kWriteLat:
     case Mode::kSendLat: return 1.0;
   }
   return 1.0;
@@ -197,12 +199,17 @@ std::string lat_row(size_t bytes, int iters, const LatencyStats& s) {
                        s.max, s.typical, s.avg, s.stdev, s.p99, s.p999));
 }
 
-std::string render_json(const JsonObject& meta, const std::vector<JsonObject>& rows) {
+std::string render_json(const JsonObject& meta, const JsonObject& environment, const std::vector<JsonObject>& rows) {
   std::string out = "{";
   for (const auto& [key, value] : meta) {
     std::string one;
     append_json_object(one, JsonObject{{key, value}});
     out += one.substr(1, one.size() - 2) + ", ";  // drop the braces: splice into the outer object
+  }
+  if (!environment.empty()) {
+    out += "\"environment\": ";
+    append_json_object(out, environment);
+    out += ",\n ";
   }
   out += "\"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -215,11 +222,11 @@ std::string render_json(const JsonObject& meta, const std::vector<JsonObject>& r
 
 Result<void> write_text_file(const std::string& path, const std::string& text) {
   std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return Error::from_errno("grex-perf: cannot open --json file '" + path + "'", errno);
+  if (f == nullptr) return Error::from_errno("grex-perf: cannot open '" + path + "'", errno);
   size_t n = std::fwrite(text.data(), 1, text.size(), f);
   int err = n == text.size() ? 0 : errno;
   if (std::fclose(f) != 0 && err == 0) err = errno;
-  if (err != 0) return Error::from_errno("grex-perf: cannot write --json file '" + path + "'", err);
+  if (err != 0) return Error::from_errno("grex-perf: cannot write '" + path + "'", err);
   return ok();
 }
 

@@ -84,8 +84,9 @@ std::string lat_row(size_t bytes, int iters, const LatencyStats& s);
 using JsonValue = std::variant<int64_t, double, std::string>;
 /// An ordered JSON object of scalars.
 using JsonObject = std::vector<std::pair<std::string, JsonValue>>;
-/// Renders {meta..., "rows": [row, ...]} with a trailing newline.
-std::string render_json(const JsonObject& meta, const std::vector<JsonObject>& rows);
+/// Renders {meta..., "environment": {...}, "rows": [row, ...]} with a trailing
+/// newline; no "environment" key when `environment` is empty.
+std::string render_json(const JsonObject& meta, const JsonObject& environment, const std::vector<JsonObject>& rows);
 /// Writes `text` to `path` (replacing it); kSystem with errno on failure.
 Result<void> write_text_file(const std::string& path, const std::string& text);
 

@@ -178,6 +178,8 @@ Result<void> DpdkDevice::init() {
   if (!r) return std::move(r).error().rank(opts_.rank).device("dpdk");
 
   host_id_ = grex::host_id();
+  static std::atomic<uint32_t> instances{0};
+  instance_ = instances.fetch_add(1, std::memory_order_relaxed);
   max_payload_ = static_cast<uint32_t>(dopts_.mtu - kGrexOverheadBytes);
   max_payload_ &= ~63u;  // keep payloads cache-line multiples
   flow_cfg_.max_payload = max_payload_;
@@ -299,7 +301,9 @@ Result<Port*> DpdkDevice::port_for(int peer) {
                      std::to_string(hi) + ".sock";
   uint32_t bsize = (static_cast<uint32_t>(dopts_.mtu) + kEthHeaderBytes + 1023) & ~1023u;
   PortOptions po;
-  po.devargs = "net_memif" + std::to_string(peer) + ",role=" + (opts_.rank == lo ? "server" : "client") +
+  // A process may open several devices (grex-perf -q): vdev names must differ.
+  const std::string suffix = instance_ == 0 ? "" : "_d" + std::to_string(instance_);
+  po.devargs = "net_memif" + std::to_string(peer) + suffix + ",role=" + (opts_.rank == lo ? "server" : "client") +
                ",socket=" + sock + ",id=0,bsize=" + std::to_string(bsize);
   po.mtu = dopts_.mtu;
   po.mbufs = dopts_.mbufs;

@@ -168,6 +168,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   Capabilities caps_;
   reliable::Config flow_cfg_;
   std::string host_id_;
+  uint32_t instance_ = 0;  // devices this process opened before this one (vdev names)
   std::vector<std::unique_ptr<Port>> ports_;
   std::vector<int> port_peer_;               // memif: the peer of ports_[i]
   std::vector<char> port_dead_;              // memif: the link went down after it was up

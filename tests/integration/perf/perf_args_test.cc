@@ -153,6 +153,40 @@ TEST(PerfArgs, PerftestFlags) {
   EXPECT_EQ(parse({"send_lat"})->size_bytes, 2u);          // perftest defaults
   EXPECT_EQ(parse({"send_bw"})->size_bytes, 65536u);
   EXPECT_EQ(parse({"send_bw"})->effective_iters(), 1000);
+  EXPECT_EQ(parse({"send_bw"})->tx_depth, 128);             // perftest's default TX depth
+  EXPECT_EQ(parse({"send_bw"})->port, 18515);
+}
+
+TEST(PerfArgs, WriteModesFlowsDurationAndServerClient) {
+  auto w = parse({"write_bw", "-q", "4", "-t", "64", "-D", "2.5", "-R", "-p", "20000", "-s", "1M", "--plot",
+                  "bw.png", "host-a"});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  EXPECT_EQ(w->mode, Mode::kWriteBw);
+  EXPECT_EQ(w->flows, 4);
+  EXPECT_EQ(w->tx_depth, 64);
+  EXPECT_DOUBLE_EQ(w->duration_s, 2.5);
+  EXPECT_TRUE(w->rdma_cm);
+  EXPECT_EQ(w->port, 20000);
+  EXPECT_EQ(w->size_bytes, 1u << 20);
+  EXPECT_EQ(w->plot_path, "bw.png");
+  EXPECT_EQ(w->server_host, "host-a");
+  EXPECT_EQ(w->command_line, "grex-perf write_bw -q 4 -t 64 -D 2.5 -R -p 20000 -s 1M --plot bw.png host-a");
+
+  auto l = parse({"write_lat", "-a", "-e", "64K", "--qp=1"});
+  ASSERT_FALSE(l.ok());  // -q is for the bandwidth modes, as in this tool's table
+  l = parse({"write_lat", "-a", "-e", "64K"});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->size_bytes, 2u);
+  EXPECT_EQ(p2p_sizes(*l).back(), 64u << 10);
+  EXPECT_TRUE(l->server_host.empty());
+  EXPECT_TRUE(is_bw(Mode::kWriteBw) && is_bw(Mode::kSendBw) && !is_bw(Mode::kWriteLat));
+  EXPECT_TRUE(is_lat(Mode::kWriteLat) && is_lat(Mode::kSendLat) && !is_lat(Mode::kSendBw));
+  EXPECT_TRUE(is_write(Mode::kWriteBw) && is_write(Mode::kWriteLat) && !is_write(Mode::kSendBw));
+  EXPECT_FALSE(is_collective(Mode::kWriteBw) || is_collective(Mode::kWriteLat));
+  EXPECT_EQ(mode_name(Mode::kWriteLat), "write_lat");
+  EXPECT_DOUBLE_EQ(busbw_factor(Mode::kWriteBw, 2), 1.0);
+  for (const char* word : {"write_bw", "write_lat", "--duration", "--qp", "--plot", "HOST"})
+    EXPECT_NE(usage().find(word), std::string_view::npos) << word;
 }
 
 TEST(PerfArgs, HelpNeedsNoMode) {
@@ -191,7 +225,17 @@ TEST(PerfArgs, ErrorsNameTheOption) {
       {{"send_bw", "-s", "8", "-a"}, "exclude each other"},
       {{"send_bw", "-e", "1M"}, "add -a"},
       {{"send_bw", "--alloc=1"}, "takes no value"},
-      {{"send_bw", "stray"}, "unknown option 'stray'"},
+      {{"send_bw", "host-a", "stray"}, "unknown option 'stray'"},
+      {{"allreduce", "host-a"}, "unknown option 'host-a'"},
+      {{"write_bw", "-n", "10", "-D", "1"}, "-n and -D exclude each other"},
+      {{"write_bw", "-D", "0"}, "-D needs a duration"},
+      {{"write_bw", "-D", "1s"}, "-D needs a duration"},
+      {{"write_bw", "-q", "0"}, "-q needs an integer from 1 to 64"},
+      {{"write_lat", "-q", "2"}, "-q does not apply to write_lat"},
+      {{"write_lat", "-t", "2"}, "-t does not apply to write_lat"},
+      {{"write_bw", "--memcpy-ref"}, "--memcpy-ref does not apply to write_bw"},
+      {{"write_bw", "-p", "70000"}, "-p needs an integer from 1 to 65535"},
+      {{"allreduce", "--plot"}, "--plot needs a value"},
   };
   for (const auto& c : cases) {
     auto r = parse(c.args);
@@ -304,9 +348,12 @@ TEST(PerfFormat, NcclTestsRows) {
 }
 
 TEST(PerfFormat, Json) {
-  std::string j = render_json({{"mode", std::string("send_bw")}}, {{{"bytes", int64_t{8}}, {"bw", 1.5},
-                                                                    {"s", std::string("a\"b")}}});
+  std::string j = render_json({{"mode", std::string("send_bw")}}, {},
+                              {{{"bytes", int64_t{8}}, {"bw", 1.5}, {"s", std::string("a\"b")}}});
   EXPECT_EQ(j, "{\"mode\": \"send_bw\", \"rows\": [\n  {\"bytes\": 8, \"bw\": 1.5, \"s\": \"a\\\"b\"}\n]}\n");
+  std::string e = render_json({{"mode", std::string("write_bw")}}, {{"backend", std::string("shm")}, {"ranks", int64_t{2}}},
+                              {});
+  EXPECT_EQ(e, "{\"mode\": \"write_bw\", \"environment\": {\"backend\": \"shm\", \"ranks\": 2},\n \"rows\": []}\n");
 }
 
 // Reduces every rank's pattern with the library kernels, as a ring would, and checks it.

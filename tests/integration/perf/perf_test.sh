@@ -188,6 +188,140 @@ case_send_lat() {
   rows | awk '$1 != 8 || $2 != 100 || $3 <= 0 || $3 > $4 { bad = 1 } END { exit bad }' || fail "bad latency row"
 }
 
+readonly BW_HEADER='^ #bytes +#iterations +BW peak\[GB/sec\] +BW average\[GB/sec\] +MsgRate\[Mpps\]$'
+readonly LAT_HEADER='^ #bytes +#iterations +t_min\[usec\] +t_max\[usec\] +t_typical\[usec\] +t_avg\[usec\] +t_stdev\[usec\] +99% percentile\[usec\] +99.9% percentile\[usec\]$'
+
+case_write_bw() {
+  perf 2 write_bw -a -e 1M -n 50 -t 16
+  expect_rc 0
+  expect_grep 'RDMA_Write BW Test'
+  expect_grep "$BW_HEADER"
+  expect_rows 20
+  expect_fields 5
+  rows | awk '$2 != 50 || $5 <= 0 || ($1 >= 1024 && $4 <= 0) { bad = 1 } END { exit bad }' ||
+    fail "a row has no bandwidth or the wrong count"
+}
+
+case_write_lat() {
+  perf 2 write_lat -a -e 4K -n 200
+  expect_rc 0
+  expect_grep 'RDMA_Write Latency Test'
+  expect_grep "$LAT_HEADER"
+  expect_rows 12
+  expect_fields 9
+  rows | awk '$2 != 200 || $3 <= 0 || $3 > $5 || $5 > $4 { bad = 1 } END { exit bad }' || fail "bad latency row"
+}
+
+# -q flows with -D: iterations are counted, not given; --stats prints one line per flow and rank.
+case_flows_duration() {
+  perf 2 write_bw -q 3 -t 8 -s 64K -D 0.3 --stats
+  expect_rc 0
+  expect_grep 'Flows \(-q\) +: 3'
+  expect_grep 'Duration +: 0.3'
+  expect_rows 1
+  rows | awk '$2 < 10 || $4 <= 0 { bad = 1 } END { exit bad }' || fail "too few iterations in 0.3 s"
+  [[ $(grep -c '^# stats rank 0 flow [0-2] .*writes=' "$TMP/out") -eq 3 ]] || fail "not one stats line per client flow"
+  [[ $(grep -c '^# stats rank 1 flow [0-2] ' "$TMP/out") -eq 3 ]] || fail "not one stats line per server flow"
+  perf 3 send_bw -q 2 -t 4 -s 4K -D 0.2
+  expect_rc 0
+  expect_rows 1
+  perf 2 send_lat -s 64 -D 0.2
+  expect_rc 0
+  expect_rows 1
+  rows | awk '$2 < 10 { bad = 1 } END { exit bad }' || fail "too few round trips in 0.2 s"
+}
+
+# perftest's form without a launcher: `MODE` serves, `MODE HOST` connects.
+case_server_client() {
+  local port=$((20000 + RANDOM % 20000)) mode srv
+  for mode in write_bw send_bw send_lat; do
+    "$GREX_PERF" "$mode" -s 8K -n 100 -p "$port" >"$TMP/server" 2>&1 &
+    srv=$!
+    "$GREX_PERF" "$mode" -s 8K -n 100 -p "$port" 127.0.0.1 >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+    wait "$srv" || fail "$mode: the server exited with $?: $(cat "$TMP/server")"
+    expect_rc 0
+    expect_rows 1
+    expect_grep 'Ranks +: client \(rank 0\)'
+    grep -q 'Ranks *: server (rank 1)' "$TMP/server" || fail "$mode: the server did not print its preamble"
+    port=$((port + 1))
+  done
+  # send_bw's server measures what it received.
+  grep -qE '^ 8192 +100 ' "$TMP/server" || true
+  # A client with no server gives up with a clear error.
+  GREX_BOOTSTRAP_TIMEOUT_MS=1500 "$GREX_PERF" write_bw -s 8K -n 10 -p "$port" 127.0.0.1 >"$TMP/out" 2>"$TMP/err"
+  RC=$?
+  expect_rc 1
+  expect_err "127.0.0.1:$port"
+}
+
+# --json: the environment block and one object per row, checked with Python's json.
+case_json_schema() {
+  perf 2 allreduce -b 8 -e 64K -f 8 -n 2 -w 1 --json "$TMP/coll.json"
+  expect_rc 0
+  perf 2 write_lat -a -e 256 -n 20 --json "$TMP/lat.json"
+  expect_rc 0
+  perf 2 send_bw -s 4K -n 20 --json "$TMP/bw.json"
+  expect_rc 0
+  python3 - "$TMP" <<'PY' || fail "JSON does not match the schema"
+import json, sys
+d = sys.argv[1]
+env_keys = {"grex_version": str, "dpdk_version": str, "libibverbs_version": str, "drivers_built": str,
+            "kernel": str, "cpu": str, "cpus_online": int, "time_utc": str, "command": str, "ranks": int,
+            "backend": str, "device": str, "link_speed_mbps": int, "mtu_bytes": int, "queue_depth": int,
+            "max_message_bytes": int, "buffers": str, "cc": str, "iterations": int}
+rows = {
+    "coll": {"size": int, "count": int, "type": str, "redop": str, "placement": str, "time_us": float,
+             "algbw_gbs": float, "busbw_gbs": float, "wrong": int},
+    "lat": {"bytes": int, "iterations": int, "t_min_us": float, "t_max_us": float, "t_typical_us": float,
+            "t_avg_us": float, "t_stdev_us": float, "p99_us": float, "p999_us": float},
+    "bw": {"bytes": int, "iterations": int, "bw_peak_gbs": float, "bw_avg_gbs": float, "msg_rate_mpps": float},
+}
+want_rows = {"coll": 10, "lat": 8, "bw": 1}  # 5 sizes x 2 placements; 2..256 B; one size
+for name, schema in rows.items():
+    doc = json.load(open(f"{d}/{name}.json"))
+    assert doc["mode"] in ("allreduce", "write_lat", "send_bw"), doc["mode"]
+    env = doc["environment"]
+    for k, t in env_keys.items():
+        assert isinstance(env[k], t), (name, k, env.get(k))
+    assert env["backend"] == "shm" and env["ranks"] == 2, env
+    assert env["command"].startswith("grex-perf " + doc["mode"]), env["command"]
+    assert len(doc["rows"]) == want_rows[name], (name, len(doc["rows"]))
+    for r in doc["rows"]:
+        for k, t in schema.items():
+            assert isinstance(r[k], t) or (t is float and isinstance(r[k], int)), (name, k, r)
+print("schema ok")
+PY
+}
+
+# --plot draws a PNG with gnuplot, or says clearly that gnuplot is missing.
+case_plot() {
+  perf 2 allreduce -b 8 -e 1M -f 8 -n 2 -w 1 --plot "$TMP/ar.png"
+  if command -v gnuplot >/dev/null; then
+    expect_rc 0
+    [[ $(head -c 8 "$TMP/ar.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "allreduce: not a PNG"
+    perf 2 write_bw -a -e 64K -n 20 --plot "$TMP/bw.png"
+    expect_rc 0
+    [[ -s $TMP/bw.png ]] || fail "write_bw: no PNG"
+  else
+    expect_rc 1
+    expect_err 'needs gnuplot'
+  fi
+}
+
+# The -c check is real: a rank that spoils one element of its output makes
+# every row report it and the run fail.
+case_check_detects_corruption() {
+  GREX_PERF_CORRUPT_RANK=1 perf 3 allreduce -b 64 -e 4K -f 8 -n 2 -w 1
+  expect_rc 1
+  expect_rows 3
+  rows | awk '$8 != "1" || $12 != "1" { bad = 1 } END { exit bad }' || fail "a row does not count the spoilt element"
+  expect_grep '^# Out of bounds values : 6 FAILED$'
+  GREX_PERF_CORRUPT_RANK=0 perf 2 reduce_scatter -b 64 -e 64 -n 1 -w 0 -d int64
+  expect_rc 1
+  expect_grep 'FAILED$'
+}
+
 case_errors() {
   "$GREX_PERF" allreduce -o xor >"$TMP/out" 2>"$TMP/err"
   RC=$?

@@ -4,8 +4,10 @@
 # own rxe device on its virtio NIC (tests/scripts/softroce.sh --hosts 2). Rank 0
 # runs in guest 0 and hosts the store on its address; rank 1 runs in guest 1.
 # Over verbs between them: grex-perf allreduce with result checks (-c 1), then
-# send_bw. Exit status: 0 when both ranks pass; 77 when no Soft-RoCE VM can be
-# made here (meson counts a skip).
+# send_bw; then perftest's own form with no launcher: guest 0 serves
+# `grex-perf write_bw` / `write_lat`, guest 1 runs them with guest 0's address.
+# Exit status: 0 when both ranks pass; 77 when no Soft-RoCE VM can be made here
+# (meson counts a skip).
 #   two_hosts_test.sh SOFTROCE_SH GREX_PERF
 set -euo pipefail
 (($# == 2)) || { echo "usage: two_hosts_test.sh SOFTROCE_SH GREX_PERF" >&2; exit 2; }
@@ -15,5 +17,8 @@ inner='ulimit -l unlimited
 export GREX_RANK=$GREX_HOST_INDEX GREX_WORLD_SIZE=2 GREX_BACKEND=verbs GREX_JOB_TOKEN=grex-two-hosts
 if [ "$GREX_HOST_INDEX" = 0 ]; then store=$GREX_RXE_IP; else store=$GREX_PEER_IP; fi
 export GREX_STORE_ADDR=$store:29517
-"$0" allreduce -b 8 -e 1M -f 8 -n 3 -w 1 -c 1 && "$0" send_bw -s 65536 -n 100'
+"$0" allreduce -b 8 -e 1M -f 8 -n 3 -w 1 -c 1 && "$0" send_bw -s 65536 -n 100 || exit 1
+unset GREX_RANK GREX_WORLD_SIZE GREX_STORE_ADDR GREX_JOB_TOKEN
+if [ "$GREX_HOST_INDEX" = 0 ]; then server=; else server=$GREX_PEER_IP; fi
+"$0" write_bw -s 65536 -n 200 -q 2 -p 18515 $server && "$0" write_lat -a -e 4096 -n 100 -p 18516 $server'
 exec "$softroce" --hosts 2 -- sh -c "$inner" "$perf"
