@@ -39,10 +39,9 @@ int fail(const Error& e, int code) {
 void print_stats(Communicator& comm) {
   for (int r = 0; r < comm.size(); ++r) {
     if (r == comm.rank()) {
-      std::string line = "# stats rank " + std::to_string(r) + " (" + comm.options().backend + "):";
-      for (const auto& [name, value] : comm.device().counters())
-        if (value != 0) line += " " + name + "=" + std::to_string(value);
-      std::printf("%s\n", line.c_str());
+      std::string lines =
+          stats_lines("rank " + std::to_string(r) + " (" + comm.options().backend + ")", comm.device().counters());
+      std::fputs(lines.c_str(), stdout);
       std::fflush(stdout);
     }
     (void)comm.barrier();

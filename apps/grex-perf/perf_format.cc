@@ -199,6 +199,26 @@ std::string lat_row(size_t bytes, int iters, const LatencyStats& s) {
                        s.max, s.typical, s.avg, s.stdev, s.p99, s.p999));
 }
 
+std::string stats_lines(const std::string& head, const std::vector<std::pair<std::string, uint64_t>>& counters) {
+  std::string out = "# stats " + head + ":";
+  std::vector<std::pair<std::string, std::string>> flows;  // (peer, " name=value ...") in first-seen order
+  for (const auto& [name, value] : counters) {
+    if (name.rfind("peer.", 0) == 0) {
+      size_t dot = name.find('.', 5);
+      if (dot == std::string::npos) continue;
+      std::string peer = name.substr(5, dot - 5);
+      auto it = std::find_if(flows.begin(), flows.end(), [&](const auto& f) { return f.first == peer; });
+      if (it == flows.end()) it = flows.insert(flows.end(), {peer, ""});
+      if (value != 0) it->second += " " + name.substr(dot + 1) + "=" + std::to_string(value);
+    } else if (value != 0) {
+      out += " " + name + "=" + std::to_string(value);
+    }
+  }
+  out += "\n";
+  for (const auto& [peer, text] : flows) out += "# stats " + head + " flow to rank " + peer + ":" + text + "\n";
+  return out;
+}
+
 std::string render_json(const JsonObject& meta, const JsonObject& environment, const std::vector<JsonObject>& rows) {
   std::string out = "{";
   for (const auto& [key, value] : meta) {

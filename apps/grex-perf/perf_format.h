@@ -80,6 +80,11 @@ std::string lat_header();
 /// One send_lat row.
 std::string lat_row(size_t bytes, int iters, const LatencyStats& s);
 
+/// --stats lines of one device: "# stats HEAD: name=value ..." with the
+/// counters that are not 0, then one "# stats HEAD flow to rank N: ..." line
+/// per flow from the "peer.<N>.<name>" counters.
+std::string stats_lines(const std::string& head, const std::vector<std::pair<std::string, uint64_t>>& counters);
+
 /// A JSON scalar.
 using JsonValue = std::variant<int64_t, double, std::string>;
 /// An ordered JSON object of scalars.

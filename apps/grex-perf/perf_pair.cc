@@ -8,6 +8,8 @@
 #include <cstring>
 #include <random>
 
+#include "perf_format.h"
+
 namespace grex::perf {
 namespace {
 
@@ -172,13 +174,10 @@ void PairJob::print(const std::string& text) const {
 
 std::string PairJob::counter_lines() const {
   std::string out;
-  for (size_t f = 0; f < flows_.size(); ++f) {
-    out += "# stats rank " + std::to_string(rank()) + " flow " + std::to_string(f) + " (" + caps_.driver + " " +
-           caps_.device_name + "):";
-    for (const auto& [name, value] : flows_[f].device->counters())
-      if (value != 0) out += " " + name + "=" + std::to_string(value);
-    out += "\n";
-  }
+  for (size_t f = 0; f < flows_.size(); ++f)
+    out += stats_lines("rank " + std::to_string(rank()) + " flow " + std::to_string(f) + " (" + caps_.driver + " " +
+                           caps_.device_name + ")",
+                       flows_[f].device->counters());
   return out;
 }
 

@@ -475,6 +475,17 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
                      {"probes_sent", t.probes_sent},     {"probes_lost", t.probe_timeouts},
                      {"paced_waits", t.paced_waits},
                      {"cc_min_rate_kbps", static_cast<uint64_t>(t.cc_rate_bps / 1e3)}});
+  // Per flow ("peer.<rank>.<name>"): what the congestion controller of each flow sees.
+  for (DpdkEndpoint* ep : by_rank_) {
+    if (ep == nullptr) continue;
+    const auto& s = ep->flow().stats();
+    const std::string p = "peer." + std::to_string(ep->peer()) + ".";
+    c.insert(c.end(), {{p + "data_sent", s.data_sent}, {p + "retransmits", s.retransmits},
+                       {p + "rtt_samples", s.rtt_samples}, {p + "last_rtt_ns", s.last_rtt_ns},
+                       {p + "probes_sent", s.probes_sent}, {p + "probes_lost", s.probe_timeouts},
+                       {p + "paced_waits", s.paced_waits},
+                       {p + "cc_rate_kbps", static_cast<uint64_t>(s.cc_rate_bps / 1e3)}});
+  }
   if (bn_.ns_per_byte > 0)
     c.insert(c.end(), {{"bn_packets", bn_.packets},
                        {"bn_drops", bn_.drops},

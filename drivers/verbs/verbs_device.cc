@@ -356,6 +356,14 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
     }
     c.insert(c.end(), {{"probes_sent", probes}, {"rtt_samples", samples}, {"last_rtt_ns", last_rtt},
                        {"paced_waits", waits}, {"cc_min_rate_kbps", static_cast<uint64_t>(rate / 1e3)}});
+    for (const VerbsEndpoint* ep : eps_) {  // per QP: "peer.<rank>.<name>"
+      if (ep == nullptr) continue;
+      const auto& s = ep->cc_stats();
+      const std::string p = "peer." + std::to_string(ep->peer()) + ".";
+      c.insert(c.end(), {{p + "probes_sent", s.probes_sent}, {p + "rtt_samples", s.rtt_samples},
+                         {p + "last_rtt_ns", s.last_rtt_ns}, {p + "paced_waits", s.paced_waits},
+                         {p + "cc_rate_kbps", static_cast<uint64_t>(s.rate_bps / 1e3)}});
+    }
   }
   return c;
 }

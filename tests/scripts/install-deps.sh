@@ -4,7 +4,8 @@
 #   install-deps.sh [--bench]   (--bench adds Open MPI for the comparison benchmarks)
 set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config python3 libssl-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
-      dpdk-dev libdpdk-dev libibverbs-dev librdmacm-dev ibverbs-providers)
+      dpdk-dev libdpdk-dev libibverbs-dev librdmacm-dev ibverbs-providers gnuplot-nox)
+# gnuplot-nox draws grex-perf --plot and the benchmark plots (its test checks the PNG).
 # The verbs suite's Soft-RoCE VM (tests/scripts/softroce.sh) installs qemu,
 # busybox and the kernel it boots itself, only when it needs them.
 [[ "${1:-}" == "--bench" ]] && pkgs+=(openmpi-bin libopenmpi-dev)

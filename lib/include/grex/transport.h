@@ -247,6 +247,7 @@ class Device {
   }
 
   /// Counters of this device ("bytes_sent", ...), for --stats and tests.
+  /// Per-flow values are named "peer.<rank>.<name>" (the flow to that rank).
   virtual std::vector<std::pair<std::string, uint64_t>> counters() const { return {}; }
 
   /// Number of live registrations (cache entries), for tests.

@@ -347,6 +347,17 @@ TEST(PerfFormat, NcclTestsRows) {
   EXPECT_NE(bw_header(false, true).find("ratio"), std::string::npos);
 }
 
+TEST(PerfFormat, StatsLinesSplitFlows) {
+  std::string s = stats_lines("rank 0 (dpdk)", {{"rx_packets", 5}, {"tx_ring_full", 0}, {"peer.1.rtt_samples", 7},
+                                                {"peer.1.cc_rate_kbps", 0}, {"peer.2.rtt_samples", 3},
+                                                {"peer.1.last_rtt_ns", 900}, {"peer.bad", 1}});
+  EXPECT_EQ(s,
+            "# stats rank 0 (dpdk): rx_packets=5\n"
+            "# stats rank 0 (dpdk) flow to rank 1: rtt_samples=7 last_rtt_ns=900\n"
+            "# stats rank 0 (dpdk) flow to rank 2: rtt_samples=3\n");
+  EXPECT_EQ(stats_lines("rank 1 (shm)", {}), "# stats rank 1 (shm):\n");
+}
+
 TEST(PerfFormat, Json) {
   std::string j = render_json({{"mode", std::string("send_bw")}}, {},
                               {{{"bytes", int64_t{8}}, {"bw", 1.5}, {"s", std::string("a\"b")}}});
