@@ -42,7 +42,7 @@ for buffers in malloc alloc; do
     ((n > 1000)) && n=1000
     ((n < 8)) && n=8
     perf send_bw --memcpy-ref -s "$bytes" -n "$n" "${flag[@]}" |
-      awk -v m="$mib" -v b="$buffers" '{ printf "| %d MiB | %s | %d | %.2f | %.2f | %.2f | %.3f |\n", m, b, $2, $3, $4, $6, $7 }'
+      awk -v m="$mib" -v b="$buffers" '{ printf "| %d MiB | %s | %d | %.2f | %.2f | %.2f | %.3f |\n", m, b, $2, $3 * 1048576 / 1e9, $4 * 1048576 / 1e9, $6, $7 }'
   done
 done
 echo

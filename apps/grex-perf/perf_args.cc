@@ -399,7 +399,7 @@ std::string_view usage() noexcept {
          "                          (a QP on verbs, a reliable flow and port on dpdk; default 1)\n"
          "  -R, --rdma_cm           accepted for perftest scripts: verbs always connects with rdma_cm\n"
          "  -p, --port N            server/client runs: the server's rendezvous TCP port (default 18515)\n"
-         "  --report_gbits          *_bw in Gb/sec instead of GB/sec\n"
+         "  --report_gbits          *_bw in Gb/sec instead of perftest's MB/sec (2^20 bytes/s)\n"
          "  --memcpy-ref            send_bw: add single-core memcpy bandwidth of each size and the ratio\n"
          "A server/client pair needs no launcher: start `grex-perf write_bw` on one host and\n"
          "`grex-perf write_bw HOST` on the other (same options on both; GREX_JOB_TOKEN, when\n"

@@ -172,7 +172,7 @@ LatencyStats latency_stats(std::vector<double>& samples_us) {
 std::string p2p_rule() { return std::string(87, '-') + "\n"; }
 
 std::string bw_header(bool gbits, bool memcpy_ref) {
-  const char* unit = gbits ? "Gb/sec" : "GB/sec";
+  const char* unit = gbits ? "Gb/sec" : "MB/sec";  // perftest's units (MB = 2^20 bytes)
   std::string peak = sfmt("BW peak[%s]", unit);
   std::string avg = sfmt("BW average[%s]", unit);
   std::string out = sfmt(" %-10s %-14s %-18s %-21s %-14s", "#bytes", "#iterations", peak.c_str(), avg.c_str(),

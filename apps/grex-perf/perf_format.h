@@ -69,7 +69,8 @@ LatencyStats latency_stats(std::vector<double>& samples_us);
 
 /// perftest's horizontal rule.
 std::string p2p_rule();
-/// send_bw column names; units GB/sec or Gb/sec; two extra columns with memcpy_ref.
+/// send_bw / write_bw column names; units as perftest's, MB/sec (2^20 bytes) or
+/// Gb/sec (1e9 bits); two extra columns (GB/s, ratio) with memcpy_ref.
 std::string bw_header(bool gbits, bool memcpy_ref);
 /// One send_bw row. Bandwidths are already in the header's unit; memcpy columns
 /// are printed when memcpy_gbs >= 0.

@@ -113,12 +113,13 @@ Error post_failed(const PairJob& job, size_t flow, Errc e, const char* what) {
 }
 
 // Posts up to n sends (or writes) of `bytes` from offset 0 on flow f.
-PostResult post_out(PairFlow& fl, Mode mode, size_t bytes, int n, bool with_imm = false, uint32_t imm = 0) {
+PostResult post_out(PairFlow& fl, Mode mode, size_t bytes, int n, bool with_imm = false, uint32_t imm = 0,
+                    size_t remote_offset = 0) {
   if (is_write(mode)) {
     std::array<WriteRequest, kMaxBatch> w{};
     for (int i = 0; i < n; ++i) {
       w[static_cast<size_t>(i)] = WriteRequest{.region = fl.region, .length = bytes, .remote = fl.peer_region,
-                                               .imm = imm, .with_imm = with_imm};
+                                               .remote_offset = remote_offset, .imm = imm, .with_imm = with_imm};
     }
     return fl.endpoint->post_write(std::span(w.data(), static_cast<size_t>(n)));
   }
@@ -310,32 +311,48 @@ double memcpy_gbs(void* dst, const void* src, size_t bytes) {
   return static_cast<double>(bytes) * static_cast<double>(reps) / static_cast<double>(ns);
 }
 
-// Ping-pong on flow 0 for one size. The client times `iters` round trips (or
-// until duration_s passed) after `warmup`, then ends the round in band; the
-// server answers each message until the end. Message and reply use different
-// halves of the buffer, so a reply never lands in a send still in flight.
-Result<std::vector<double>> ping_pong(PairJob& job, Mode mode, size_t bytes, size_t max_bytes, int64_t warmup,
-                                      int64_t iters, double duration_s, size_t round) {
+// The rounds a latency run makes: `iters` after `warmup`, or with duration_s
+// > 0 as many as fit after the warmup.
+class LatencyBudget {
+ public:
+  LatencyBudget(int64_t warmup, int64_t iters, double duration_s)
+      : warmup_(warmup), iters_(iters), duration_ns_(duration_s > 0 ? static_cast<uint64_t>(duration_s * 1e9) : 0) {}
+  bool more(int64_t i, size_t samples) {
+    if (i == warmup_ && duration_ns_ > 0) deadline_ = now_ns() + duration_ns_;
+    if (samples >= kMaxLatencySamples) return false;
+    return duration_ns_ > 0 ? i < warmup_ || now_ns() < deadline_ : i < warmup_ + iters_;
+  }
+  bool timed(int64_t i) const { return i >= warmup_; }
+
+ private:
+  int64_t warmup_, iters_;
+  uint64_t duration_ns_;
+  uint64_t deadline_ = UINT64_MAX;
+};
+
+// send_lat on flow 0 for one size: the client times round trips of tagged
+// messages, then ends the round with a zero-length one; the server answers
+// each message until then. Message and reply use the two halves of the buffer,
+// so a reply never lands in a send still in flight.
+Result<std::vector<double>> ping_pong_sends(PairJob& job, size_t bytes, size_t max_bytes, LatencyBudget budget,
+                                            size_t round) {
   PairFlow& fl = job.flows().front();
   Poller poller(job);
-  const bool writes = is_write(mode);
   int sends_inflight = 0;
   bool got_reply = false, got_end = false;
   auto on = [&](size_t, const Completion& c) {
-    if (c.op == Op::kSend || c.op == Op::kWrite) --sends_inflight;
+    if (c.op == Op::kSend) --sends_inflight;
     if (c.op == Op::kRecv) (c.bytes == 0 ? got_end : got_reply) = true;
-    if (c.op == Op::kRemoteWrite) (c.imm == kImmEnd ? got_end : got_reply) = true;
   };
   auto post_recv = [&]() -> Result<void> {
-    if (writes) return ok();
     RecvRequest r{.region = fl.region, .offset = max_bytes, .length = bytes, .tag = kTagData};
     PostResult pr = fl.endpoint->post_recv(std::span(&r, 1));
     if (pr.count != 1) return post_failed(job, 0, pr.error, "a receive");
     return ok();
   };
-  auto send = [&](size_t len, uint32_t imm) -> Result<void> {
-    PostResult pr = post_out(fl, mode, len, 1, true, imm);
-    if (pr.count != 1) return post_failed(job, 0, pr.error, writes ? "a write" : "a send");
+  auto send = [&](size_t len) -> Result<void> {
+    PostResult pr = post_out(fl, Mode::kSendLat, len, 1);
+    if (pr.count != 1) return post_failed(job, 0, pr.error, "a send");
     ++sends_inflight;
     return ok();
   };
@@ -343,7 +360,6 @@ Result<std::vector<double>> ping_pong(PairJob& job, Mode mode, size_t bytes, siz
     while (!done()) GREX_TRY(poller.poll(on));
     return ok();
   };
-
   std::vector<double> samples;
   if (!job.client()) {
     GREX_TRY(post_recv());
@@ -353,28 +369,86 @@ Result<std::vector<double>> ping_pong(PairJob& job, Mode mode, size_t bytes, siz
       if (got_end) break;
       got_reply = false;
       GREX_TRY(post_recv());
-      GREX_TRY(send(bytes, kImmData));
-      GREX_TRY(wait_for([&] { return sends_inflight == 0 || got_reply || got_end; }));
+      GREX_TRY(send(bytes));
     }
     GREX_TRY(wait_for([&] { return sends_inflight == 0; }));
     return samples;
   }
   GREX_TRY(job.take("ready/" + std::to_string(round)));
-  const bool by_time = duration_s > 0;
-  uint64_t deadline = UINT64_MAX;
-  for (int64_t i = 0;; ++i) {
-    if (i == warmup && by_time) deadline = now_ns() + static_cast<uint64_t>(duration_s * 1e9);
-    if (by_time ? (i >= warmup && now_ns() >= deadline) : i >= warmup + iters) break;
-    if (samples.size() >= kMaxLatencySamples) break;
+  for (int64_t i = 0; budget.more(i, samples.size()); ++i) {
     const uint64_t t0 = now_ns();
     GREX_TRY(post_recv());
-    GREX_TRY(send(bytes, kImmData));
+    GREX_TRY(send(bytes));
     GREX_TRY(wait_for([&] { return got_reply && sends_inflight == 0; }));
     got_reply = false;
-    if (i >= warmup) samples.push_back(static_cast<double>(now_ns() - t0) / 2e3);
+    if (budget.timed(i)) samples.push_back(static_cast<double>(now_ns() - t0) / 2e3);
   }
-  GREX_TRY(send(writes ? bytes : 0, kImmEnd));
+  GREX_TRY(send(0));
   GREX_TRY(wait_for([&] { return sends_inflight == 0; }));
+  return samples;
+}
+
+// write_lat as ib_write_lat: plain writes (no immediate) into the other side's
+// second half; each side spins on the last byte of its own landing area until
+// round trip i's mark arrives, polling the device every 64 loads (shm and dpdk
+// move the bytes inside poll(); a verbs write lands without it). The client
+// ends the round with a write with immediate kImmEnd.
+Result<std::vector<double>> ping_pong_writes(PairJob& job, size_t bytes, size_t max_bytes, LatencyBudget budget,
+                                             size_t round) {
+  PairFlow& fl = job.flows().front();
+  Poller poller(job);
+  auto* base = static_cast<uint8_t*>(fl.region->addr());
+  uint8_t* landing_last = base + max_bytes + bytes - 1;
+  uint8_t* source_last = base + bytes - 1;
+  std::memset(base + max_bytes, 0, bytes);
+  auto mark = [](int64_t i) { return static_cast<uint8_t>(1 + i % 255); };  // never 0, differs from the last
+  int writes_inflight = 0;
+  bool got_end = false;
+  auto on = [&](size_t, const Completion& c) {
+    if (c.op == Op::kWrite) --writes_inflight;
+    if (c.op == Op::kRemoteWrite && c.imm == kImmEnd) got_end = true;
+  };
+  // Waits for mark(i) in the landing area; false when the round ended instead.
+  auto arrived = [&](int64_t i) -> Result<bool> {
+    for (uint32_t spins = 0;; ++spins) {
+      if (__atomic_load_n(landing_last, __ATOMIC_ACQUIRE) == mark(i)) return true;
+      if ((spins & 63) == 0) {
+        GREX_TRY(poller.poll(on));
+        if (got_end) return false;
+      }
+    }
+  };
+  auto write = [&](int64_t i, bool end) -> Result<void> {
+    *source_last = mark(i);
+    PostResult pr = post_out(fl, Mode::kWriteLat, bytes, 1, end, end ? kImmEnd : 0, max_bytes);
+    if (pr.count != 1) return post_failed(job, 0, pr.error, "a write");
+    ++writes_inflight;
+    return ok();
+  };
+  auto reap = [&]() -> Result<void> {
+    while (writes_inflight > 0) GREX_TRY(poller.poll(on));
+    return ok();
+  };
+  std::vector<double> samples;
+  if (!job.client()) {
+    GREX_TRY(job.put("ready/" + std::to_string(round), "1"));
+    for (int64_t i = 0; GREX_TRY(arrived(i)); ++i) {
+      GREX_TRY(write(i, false));
+      GREX_TRY(reap());
+    }
+    return samples;
+  }
+  GREX_TRY(job.take("ready/" + std::to_string(round)));
+  int64_t i = 0;
+  for (; budget.more(i, samples.size()); ++i) {
+    const uint64_t t0 = now_ns();
+    GREX_TRY(write(i, false));
+    GREX_TRY(reap());
+    if (!GREX_TRY(arrived(i))) return Error(Errc::kProtocol, "grex-perf: the server ended a write_lat round");
+    if (budget.timed(i)) samples.push_back(static_cast<double>(now_ns() - t0) / 2e3);
+  }
+  GREX_TRY(write(i, true));
+  GREX_TRY(reap());
   return samples;
 }
 
@@ -438,11 +512,11 @@ Result<int> run_bw(const PerfArgs& a) {
   std::string header = bw_header(a.report_gbits, a.memcpy_ref && job->client());
   if (!measures) header = "# the client measures write_bw: its table is the result\n";
   job->print(preamble(*job, a, title.c_str()) + header);
-  const double unit = a.report_gbits ? 8.0 : 1.0;
+  const double unit = a.report_gbits ? 8.0 : 1e9 / 1048576.0;  // GB/s -> Gb/sec or perftest's MB/sec
   const int64_t iters = a.effective_iters(), warmup = a.effective_warmup();
   std::vector<JsonObject> rows;
   PlotData plot{"grex-perf " + std::string(mode_name(a.mode)) + " (" + job->capabilities().driver + ")",
-                a.report_gbits ? "Gb/s" : "GB/s", {"BW average"}, {}};
+                a.report_gbits ? "Gb/s" : "MB/s (2^20 bytes)", {"BW average"}, {}};
   std::vector<unsigned char> copy_dst;
   if (a.memcpy_ref && job->client()) copy_dst.resize(sizes.back());
   Progress progress(job->client(), sizes.size());
@@ -493,8 +567,10 @@ Result<int> run_lat(const PerfArgs& a) {
   for (size_t round = 0; round < sizes.size(); ++round) {
     const size_t bytes = sizes[round];
     if (job->active()) {
-      std::vector<double> samples = GREX_TRY(ping_pong(*job, a.mode, bytes, sizes.back(), a.effective_warmup(),
-                                                        a.effective_iters(), a.duration_s, round));
+      LatencyBudget budget(a.effective_warmup(), a.effective_iters(), a.duration_s);
+      std::vector<double> samples =
+          GREX_TRY(is_write(a.mode) ? ping_pong_writes(*job, bytes, sizes.back(), budget, round)
+                                    : ping_pong_sends(*job, bytes, sizes.back(), budget, round));
       if (job->client()) {
         int64_t n = static_cast<int64_t>(samples.size());
         LatencyStats s = latency_stats(samples);

@@ -344,6 +344,7 @@ TEST(PerfFormat, NcclTestsRows) {
   EXPECT_EQ(format_time_us(123.45), "  123.5");
   EXPECT_EQ(bw_row(8, 10, 1, 2, 3, -1, 0).find("memcpy"), std::string::npos);
   EXPECT_NE(bw_header(true, true).find("BW average[Gb/sec]"), std::string::npos);
+  EXPECT_NE(bw_header(false, false).find("BW peak[MB/sec]"), std::string::npos);  // perftest's default unit
   EXPECT_NE(bw_header(false, true).find("ratio"), std::string::npos);
 }
 

@@ -164,7 +164,7 @@ case_collectives_unchecked() {
 case_send_bw() {
   perf 2 send_bw -a -n 20
   expect_rc 0
-  expect_grep '^ #bytes +#iterations +BW peak\[GB/sec\] +BW average\[GB/sec\] +MsgRate\[Mpps\]$'
+  expect_grep '^ #bytes +#iterations +BW peak\[MB/sec\] +BW average\[MB/sec\] +MsgRate\[Mpps\]$'
   expect_rows 23
   expect_fields 5
   rows | awk '$5 <= 0 { bad = 1 } END { exit bad }' || fail "a row has a zero message rate"
@@ -188,7 +188,7 @@ case_send_lat() {
   rows | awk '$1 != 8 || $2 != 100 || $3 <= 0 || $3 > $4 { bad = 1 } END { exit bad }' || fail "bad latency row"
 }
 
-readonly BW_HEADER='^ #bytes +#iterations +BW peak\[GB/sec\] +BW average\[GB/sec\] +MsgRate\[Mpps\]$'
+readonly BW_HEADER='^ #bytes +#iterations +BW peak\[MB/sec\] +BW average\[MB/sec\] +MsgRate\[Mpps\]$'
 readonly LAT_HEADER='^ #bytes +#iterations +t_min\[usec\] +t_max\[usec\] +t_typical\[usec\] +t_avg\[usec\] +t_stdev\[usec\] +99% percentile\[usec\] +99.9% percentile\[usec\]$'
 
 case_write_bw() {
