@@ -81,7 +81,7 @@ printf "| median (perftest t_typical) | %.2f | %.2f | %.2f |\n" "$gm" "$pt" "$(e
 printf "| mean (perftest t_avg) | %.2f | %.2f | %.2f |\n" "$gl" "$pa" "$(echo "$gl / $pa" | bc -l)"
 tm=$(awk '{print $1}' "$tmp/gplat" | median)
 ta=$(awk '{print $2}' "$tmp/gplat" | median)
-printf "| grex-perf write_lat median / mean (write with immediate, CQ polling) | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f |\n" \
+printf "| grex-perf write_lat median / mean (memory polling, as ib_write_lat) | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f |\n" \
   "$tm" "$ta" "$pt" "$pa" "$(echo "$tm / $pt" | bc -l)" "$(echo "$ta / $pa" | bc -l)"
 echo "# on $DEV ($GREX_SOFTROCE)"
 echo

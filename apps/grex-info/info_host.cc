@@ -112,7 +112,7 @@ Section probe_dpdk() {
     s.lines.push_back("hugepages " + std::to_string(kb) + " kB: " + std::to_string(total) + " reserved, " +
                       std::to_string(fr) + " free");
   }
-  if (free_bytes == 0) s.lines.push_back("  (no free hugepages: grex runs EAL with --no-huge, fine for virtual devices)");
+  if (free_bytes == 0) s.lines.push_back("(no free hugepages: grex runs EAL with --no-huge, fine for virtual devices)");
   // PCI network controllers and their kernel driver.
   Json::Array pci;
   int ready = 0;

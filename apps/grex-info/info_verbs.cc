@@ -134,7 +134,7 @@ Section probe_verbs() {
       active += pa.state == IBV_PORT_ACTIVE ? 1 : 0;
       const std::string pbase = "/sys/class/infiniband/" + name + "/ports/" + std::to_string(p);
       char line[256];
-      std::snprintf(line, sizeof line, "  port %u: %s, %s, MTU %d (max %d), %.0f Gb/s", p, state_name(pa.state),
+      std::snprintf(line, sizeof line, "  port %u: %s, %s, MTU %d (max %d), %g Gb/s", p, state_name(pa.state),
                     eth ? "RoCE (Ethernet)" : "InfiniBand", 128 << pa.active_mtu, 128 << pa.max_mtu, gbps);
       s.lines.push_back(line);
       Json::Array gids;

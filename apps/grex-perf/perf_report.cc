@@ -88,7 +88,7 @@ std::string plot_script(const PlotData& plot, const std::string& png_path) {
   s += "set output " + gp_quote(png_path) + "\n";
   s += "set title " + gp_quote(plot.title) + " noenhanced\n";
   s += "set logscale x 2\nset format x '%.0b%B'\nset xlabel 'message size (bytes)'\n";
-  s += "set ylabel " + gp_quote(plot.y_label) + "\nset grid\nset key top left\nset yrange [0:*]\n";
+  s += "set ylabel " + gp_quote(plot.y_label) + " noenhanced\nset grid\nset key top left\nset yrange [0:*]\n";
   s += "$data << EOD\n";
   for (const auto& p : plot.points) {
     s += std::to_string(p.bytes);

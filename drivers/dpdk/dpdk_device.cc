@@ -171,6 +171,7 @@ Result<void> DpdkDevice::init() {
   bool have_mask = sched_getaffinity(0, sizeof(mask), &mask) == 0;
   EalOptions eal;
   eal.file_prefix = "grex-" + std::to_string(::getpid());
+  if (dopts_.mode == "port" && is_pci_devargs(dopts_.devargs)) eal.pci_devices = {dopts_.devargs};  // a real NIC
   auto r = eal_init(eal);
   bool pin = false;
   GREX_TRY(config::env_bool("GREX_DPDK_PIN", &pin));

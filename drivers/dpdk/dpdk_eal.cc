@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -121,7 +122,9 @@ Result<std::vector<std::string>> eal_args(const EalOptions& opts) {
   } else {
     args.insert(args.end(), {"--no-huge", "--no-shconf", "-m", std::to_string(opts.memory_mb)});
   }
-  args.insert(args.end(), {"--no-pci", "--no-telemetry", "-l", std::to_string(lcore)});
+  if (opts.pci_devices.empty()) args.push_back("--no-pci");
+  for (const auto& d : opts.pci_devices) args.insert(args.end(), {"-a", d});
+  args.insert(args.end(), {"--no-telemetry", "-l", std::to_string(lcore)});
   args.push_back("--file-prefix");
   args.push_back(opts.file_prefix.empty() ? "grex-" + std::to_string(getpid()) : opts.file_prefix);
   args.push_back(log_level_arg());
@@ -180,8 +183,39 @@ bool eal_initialized() noexcept {
   return g_state == State::kUp;
 }
 
+bool is_pci_devargs(std::string_view devargs) noexcept {
+  std::string_view a = devargs.substr(0, devargs.find(','));
+  auto hex = [](std::string_view t, size_t n) {
+    if (t.size() != n) return false;
+    for (char c : t)
+      if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+    return true;
+  };
+  if (a.size() == 12 && a[4] == ':') {  // with the domain
+    if (!hex(a.substr(0, 4), 4)) return false;
+    a.remove_prefix(5);
+  }
+  return a.size() == 7 && a[2] == ':' && a[5] == '.' && hex(a.substr(0, 2), 2) && hex(a.substr(3, 2), 2) &&
+         a[6] >= '0' && a[6] <= '7';
+}
+
+std::string pci_port_name(std::string_view devargs) {
+  std::string a(devargs.substr(0, devargs.find(',')));
+  return a.size() == 7 ? "0000:" + a : a;
+}
+
 Result<uint16_t> probe_vdev(const std::string& devargs) {
   GREX_TRY(eal_init());
+  if (is_pci_devargs(devargs)) {
+    uint16_t port = 0;
+    const std::string name = pci_port_name(devargs);
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0) return port;
+    return Error(Errc::kNotFound, "PCI device " + name + " has no DPDK port")
+        .device("dpdk")
+        .hint("bind it to vfio-pci (dpdk-devbind.py -b vfio-pci " + name +
+              "; mlx5 NICs stay on mlx5_core), reserve hugepages and set GREX_DPDK_HUGE=1; grex-info lists the "
+              "NICs and their drivers");
+  }
   const std::string name = devargs.substr(0, devargs.find(','));
   if (name.empty())
     return Error(Errc::kInvalidArgument, "empty device name in devargs '" + devargs + "'")

@@ -27,6 +27,9 @@ struct EalOptions {
   std::string file_prefix;              ///< empty: "grex-<pid>"
   uint32_t memory_mb = 512;             ///< -m without hugepages
   std::vector<std::string> vdevs;       ///< each becomes "--vdev <devargs>" (prefer probe_vdev)
+  /// PCI ports to probe ("0000:3b:00.0[,args]"): each becomes "-a <devargs>" and
+  /// replaces --no-pci, so EAL takes these NICs and no other.
+  std::vector<std::string> pci_devices;
   std::vector<std::string> extra_args;  ///< appended verbatim
 };
 
@@ -45,12 +48,21 @@ bool eal_initialized() noexcept;
 /// for logs and tests. Reads the environment like eal_init().
 Result<std::vector<std::string>> eal_args(const EalOptions& opts);
 
+/// True when `devargs` names a PCI device: "DDDD:BB:DD.F" or "BB:DD.F", then
+/// optional ",key=value" arguments.
+bool is_pci_devargs(std::string_view devargs) noexcept;
+/// The ethdev name of a PCI devargs: the address with its domain ("0000:3b:00.0").
+std::string pci_port_name(std::string_view devargs);
+
 /// Hot-plugs a virtual device ("net_memif0,role=server,socket=/tmp/x.sock")
 /// and returns its ethdev port id. The device name is the text before the
 /// first comma. A device of that name that is already probed is returned as
 /// is (its arguments are not compared). Calls eal_init() with defaults first
 /// if EAL is not up. Errors: kNotFound (no PMD of that name or no port after
 /// probing), kSystem (the PMD's probe failed; cause from rte_strerror).
+/// A PCI devargs (is_pci_devargs) is not hot-plugged: EAL probed it at start
+/// (EalOptions::pci_devices); its port is looked up, and an error says how to
+/// bind the NIC when there is none.
 Result<uint16_t> probe_vdev(const std::string& devargs);
 
 /// Removes a hot-plugged virtual device by name ("net_memif0"); closes its

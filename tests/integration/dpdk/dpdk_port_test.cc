@@ -502,6 +502,23 @@ TEST(DpdkEal, ArgumentsFromOptionsAndEnvironment) {
   EXPECT_NE(joined.find("-l 0 "), std::string::npos) << joined;
   EXPECT_NE(joined.find("--vdev net_null0 "), std::string::npos) << joined;
 
+  // A real NIC: only that PCI device is taken, instead of --no-pci.
+  o.pci_devices = {"0000:3b:00.1,rxq_cqe_comp_en=0"};
+  args = eal_args(o);
+  ASSERT_TRUE(args.ok());
+  joined.clear();
+  for (const auto& a : *args) joined += a + " ";
+  EXPECT_EQ(joined.find("--no-pci"), std::string::npos) << joined;
+  EXPECT_NE(joined.find("-a 0000:3b:00.1,rxq_cqe_comp_en=0 "), std::string::npos) << joined;
+  o.pci_devices.clear();
+  EXPECT_TRUE(is_pci_devargs("0000:3b:00.1"));
+  EXPECT_TRUE(is_pci_devargs("3b:00.1,txq_inline_max=128"));
+  EXPECT_FALSE(is_pci_devargs("net_memif0,role=server"));
+  EXPECT_FALSE(is_pci_devargs("3b:00.9"));
+  EXPECT_FALSE(is_pci_devargs("net_af_xdp0,iface=eth1"));
+  EXPECT_EQ(pci_port_name("3b:00.1,x=1"), "0000:3b:00.1");
+  EXPECT_EQ(pci_port_name("0000:3b:00.1"), "0000:3b:00.1");
+
   setenv("GREX_DPDK_LCORE", "many", 1);
   EXPECT_FALSE(eal_args(o).ok()) << "a bad GREX_DPDK_LCORE is an error";
   unsetenv("GREX_DPDK_LCORE");
