@@ -8,33 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/json_text.h"
 #include "info.h"
 
 namespace grex::info {
-namespace {
-
-void quote(std::string& out, const std::string& s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
-}  // namespace
 
 std::string Json::dump(int indent) const {
   const std::string pad(static_cast<size_t>(indent + 2), ' '), close(static_cast<size_t>(indent), ' ');
@@ -50,7 +27,7 @@ std::string Json::dump(int indent) const {
     std::snprintf(buf, sizeof buf, "%.6g", std::isfinite(*d) ? *d : 0.0);
     out = buf;
   } else if (const std::string* s = std::get_if<std::string>(&v_)) {
-    quote(out, *s);
+    append_json_string(out, *s);
   } else if (const auto* a = std::get_if<std::shared_ptr<Array>>(&v_)) {
     if ((*a)->empty()) return "[]";
     out = "[\n";
@@ -61,7 +38,7 @@ std::string Json::dump(int indent) const {
     out = "{\n";
     for (size_t k = 0; k < (*o)->size(); ++k) {
       out += pad;
-      quote(out, (**o)[k].first);
+      append_json_string(out, (**o)[k].first);
       out += ": " + (**o)[k].second.dump(indent + 2) + (k + 1 < (*o)->size() ? ",\n" : "\n");
     }
     out += close + "}";

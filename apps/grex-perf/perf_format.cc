@@ -2,6 +2,8 @@
 // grex-perf's output: nccl-tests / perftest tables, latency statistics and JSON.
 #include "perf_format.h"
 
+#include "core/json_text.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -37,22 +39,6 @@ std::string end_line(std::string s) {
 size_t nearest_rank(size_t n, double fraction) {
   auto k = static_cast<size_t>(std::ceil(fraction * static_cast<double>(n)));
   return std::clamp<size_t>(k, 1, n) - 1;
-}
-
-void append_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += sfmt("\\u%04x", c);
-        else out += c;
-    }
-  }
-  out += '"';
 }
 
 void append_json_object(std::string& out, const JsonObject& obj) {
