@@ -54,6 +54,7 @@ class Progress {
   bool tty_;
   size_t steps_;
   uint64_t start_ns_;
+  uint64_t quiet_ns_;
   uint64_t last_print_ns_ = 0;
   bool printed_ = false;
 };

@@ -225,6 +225,12 @@ case_flows_duration() {
   perf 3 send_bw -q 2 -t 4 -s 4K -D 0.2
   expect_rc 0
   expect_rows 1
+  # The progress line (after GREX_PERF_PROGRESS_MS instead of 3 s), on stderr only.
+  GREX_PERF_PROGRESS_MS=0 perf 2 write_bw -a -e 64 -D 0.1
+  expect_rc 0
+  expect_rows 6
+  expect_err '^# progress: 1/6 steps done \(last 2 B\), [0-9]+ s$'
+  grep -q progress "$TMP/out" && fail "the progress line went to stdout"
   perf 2 send_lat -s 64 -D 0.2
   expect_rc 0
   expect_rows 1
