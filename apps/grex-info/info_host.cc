@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Probes that need no RDMA library: shm (POSIX shared memory, memfd), dpdk
 // (hugepages, NICs bound for DPDK, kernel interfaces for af_xdp / af_packet)
-// and CUDA (libcuda.so.1 loaded at run time; no CUDA needed to build).
-#include <dlfcn.h>
+// and CUDA (lib/gpu loads libcuda.so.1 at run time; no CUDA needed to build).
 #include <fcntl.h>
 #include <linux/ethtool.h>
 #include <linux/net_tstamp.h>
@@ -20,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "gpu/cuda_api.h"
 #include "grex_version.h"
 #include "info.h"
 
@@ -163,64 +163,40 @@ Section probe_dpdk() {
 Section probe_cuda() {
   Section s;
   s.name = "cuda";
-  std::string peermem = list_dir("/sys/module/nvidia_peermem").empty() ? "not loaded" : "loaded";
-  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    s.summary = "no CUDA driver (libcuda.so.1 not found): no GPU buffers";
-    s.json = {{"usable", false}, {"driver_found", false}, {"nvidia_peermem", peermem}};
+  std::string peermem = gpu::peermem_loaded() ? "loaded" : "not loaded";
+  auto api = gpu::cuda();
+  if (!api) {
+    s.summary = api.error().cause() + ": no GPU buffers";
+    s.json = {{"usable", false}, {"error", api.error().cause()}, {"nvidia_peermem", peermem}};
     return s;
   }
-  using InitFn = int (*)(unsigned);
-  using IntFn = int (*)(int*);
-  using DevGetFn = int (*)(int*, int);
-  using NameFn = int (*)(char*, int, int);
-  using MemFn = int (*)(size_t*, int);
-  using AttrFn = int (*)(int*, int, int);
-  auto init = reinterpret_cast<InitFn>(::dlsym(lib, "cuInit"));
-  auto version = reinterpret_cast<IntFn>(::dlsym(lib, "cuDriverGetVersion"));
-  auto count = reinterpret_cast<IntFn>(::dlsym(lib, "cuDeviceGetCount"));
-  auto get = reinterpret_cast<DevGetFn>(::dlsym(lib, "cuDeviceGet"));
-  auto name = reinterpret_cast<NameFn>(::dlsym(lib, "cuDeviceGetName"));
-  auto mem = reinterpret_cast<MemFn>(::dlsym(lib, "cuDeviceTotalMem_v2"));
-  auto attr = reinterpret_cast<AttrFn>(::dlsym(lib, "cuDeviceGetAttribute"));
-  int drv = 0, n = 0;
-  int rc = init == nullptr ? -1 : init(0);
-  if (rc != 0 || version == nullptr || count == nullptr || get == nullptr || count(&n) != 0) {
-    s.summary = "libcuda.so.1 found but cuInit failed (" + std::to_string(rc) + "): no usable GPU";
-    s.json = {{"usable", false}, {"driver_found", true}, {"cu_init", rc}, {"nvidia_peermem", peermem}};
-    ::dlclose(lib);
-    return s;
-  }
-  version(&drv);
-  constexpr int kAttrPciBus = 33, kAttrPciDevice = 34, kAttrPciDomain = 50;
-  constexpr int kAttrGpuDirectRdma = 116, kAttrDmaBuf = 124;
+  const gpu::CudaApi& a = **api;
   Json::Array devs;
-  for (int i = 0; i < n; ++i) {
-    int dev = 0;
-    if (get(&dev, i) != 0) continue;
+  for (int i = 0; i < a.device_count; ++i) {
+    gpu::CUdevice dev = 0;
+    if (a.cuDeviceGet(&dev, i) != 0) continue;
     char nm[256] = {};
-    if (name != nullptr) name(nm, sizeof nm, dev);
+    a.cuDeviceGetName(nm, sizeof nm, dev);
     size_t bytes = 0;
-    if (mem != nullptr) mem(&bytes, dev);
-    auto a = [&](int which) {
+    a.cuDeviceTotalMem(&bytes, dev);
+    auto attr = [&](int which) {
       int v = 0;
-      return attr != nullptr && attr(&v, which, dev) == 0 ? v : -1;
+      return a.cuDeviceGetAttribute(&v, which, dev) == 0 ? v : -1;
     };
     char bus[32];
-    std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", a(kAttrPciDomain), a(kAttrPciBus), a(kAttrPciDevice));
-    int dmabuf = a(kAttrDmaBuf), gdr = a(kAttrGpuDirectRdma);
+    std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", attr(gpu::kAttrPciDomainId), attr(gpu::kAttrPciBusId),
+                  attr(gpu::kAttrPciDeviceId));
+    int dmabuf = attr(gpu::kAttrDmaBufSupported), gdr = attr(gpu::kAttrGpuDirectRdmaSupported);
     s.lines.push_back("GPU " + std::to_string(i) + ": " + nm + ", " + gib(bytes) + ", PCI " + bus + ", dma-buf " +
                       (dmabuf == 1 ? "yes" : "no") + ", GPUDirect RDMA " + (gdr == 1 ? "yes" : "no"));
     devs.push_back(Json::Object{{"index", i}, {"name", std::string(nm)}, {"memory_bytes", static_cast<uint64_t>(bytes)},
                                 {"pci", std::string(bus)}, {"dma_buf", dmabuf == 1}, {"gpudirect_rdma", gdr == 1}});
   }
   s.lines.push_back("nvidia_peermem: " + peermem);
-  s.usable = n > 0;
-  s.summary = "CUDA driver " + std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10) + ", " +
-              std::to_string(n) + " device(s)";
-  s.json = {{"usable", s.usable}, {"driver_found", true}, {"driver_version", drv}, {"devices", devs},
-            {"nvidia_peermem", peermem}};
-  ::dlclose(lib);
+  s.usable = a.device_count > 0;
+  s.summary = "CUDA driver " + std::to_string(a.driver_version / 1000) + "." +
+              std::to_string(a.driver_version % 1000 / 10) + ", " + std::to_string(a.device_count) + " device(s)";
+  s.json = {{"usable", s.usable}, {"driver_version", a.driver_version}, {"devices", devs}, {"nvidia_peermem", peermem}};
   return s;
 }
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "gpu/cuda_api.h"
+#include "gpu/gpu_registration.h"
 #include "info.h"
 
 #ifdef GREX_HAVE_VERBS
@@ -105,7 +107,7 @@ Section probe_verbs() {
     s.json = {{"usable", false}, {"built", true}, {"devices", Json::Array{}}};
     return s;
   }
-  std::string peermem = list_dir("/sys/module/nvidia_peermem").empty() ? "not loaded" : "loaded";
+  std::string peermem = gpu::peermem_loaded() ? "loaded" : "not loaded";
   Json::Array devs;
   int active = 0;
   for (int d = 0; d < n; ++d) {
@@ -124,7 +126,10 @@ Section probe_verbs() {
     s.lines.push_back(name + ": fw " + at.fw_ver + ", " + std::to_string(at.max_qp) + " QPs of up to " +
                       std::to_string(at.max_qp_wr) + " WRs, completion timestamps " +
                       (ts ? "yes (" + std::to_string(ax.hca_core_clock) + " kHz clock)" : std::string("no")));
-    s.lines.push_back("  GPUDirect: dma-buf " + dmabuf + ", nvidia_peermem " + peermem);
+    gpu::GpuRegPlan plan = gpu::plan_gpu_registration(gpu::host_facts(dmabuf == "supported"), name);
+    std::string order;
+    for (gpu::GpuRegPath p : plan.order) order += std::string(order.empty() ? "" : " then ") + gpu::path_name(p);
+    s.lines.push_back("  GPUDirect: " + (order.empty() ? std::string("none") : order) + " (" + plan.summary() + ")");
     Json::Array ports;
     for (uint8_t p = 1; p <= at.phys_port_cnt; ++p) {
       ibv_port_attr pa{};
@@ -160,7 +165,8 @@ Section probe_verbs() {
     devs.push_back(Json::Object{{"name", name}, {"fw", std::string(at.fw_ver)}, {"max_qp", at.max_qp},
                                 {"max_qp_wr", at.max_qp_wr}, {"completion_timestamps", ts},
                                 {"hca_core_clock_khz", have_ex ? static_cast<uint64_t>(ax.hca_core_clock) : 0},
-                                {"dma_buf", dmabuf}, {"nvidia_peermem", peermem}, {"ports", ports}});
+                                {"dma_buf", dmabuf}, {"nvidia_peermem", peermem},
+                                {"gpu_registration", order.empty() ? std::string("none") : order}, {"ports", ports}});
     ibv_close_device(ctx);
   }
   ibv_free_device_list(list);

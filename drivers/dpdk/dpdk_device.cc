@@ -423,7 +423,9 @@ void DpdkDevice::remove_endpoint(DpdkEndpoint* ep) noexcept {
 
 Result<std::unique_ptr<MemoryRegion>> DpdkDevice::do_register(void* addr, size_t length, MemoryDomain domain) {
   if (domain != MemoryDomain::kHost)
-    return Error(Errc::kNotSupported, "dpdk registers host memory only in this build").device("dpdk");
+    return Error(Errc::kNotSupported, "dpdk registers host memory only, not GPU memory")
+        .device("dpdk")
+        .hint("GPU memory as DPDK external memory is not built yet (docs/gpudirect.md); copy to host memory first");
   auto r = std::make_unique<DpdkRegion>(this, addr, length, next_region_id_++);
   if (!ports_.empty()) GREX_TRY(r->register_with_eal(ports_[0]->id()));
   if (regions_.size() < r->id()) regions_.resize(r->id(), nullptr);

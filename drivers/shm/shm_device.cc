@@ -198,8 +198,8 @@ void ShmDevice::remove_endpoint(ShmEndpoint* ep) noexcept {
 
 Result<std::unique_ptr<MemoryRegion>> ShmDevice::do_register(void* addr, size_t length, MemoryDomain domain) {
   if (domain != MemoryDomain::kHost)
-    return Error(Errc::kNotSupported, "shm registers host memory only").device("shm").hint(
-        "GPU buffers over shm arrive with the GPUDirect work; stage through host memory");
+    return Error(Errc::kNotSupported, "shm registers host memory only, not GPU memory").device("shm").hint(
+        "copy GPU buffers to host memory first (docs/gpudirect.md says what exists)");
   auto r = std::make_unique<ShmRegion>(this, addr, length, domain, next_region_id_++, -1, ::getpid());
   return std::unique_ptr<MemoryRegion>(std::move(r));
 }

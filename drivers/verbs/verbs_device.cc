@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "gpu/cuda_api.h"
+#include "gpu/gpu_registration.h"
 #include "transport/params.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -76,16 +78,7 @@ VerbsRegion::~VerbsRegion() {
 }
 
 Result<std::unique_ptr<MemoryRegion>> VerbsDevice::do_register(void* addr, size_t length, MemoryDomain domain) {
-  if (domain == MemoryDomain::kCudaDevice) {
-    // GPU memory needs dma-buf (cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr)
-    // or nvidia_peermem; neither is wired in before the GPUDirect work lands.
-    return Error(Errc::kNotSupported, "cannot register CUDA device memory on " + name() + ": " +
-                                          (dmabuf_ ? "libgrex has no CUDA support built in"
-                                                   : "the device has no dma-buf registration (ibv_reg_dmabuf_mr "
-                                                     "reports EOPNOTSUPP) and libgrex has no CUDA support built in"))
-        .device(name())
-        .hint("register host memory, or use a NIC with GPUDirect (dma-buf or nvidia_peermem)");
-  }
+  if (domain == MemoryDomain::kCudaDevice) return register_gpu(addr, length);
   // Zero bytes need no memory registration (ibv_reg_mr refuses them): zero-
   // length sends and writes carry no scatter entry and no key is checked.
   if (length == 0) return std::unique_ptr<MemoryRegion>(new VerbsRegion(nullptr, addr, 0, domain));
@@ -111,6 +104,43 @@ Result<std::unique_ptr<MemoryRegion>> VerbsDevice::register_dmabuf(int fd, uint6
   if (mr == nullptr)
     return Error::from_errno("ibv_reg_dmabuf_mr of " + std::to_string(len) + " bytes", errno).device(name());
   return std::unique_ptr<MemoryRegion>(new VerbsRegion(mr, va, len, domain));
+}
+
+// GPU memory, in NCCL's order: dma-buf, then nvidia_peermem. The error names
+// every mechanism and why it was not there (or how it failed).
+Result<std::unique_ptr<MemoryRegion>> VerbsDevice::register_gpu(void* addr, size_t length) {
+  gpu::GpuRegPlan plan = gpu::plan_gpu_registration(gpu::host_facts(dmabuf_), name());
+  std::string failures;
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  for (gpu::GpuRegPath path : plan.order) {
+    if (path == gpu::GpuRegPath::kDmaBuf) {
+      auto buf = gpu::export_dmabuf(addr, length);
+      if (!buf) {
+        failures += "; dma-buf failed: " + buf.error().message();
+        continue;
+      }
+      ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, buf->offset, length, reinterpret_cast<uint64_t>(addr), buf->fd, access);
+      int err = errno;
+      ::close(buf->fd);  // the registration holds its own reference
+      if (mr != nullptr) {
+        stats.gpu_dmabuf_regs.add();
+        return std::unique_ptr<MemoryRegion>(new VerbsRegion(mr, addr, length, MemoryDomain::kCudaDevice));
+      }
+      failures += "; dma-buf failed: ibv_reg_dmabuf_mr: " + std::string(std::strerror(err));
+    } else {
+      ibv_mr* mr = ibv_reg_mr(pd_, addr, length, access);
+      if (mr != nullptr) {
+        stats.gpu_peermem_regs.add();
+        return std::unique_ptr<MemoryRegion>(new VerbsRegion(mr, addr, length, MemoryDomain::kCudaDevice));
+      }
+      failures += "; peermem failed: ibv_reg_mr: " + std::string(std::strerror(errno));
+    }
+  }
+  return Error(Errc::kNotSupported, "cannot register " + std::to_string(length) + " bytes of GPU memory on " + name() +
+                                        ": " + plan.summary() + failures)
+      .device(name())
+      .hint("GPUDirect needs a NIC with dma-buf (mlx5, Linux 5.12+) or nvidia_peermem loaded; host buffers need "
+            "neither (docs/gpudirect.md)");
 }
 
 // The probe NCCL uses: register an invalid dma-buf fd. EOPNOTSUPP or
@@ -341,6 +371,7 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
           {"wc_errors", stats.wc_errors.get()},     {"async_events", stats.async_events.get()},
           {"cm_events", stats.cm_events.get()},     {"cq_events", stats.cq_events.get()},
           {"dmabuf_supported", dmabuf_ ? 1u : 0u},
+          {"gpu_dmabuf_regs", stats.gpu_dmabuf_regs.get()}, {"gpu_peermem_regs", stats.gpu_peermem_regs.get()},
           {"gid_index", static_cast<uint64_t>(vo_.gid_index)}};
   if (vo_.cc != nullptr) {  // congestion control, summed over the QPs (the rate: the lowest)
     uint64_t probes = 0, samples = 0, waits = 0, last_rtt = 0;

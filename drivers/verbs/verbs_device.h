@@ -219,13 +219,15 @@ class VerbsDevice final : public Device {
   /// Registers `len` bytes of a dma-buf (e.g. GPU memory CUDA exported with
   /// cuMemGetHandleForAddressRange) that the process sees at `va`, through
   /// ibv_reg_dmabuf_mr. kNotSupported when the probe found no dma-buf support.
+  /// GPU memory: dma-buf, else nvidia_peermem (lib/gpu/gpu_registration.h).
+  Result<std::unique_ptr<MemoryRegion>> register_gpu(void* addr, size_t length);
   Result<std::unique_ptr<MemoryRegion>> register_dmabuf(int fd, uint64_t offset, size_t len, void* va,
                                                         MemoryDomain domain);
   bool dmabuf_supported() const noexcept { return dmabuf_; }
 
   struct Stats {
     Counter wr_posted, wc_polled, sends, recvs, writes, remote_writes, bytes_sent, bytes_received, adverts,
-        inline_sends, wc_errors, async_events, cm_events, cq_events;
+        inline_sends, wc_errors, async_events, cm_events, cq_events, gpu_dmabuf_regs, gpu_peermem_regs;
   };
   Stats stats;
 

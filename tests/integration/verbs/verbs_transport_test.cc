@@ -443,6 +443,14 @@ TEST(VerbsTransport, CudaRegistrationFailsCleanly) {
     std::fprintf(stderr, "kCudaDevice registration: %s (%s)\n", bad.error().message().c_str(),
                  std::string(errc_name(bad.error().code())).c_str());
     RANK_CHECK(!bad.error().message().empty());
+    // NCCL's order, every mechanism named with why it was not used: the CUDA
+    // driver, then dma-buf (rxe: EOPNOTSUPP from the probe), then peermem.
+    const std::string m = bad.error().message();
+    size_t cuda = m.find("CUDA driver: "), dmabuf = m.find("dma-buf: "), peermem = m.find("peermem: ");
+    RANK_CHECK(bad.error().code() == Errc::kNotSupported);
+    RANK_CHECK(cuda != std::string::npos && dmabuf != std::string::npos && peermem != std::string::npos);
+    RANK_CHECK(cuda < dmabuf && dmabuf < peermem);
+    if (under_softroce()) RANK_CHECK(m.find("dma-buf: not supported by " + (*d)->capabilities().device_name) != std::string::npos);
     RANK_CHECK((*d)->registration_count() == 0);
     auto good = (*d)->register_memory(buf.data(), buf.size());
     RANK_OK(good);

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "gpu/cuda_api.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <mutex>
+#include <optional>
+
+namespace grex::gpu {
+namespace {
+
+constexpr uint64_t kGpuPageBytes = 64 * 1024;  // dma-buf export granularity asked for by CUDA: 64 KiB suffices
+
+struct Loaded {
+  CudaApi api;
+  void* handle = nullptr;
+  std::optional<Error> error;
+};
+
+template <typename Fn>
+bool bind(void* lib, const char* name, Fn*& out) {
+  out = reinterpret_cast<Fn*>(::dlsym(lib, name));
+  return out != nullptr;
+}
+
+Loaded load() {
+  Loaded l;
+  l.handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (l.handle == nullptr) {
+    const char* why = ::dlerror();
+    l.error = Error(Errc::kNotFound, std::string("no CUDA driver (") + (why != nullptr ? why : "libcuda.so.1") + ")")
+                  .hint("GPU buffers need the NVIDIA driver; host buffers work without it");
+    return l;
+  }
+  CudaApi& a = l.api;
+  const char* missing = nullptr;
+  auto need = [&](const char* name, auto*& fn) {
+    if (!bind(l.handle, name, fn) && missing == nullptr) missing = name;
+  };
+  need("cuInit", a.cuInit);
+  need("cuDriverGetVersion", a.cuDriverGetVersion);
+  need("cuDeviceGetCount", a.cuDeviceGetCount);
+  need("cuDeviceGet", a.cuDeviceGet);
+  need("cuDeviceGetName", a.cuDeviceGetName);
+  need("cuDeviceGetAttribute", a.cuDeviceGetAttribute);
+  need("cuDeviceTotalMem_v2", a.cuDeviceTotalMem);
+  need("cuPointerGetAttribute", a.cuPointerGetAttribute);
+  need("cuGetErrorString", a.cuGetErrorString);
+  if (missing != nullptr) {
+    l.error = Error(Errc::kNotSupported, std::string("libcuda.so.1 lacks ") + missing).hint("update the NVIDIA driver");
+    return l;
+  }
+  // Since CUDA 11.7; older drivers still serve peermem registration.
+  bind(l.handle, "cuMemGetHandleForAddressRange", a.cuMemGetHandleForAddressRange);
+  if (CUresult r = a.cuInit(0); r != 0) {
+    l.error = Error(Errc::kNotSupported, "cuInit failed: " + a.describe(r)).hint("is a GPU present and the driver loaded?");
+    return l;
+  }
+  a.cuDriverGetVersion(&a.driver_version);
+  a.cuDeviceGetCount(&a.device_count);
+  return l;
+}
+
+const Loaded& loaded() {
+  static std::once_flag once;
+  static Loaded* l = nullptr;
+  std::call_once(once, [] { l = new Loaded(load()); });  // never freed: callers may run at exit
+  return *l;
+}
+
+}  // namespace
+
+std::string CudaApi::describe(CUresult r) const {
+  const char* s = nullptr;
+  if (cuGetErrorString != nullptr) cuGetErrorString(r, &s);
+  return "CUresult " + std::to_string(r) + (s != nullptr ? std::string(" (") + s + ")" : "");
+}
+
+Result<const CudaApi*> cuda() {
+  const Loaded& l = loaded();
+  if (l.error) return *l.error;
+  return &l.api;
+}
+
+MemoryDomain pointer_domain(const void* p) noexcept {
+  const Loaded& l = loaded();
+  if (l.error || p == nullptr) return MemoryDomain::kHost;
+  unsigned type = 0;
+  CUresult r = l.api.cuPointerGetAttribute(&type, kPointerAttrMemoryType, reinterpret_cast<CUdeviceptr>(p));
+  return r == 0 && type == kMemoryTypeDevice ? MemoryDomain::kCudaDevice : MemoryDomain::kHost;
+}
+
+Result<DmaBuf> export_dmabuf(const void* p, size_t length) {
+  const CudaApi* a = GREX_TRY(cuda());
+  if (a->cuMemGetHandleForAddressRange == nullptr)
+    return Error(Errc::kNotSupported, "the CUDA driver has no cuMemGetHandleForAddressRange (needs CUDA 11.7 or newer)");
+  const auto addr = reinterpret_cast<uint64_t>(p);
+  const uint64_t base = addr & ~(kGpuPageBytes - 1);
+  const uint64_t end = (addr + length + kGpuPageBytes - 1) & ~(kGpuPageBytes - 1);
+  DmaBuf d;
+  d.offset = addr - base;
+  d.length = static_cast<size_t>(end - base);
+  int fd = -1;
+  if (CUresult r = a->cuMemGetHandleForAddressRange(&fd, base, d.length, kRangeHandleDmaBufFd, 0); r != 0)
+    return Error(Errc::kNotSupported, "cuMemGetHandleForAddressRange(DMA_BUF_FD) failed: " + a->describe(r))
+        .hint("the GPU, its driver or the kernel lacks dma-buf export (needs an open kernel module, Linux 5.12+)");
+  d.fd = fd;
+  return d;
+}
+
+bool peermem_loaded() noexcept {
+  struct stat st{};
+  return ::stat("/sys/module/nvidia_peermem", &st) == 0;
+}
+
+}  // namespace grex::gpu

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA driver API, loaded at run time with dlopen("libcuda.so.1"), so
+// libgrex builds without the CUDA toolkit and runs (reporting "no CUDA") on
+// hosts without a GPU. Only the calls grex uses are resolved; the types are
+// the driver ABI's (cuda.h), spelled here so no CUDA header is needed.
+#pragma once
+
+#include <grex/memory.h>
+#include <grex/result.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace grex::gpu {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+
+/// cuda.h enum values grex passes (stable parts of the driver ABI).
+inline constexpr int kPointerAttrMemoryType = 2;        ///< CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+inline constexpr int kPointerAttrDeviceOrdinal = 9;     ///< CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+inline constexpr unsigned kMemoryTypeDevice = 2;        ///< CU_MEMORYTYPE_DEVICE
+inline constexpr int kRangeHandleDmaBufFd = 1;          ///< CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
+inline constexpr int kAttrPciBusId = 33;                ///< CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
+inline constexpr int kAttrPciDeviceId = 34;             ///< CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID
+inline constexpr int kAttrPciDomainId = 50;             ///< CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID
+inline constexpr int kAttrGpuDirectRdmaSupported = 116; ///< CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
+inline constexpr int kAttrDmaBufSupported = 124;        ///< CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+
+/// The resolved entry points. Every pointer is set once cuda() succeeded.
+struct CudaApi {
+  int driver_version = 0;  ///< cuDriverGetVersion: 12040 for 12.4
+  int device_count = 0;
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuDriverGetVersion)(int*) = nullptr;
+  CUresult (*cuDeviceGetCount)(int*) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceTotalMem)(size_t*, CUdevice) = nullptr;  // cuDeviceTotalMem_v2
+  CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
+  CUresult (*cuMemGetHandleForAddressRange)(void*, CUdeviceptr, size_t, int, unsigned long long) = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+
+  /// "CUDA_ERROR_...: text" for a result code.
+  std::string describe(CUresult r) const;
+};
+
+/// Loads libcuda.so.1 and calls cuInit(0), once per process (thread-safe).
+/// Errors, repeated on every call: kNotFound "no CUDA driver (libcuda.so.1: ...)"
+/// where the library is missing; kNotSupported naming the call where cuInit or
+/// a needed symbol fails (a driver too old, no device).
+Result<const CudaApi*> cuda();
+
+/// kCudaDevice when CUDA reports `p` as device memory; kHost otherwise,
+/// including always on hosts without CUDA.
+MemoryDomain pointer_domain(const void* p) noexcept;
+
+/// A dma-buf for device memory: the fd exported by cuMemGetHandleForAddressRange
+/// for the page-aligned range around [p, p+length), and p's offset inside it.
+/// The caller closes fd.
+struct DmaBuf {
+  int fd = -1;
+  uint64_t offset = 0;
+  size_t length = 0;  ///< of the exported, page-aligned range
+};
+Result<DmaBuf> export_dmabuf(const void* p, size_t length);
+
+/// True when the nvidia_peermem kernel module is loaded (ibv_reg_mr then
+/// accepts device pointers).
+bool peermem_loaded() noexcept;
+
+}  // namespace grex::gpu
