@@ -4,11 +4,12 @@
 #   install-deps.sh [--bench]   (--bench adds Open MPI for the comparison benchmarks)
 set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config python3 libssl-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
-      dpdk-dev libdpdk-dev libibverbs-dev librdmacm-dev ibverbs-providers gnuplot-nox)
-# gnuplot-nox draws grex-perf --plot and the benchmark plots (its test checks the PNG).
+      dpdk-dev libdpdk-dev libibverbs-dev librdmacm-dev ibverbs-providers gnuplot-nox openmpi-bin)
+# gnuplot-nox draws grex-perf --plot and the benchmark plots (its test checks the PNG);
+# openmpi-bin runs the C API under mpirun (capi_mpirun).
 # The verbs suite's Soft-RoCE VM (tests/scripts/softroce.sh) installs qemu,
 # busybox and the kernel it boots itself, only when it needs them.
-[[ "${1:-}" == "--bench" ]] && pkgs+=(openmpi-bin libopenmpi-dev)
+[[ "${1:-}" == "--bench" ]] && pkgs+=(libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

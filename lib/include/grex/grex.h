@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file grex.h
+ * The C API of grex, for trainers written in C (or any language with a C FFI).
+ *
+ * Handles are opaque. Every function returns a grex_result_t (GREX_OK = 0);
+ * on failure grex_last_error_message() gives this thread's last error in full
+ * (cause, rank, peer, device, hint). Calls on one communicator are made from
+ * one thread at a time, as with the C++ Communicator; collectives run in issue
+ * order, the non-blocking ones on the communicator's worker thread.
+ *
+ * Link with -lgrex (pkg-config --cflags --libs grex).
+ */
+#ifndef GREX_GREX_H
+#define GREX_GREX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Bumped on every incompatible change of this header. */
+#define GREX_ABI_VERSION 1
+
+/** Result codes (the C++ grex::Errc values). */
+typedef enum grex_result {
+  GREX_OK = 0,
+  GREX_ERR_INVALID_ARGUMENT = 1, /**< a NULL handle, a bad size, type or operator */
+  GREX_ERR_NOT_SUPPORTED = 2,
+  GREX_ERR_TIMEOUT = 3,
+  GREX_ERR_PEER_FAILED = 4,
+  GREX_ERR_CONNECTION_FAILED = 5,
+  GREX_ERR_AUTH_FAILED = 6,
+  GREX_ERR_ADDRESS_IN_USE = 7,
+  GREX_ERR_NO_MEMORY = 8,
+  GREX_ERR_SYSTEM = 9,
+  GREX_ERR_PROTOCOL = 10,
+  GREX_ERR_MISMATCH = 11, /**< ranks disagree (count, type, operator) */
+  GREX_ERR_NOT_FOUND = 12,
+  GREX_ERR_INTERNAL = 13
+} grex_result_t;
+
+/** Element types (the C++ grex::DataType values). */
+typedef enum grex_dtype {
+  GREX_FLOAT32 = 0,
+  GREX_FLOAT64 = 1,
+  GREX_INT32 = 2,
+  GREX_INT64 = 3,
+  GREX_UINT8 = 4,
+  GREX_FLOAT16 = 5,
+  GREX_BFLOAT16 = 6
+} grex_dtype_t;
+
+/** Reduction operators (the C++ grex::ReduceOp values); AVG divides the sum by the ranks. */
+typedef enum grex_op { GREX_SUM = 0, GREX_PROD = 1, GREX_MIN = 2, GREX_MAX = 3, GREX_AVG = 4 } grex_op_t;
+
+typedef struct grex_comm grex_comm_t; /**< a communicator */
+typedef struct grex_work grex_work_t; /**< a non-blocking collective in flight */
+
+/** GREX_ABI_VERSION of the library actually loaded. */
+int grex_abi_version(void);
+/** The library's version, e.g. "0.1.0". */
+const char* grex_version(void);
+/** A short constant name for a result code ("timeout"); "unknown" for others. */
+const char* grex_strerror(grex_result_t result);
+/** This thread's last error in full; "" when none. Valid until the thread's next failing call. */
+const char* grex_last_error_message(void);
+
+/**
+ * Joins the job described by the environment: grex-run (GREX_RANK ...),
+ * torchrun (RANK WORLD_SIZE MASTER_ADDR MASTER_PORT), Open MPI
+ * (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID ...); GREX_BACKEND and the other
+ * GREX_* variables apply. Blocks until every rank joined.
+ */
+grex_result_t grex_comm_init_env(grex_comm_t** comm);
+/**
+ * Joins a job given explicitly: this rank of world_size ranks meets the others
+ * at the store at store_addr ("host:port"); rank 0 hosts that store. job_token
+ * is the job's shared secret (the same on every rank).
+ */
+grex_result_t grex_comm_init_rank(int rank, int world_size, const char* store_addr, const char* job_token,
+                                  grex_comm_t** comm);
+/** Leaves the job and frees the communicator (NULL is accepted). */
+grex_result_t grex_comm_destroy(grex_comm_t* comm);
+grex_result_t grex_comm_rank(const grex_comm_t* comm, int* rank);
+grex_result_t grex_comm_size(const grex_comm_t* comm, int* size);
+
+/* Collectives. Counts are elements. sendbuf == recvbuf runs in place where
+ * the operation allows it (allreduce, reduce); broadcast is always in place. */
+grex_result_t grex_allreduce(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count, grex_dtype_t dtype,
+                             grex_op_t op);
+/** recvcount elements per rank; sendbuf holds size * recvcount. */
+grex_result_t grex_reduce_scatter(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                  grex_dtype_t dtype, grex_op_t op);
+/** count elements from each rank; recvbuf holds size * count, in rank order. */
+grex_result_t grex_allgather(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count, grex_dtype_t dtype);
+grex_result_t grex_broadcast(grex_comm_t* comm, void* buf, size_t count, grex_dtype_t dtype, int root);
+/** recvbuf is written on root only (other ranks may pass NULL). */
+grex_result_t grex_reduce(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count, grex_dtype_t dtype,
+                          grex_op_t op, int root);
+/** count elements to and from each peer; both buffers hold size * count. */
+grex_result_t grex_alltoall(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count, grex_dtype_t dtype);
+grex_result_t grex_barrier(grex_comm_t* comm);
+/** Blocking point-to-point of `bytes` bytes, matched by (peer, tag). */
+grex_result_t grex_send(grex_comm_t* comm, const void* buf, size_t bytes, int peer, uint32_t tag);
+grex_result_t grex_recv(grex_comm_t* comm, void* buf, size_t bytes, int peer, uint32_t tag);
+
+/* Non-blocking collectives: *work is set on GREX_OK; the buffers belong to the
+ * collective until grex_work_wait returned or grex_work_test set *done. Free
+ * every work with grex_work_free. */
+grex_result_t grex_allreduce_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   grex_dtype_t dtype, grex_op_t op, grex_work_t** work);
+grex_result_t grex_reduce_scatter_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                        grex_dtype_t dtype, grex_op_t op, grex_work_t** work);
+grex_result_t grex_allgather_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   grex_dtype_t dtype, grex_work_t** work);
+grex_result_t grex_broadcast_async(grex_comm_t* comm, void* buf, size_t count, grex_dtype_t dtype, int root,
+                                   grex_work_t** work);
+grex_result_t grex_reduce_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                grex_dtype_t dtype, grex_op_t op, int root, grex_work_t** work);
+grex_result_t grex_alltoall_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  grex_dtype_t dtype, grex_work_t** work);
+grex_result_t grex_barrier_async(grex_comm_t* comm, grex_work_t** work);
+/** Blocks until the collective finished; its result. */
+grex_result_t grex_work_wait(grex_work_t* work);
+/** Blocks up to timeout_ms; GREX_ERR_TIMEOUT when it has not finished (it goes on). */
+grex_result_t grex_work_wait_timeout(grex_work_t* work, int64_t timeout_ms);
+/** *done = 1 once finished (then returns its result), else 0 and GREX_OK. */
+grex_result_t grex_work_test(grex_work_t* work, int* done);
+/** Frees the handle (NULL is accepted); a collective still running goes on. */
+void grex_work_free(grex_work_t* work);
+
+/* Memory. */
+/** Memory the backend serves best (shm: shared with peers, so no extra copy); free with grex_mem_free. */
+grex_result_t grex_mem_alloc(grex_comm_t* comm, size_t bytes, void** ptr);
+grex_result_t grex_mem_free(grex_comm_t* comm, void* ptr);
+/** Registers [ptr, ptr+bytes) once (GPU pointers too), so collectives on it skip registration. */
+grex_result_t grex_mem_register(grex_comm_t* comm, void* ptr, size_t bytes);
+/** Drops a registration made by grex_mem_register at this ptr. */
+grex_result_t grex_mem_deregister(grex_comm_t* comm, void* ptr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GREX_GREX_H */
