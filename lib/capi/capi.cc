@@ -120,9 +120,7 @@ const char* grex_version(void) { return GREX_VERSION; }
 
 const char* grex_strerror(grex_result_t result) {
   if (result < GREX_OK || result > GREX_ERR_INTERNAL) return "unknown";
-  static thread_local std::string name;
-  name = std::string(grex::errc_name(static_cast<Errc>(result)));
-  return name.c_str();
+  return grex::errc_name(static_cast<Errc>(result)).data();  // string literals: NUL-terminated
 }
 
 const char* grex_last_error_message(void) { return t_last_error.c_str(); }
