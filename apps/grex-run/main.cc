@@ -13,7 +13,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,7 +47,7 @@ constexpr const char* kUsage =
     "Each rank gets GREX_RANK, GREX_WORLD_SIZE, GREX_LOCAL_RANK, GREX_LOCAL_SIZE,\n"
     "GREX_STORE_ADDR, GREX_STORE_EXTERNAL=1, GREX_JOB_TOKEN, GREX_JOB_ID, GREX_BACKEND\n"
     "and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
-    "MASTER_PORT. Rank 0 keeps grex-run's stdin unless it is a terminal; other\n"
+    "MASTER_PORT (a free port of its own, for torch.distributed's store). Rank 0 keeps grex-run's stdin unless it is a terminal; other\n"
     "ranks read /dev/null.\n"
     "\n"
     "The first rank to fail stops the others (SIGTERM to their process groups,\n"
@@ -164,6 +167,25 @@ void ensure_std_fds() {
     if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) (void)::open("/dev/null", O_RDWR);
 }
 
+/// A TCP port free on kStoreHost right now (bound, read back, closed), for
+/// torch's own store: MASTER_PORT must not be grex-run's store port, which
+/// rank 0's torch.distributed would try to listen on.
+Result<uint16_t> free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Error::from_errno("grex-run: socket", errno);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0
+               ? 0
+               : errno;
+  ::close(fd);
+  if (rc != 0) return Error::from_errno("grex-run: finding a free port for MASTER_PORT", rc);
+  return ntohs(a.sin_port);
+}
+
 /// The variables every rank shares: store, token, job id, backend.
 Result<std::vector<std::string>> job_env(const Cli& cli, const std::string& token,
                                          uint16_t port) {
@@ -174,7 +196,7 @@ Result<std::vector<std::string>> job_env(const Cli& cli, const std::string& toke
       "GREX_STORE_ADDR=" + addr,
       "GREX_STORE_EXTERNAL=1",
       std::string("MASTER_ADDR=") + kStoreHost,
-      "MASTER_PORT=" + std::to_string(port),
+      "MASTER_PORT=" + std::to_string(GREX_TRY(free_port())),
   };
   if (cli.backend) env.push_back("GREX_BACKEND=" + *cli.backend);
   else if (std::getenv("GREX_BACKEND") == nullptr)

@@ -68,9 +68,13 @@ case_env() {
   [[ $(sed -n 's/.* token=\([0-9a-f]*\) .*/\1/p' "$TMP/out" | sort -u | wc -l) -eq 1 ]] ||
     fail "ranks got different job tokens"
   grep -qE ' token=[0-9a-f]{64} job=[0-9a-f]{16}$' "$TMP/out" || fail "token or job id malformed"
+  # torch's MASTER_PORT is a port of its own: rank 0's torch store listens there.
+  local mport
+  mport=$(sed -n 's/.* master=127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$TMP/out" | sort -u)
+  [[ $mport =~ ^[0-9]+$ && $mport -gt 0 && $mport -ne $port ]] || fail "MASTER_PORT '$mport' missing, differing or the store's"
   local r
   for r in 0 1 2 3; do
-    expect_grep out "^\[$r\] rank=$r world=4 local=$r lsize=4 trank=$r tworld=4 tlocal=$r tlws=4 store=127\.0\.0\.1:$port ext=1 master=127\.0\.0\.1:$port backend=shm "
+    expect_grep out "^\[$r\] rank=$r world=4 local=$r lsize=4 trank=$r tworld=4 tlocal=$r tlws=4 store=127\.0\.0\.1:$port ext=1 master=127\.0\.0\.1:$mport backend=shm "
   done
   # A second launch gets a fresh token and job id.
   local first
