@@ -19,7 +19,10 @@ try:
 except ImportError:  # the build tree: the extension sits beside this package
     import _grex_torch as _ext
 
-__all__ = ["create_process_group", "BACKEND"]
+import datetime
+import os
+
+__all__ = ["create_process_group", "init_from_env", "BACKEND"]
 
 BACKEND = "grex"
 
@@ -27,6 +30,36 @@ BACKEND = "grex"
 def create_process_group(store, rank, size, timeout):
     """torch.distributed's backend creator: a grex ProcessGroup over torch's store."""
     return _ext.create_process_group(store, rank, size, timeout)
+
+
+def _launcher_env():
+    """(rank, world size, launcher) from torchrun / grex-run, Open MPI or Slurm variables."""
+    for rank_var, size_var, name in (("RANK", "WORLD_SIZE", "torchrun"),
+                                     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "openmpi"),
+                                     ("SLURM_PROCID", "SLURM_NTASKS", "slurm")):
+        if rank_var in os.environ:
+            if size_var not in os.environ:
+                raise RuntimeError(f"grex_torch: {rank_var} is set but {size_var} is not")
+            return int(os.environ[rank_var]), int(os.environ[size_var]), name
+    raise RuntimeError("grex_torch: no launcher environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, "
+                       "SLURM_PROCID/SLURM_NTASKS); use torchrun, grex-run, mpirun or srun")
+
+
+def init_from_env(timeout=datetime.timedelta(minutes=5), backend=BACKEND):
+    """dist.init_process_group for any launcher grex knows.
+
+    torchrun and grex-run set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
+    under mpirun or srun the rank and size come from Open MPI's or Slurm's
+    variables, and the store from MASTER_ADDR / MASTER_PORT (defaults
+    127.0.0.1:29500, so set MASTER_ADDR to the first host across hosts).
+    Returns (rank, world size).
+    """
+    rank, size, _ = _launcher_env()
+    addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    port = os.environ.get("MASTER_PORT", "29500")
+    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=size,
+                            timeout=timeout)
+    return rank, size
 
 
 if not hasattr(dist.Backend, BACKEND.upper()):

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The grex torch.distributed backend under each launcher:
+#   torch_test.sh CASE PYTHON GREX_RUN     (PYTHONPATH must reach grex_torch)
+#   import         python3 -c "import grex_torch" registers the backend
+#   grex_run_2/4   backend_check.py collectives under grex-run
+#   stall          a stalled rank gives an error within the timeout, not a hang
+#   ddp            20 DDP steps on grex equal 20 on gloo (4 ranks)
+#   torchrun       torchrun --standalone --nproc_per_node 2 (with PEERS-NOTES' --redirects 1 --tee 1)
+#   mpirun         2 ranks under Open MPI (skips without mpirun)
+#   slurm          2 ranks with Slurm's variables only (SLURM_PROCID, SLURM_NTASKS)
+set -u
+CASE=$1 PY=$2 GREX_RUN=$3
+HERE=$(cd "$(dirname "$0")" && pwd)
+CHECK=$HERE/backend_check.py
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/grex-torch-test.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL [$CASE]: $*" >&2; cat "$TMP"/* >&2 2>/dev/null; exit 1; }
+port() { echo $((30000 + RANDOM % 20000)); }
+expect() { grep -q -- "$1" "$TMP/out" || fail "no '$1' in the output"; }
+
+case $CASE in
+  import)
+    "$PY" -c 'import grex_torch, torch.distributed as d; assert d.Backend.GREX == "GREX"; print("grex_torch", d.Backend.GREX)' \
+      >"$TMP/out" 2>&1 || fail "import failed"
+    expect "grex_torch GREX" ;;
+  grex_run_2 | grex_run_4)
+    n=${CASE##*_}
+    "$GREX_RUN" -n "$n" --no-tag-output -- "$PY" "$CHECK" collectives >"$TMP/out" 2>&1 || fail "exit $?"
+    expect "PASS collectives on $n ranks" ;;
+  stall)
+    timeout 60 "$GREX_RUN" -n 2 --no-tag-output -- "$PY" "$CHECK" stall >"$TMP/out" 2>&1 || fail "exit $?"
+    expect "PASS stall on 2 ranks"
+    expect "stalled rank: error after" ;;
+  ddp)
+    "$GREX_RUN" -n 4 --no-tag-output -- "$PY" "$CHECK" ddp 20 >"$TMP/out" 2>&1 || fail "exit $?"
+    expect "PASS ddp on 4 ranks" ;;
+  torchrun)
+    (cd "$TMP" && timeout 300 "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1 \
+      "$CHECK" collectives) >"$TMP/out" 2>&1 || fail "exit $?"
+    expect "PASS collectives on 2 ranks" ;;
+  mpirun)
+    command -v mpirun >/dev/null || { echo "SKIP: mpirun (Open MPI) is not installed"; exit 77; }
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader -x PYTHONPATH \
+      -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$(port)" "$PY" "$CHECK" collectives >"$TMP/out" 2>&1 || fail "exit $?"
+    expect "PASS collectives on 2 ranks" ;;
+  slurm)
+    p=$(port)
+    for r in 1 0; do
+      env -u RANK -u WORLD_SIZE SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$p \
+        timeout 300 "$PY" "$CHECK" collectives >"$TMP/r$r" 2>&1 &
+      eval "pid$r=$!"
+    done
+    wait "$pid0" || fail "rank 0 exited $?"
+    wait "$pid1" || fail "rank 1 exited $?"
+    cp "$TMP/r0" "$TMP/out"
+    expect "PASS collectives on 2 ranks" ;;
+  *) fail "unknown case" ;;
+esac
+echo "PASS [$CASE]"
