@@ -9,7 +9,8 @@ if [[ "${1:-}" == "--sanitize" ]]; then sanitize=1; shift; fi
 dir=${1:-$root/$([[ $sanitize == 1 ]] && echo build-sanitize || echo build)}
 if [[ ! -f "$dir/build.ninja" ]]; then
   args=(--buildtype=release)
-  [[ $sanitize == 1 ]] && args=(--buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false)
+  # Sanitized builds leave out the PyTorch extension: Python cannot load an ASan module.
+  [[ $sanitize == 1 ]] && args=(--buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dtorch=disabled)
   mkdir -p "$dir"
   if ! meson setup "$dir" "$root" "${args[@]}" > "$dir/../.meson-setup-$(basename "$dir").log" 2>&1; then
     cat "$dir/../.meson-setup-$(basename "$dir").log" >&2

@@ -4,9 +4,11 @@
 #   install-deps.sh [--bench]   (--bench adds Open MPI for the comparison benchmarks)
 set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config python3 libssl-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
-      dpdk-dev libdpdk-dev libibverbs-dev librdmacm-dev ibverbs-providers gnuplot-nox openmpi-bin)
+      dpdk-dev libdpdk-dev libibverbs-dev librdmacm-dev ibverbs-providers gnuplot-nox openmpi-bin
+      python3-torch libtorch-dev pybind11-dev)
 # gnuplot-nox draws grex-perf --plot and the benchmark plots (its test checks the PNG);
-# openmpi-bin runs the C API under mpirun (capi_mpirun).
+# openmpi-bin runs the C API under mpirun (capi_mpirun); python3-torch, libtorch-dev and
+# pybind11-dev build and test the PyTorch backend (python/grex_torch).
 # The verbs suite's Soft-RoCE VM (tests/scripts/softroce.sh) installs qemu,
 # busybox and the kernel it boots itself, only when it needs them.
 [[ "${1:-}" == "--bench" ]] && pkgs+=(libopenmpi-dev)
