@@ -9,8 +9,9 @@
 #   torchrun       torchrun --standalone --nproc_per_node 2 (with PEERS-NOTES' --redirects 1 --tee 1)
 #   mpirun         2 ranks under Open MPI (skips without mpirun)
 #   slurm          2 ranks with Slurm's variables only (SLURM_PROCID, SLURM_NTASKS)
+#   installed      `meson install` into a scratch root: the package imports from there alone
 set -u
-CASE=$1 PY=$2 GREX_RUN=$3
+CASE=$1 PY=$2 GREX_RUN=$3 BUILD=${4:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHECK=$HERE/backend_check.py
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/grex-torch-test.XXXXXX") || exit 1
@@ -55,6 +56,17 @@ case $CASE in
     wait "$pid1" || fail "rank 1 exited $?"
     cp "$TMP/r0" "$TMP/out"
     expect "PASS collectives on 2 ranks" ;;
+  installed)
+    meson install -C "$BUILD" --destdir "$TMP/root" --quiet >"$TMP/install.log" 2>&1 || fail "meson install failed"
+    pkg=$(find "$TMP/root" -type d -name grex_torch | head -n 1)
+    lib=$(dirname "$(find "$TMP/root" -name 'libgrex.so.0' | head -n 1)")
+    [[ -n $pkg && -f $pkg/__init__.py && -n $(ls "$pkg"/_grex_torch*.so) ]] || fail "no installed grex_torch package"
+    PYTHONPATH=$(dirname "$pkg") LD_LIBRARY_PATH=$lib "$PY" -c \
+      'import grex_torch, sys; assert grex_torch.__file__.startswith(sys.argv[1]), grex_torch.__file__; print("installed", grex_torch.__file__)' \
+      "$TMP/root" >"$TMP/out" 2>&1 || fail "the installed package does not import"
+    expect "installed $TMP/root"
+    # Where Debian's interpreter looks, when installed for real (prefix /usr/local).
+    case $pkg in *"/python3."*"/dist-packages/grex_torch") ;; *) fail "installed outside pythonX.Y/dist-packages: $pkg" ;; esac ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"
