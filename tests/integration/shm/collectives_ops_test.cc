@@ -328,8 +328,10 @@ TEST(NonBlocking, EightOverlappingAllreducesCompleteInOrder) {
 // not tell): their tags differ, the call times out, and the error names both
 // calls instead of a bare timeout.
 // With the direct algorithm the first message of the call carries count,
-// dtype and op: ranks that disagree fail at once (long before the timeout),
-// each naming both calls.
+// dtype and op: ranks that disagree fail at once (long before the timeout).
+// At least one rank names both calls; the others name it or the calls too.
+constexpr int kLearnedFromPeer = 7;  // exit code: this rank failed through a peer's abort
+
 TEST(Errors, RanksDisagreeingOnCountFailAtOnceWithDirect) {
   auto res = run_ranks(3, [](Rank& r) -> int {
     CommOptions o = opts_for("direct");
@@ -343,13 +345,24 @@ TEST(Errors, RanksDisagreeingOnCountFailAtOnceWithDirect) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     RANK_CHECK(!e);
     std::fprintf(stderr, "rank %d after %.3f s: %s\n", r.rank, s, e.error().message().c_str());
-    RANK_CHECK(e.error().code() == Errc::kMismatch);
     RANK_CHECK(s < 10);  // not the 60 s timeout
+    // A rank that sees the mismatch names both calls. A rank whose peer saw it
+    // first may instead learn of that peer's abort, which names the peer.
+    if (e.error().code() == Errc::kPeerFailed) {
+      RANK_CHECK(e.error().message().find("aborted") != std::string::npos);
+      return kLearnedFromPeer;
+    }
+    RANK_CHECK(e.error().code() == Errc::kMismatch);
     RANK_CHECK(e.error().message().find("allreduce count=300000 f32 sum") != std::string::npos);
     RANK_CHECK(e.error().message().find("allreduce count=200000 f32 sum") != std::string::npos);
     return 0;
   }, 120);
-  EXPECT_TRUE(res.all_ok()) << res.describe();
+  int saw = 0;
+  for (int code : res.codes) {
+    EXPECT_TRUE(code == 0 || code == kLearnedFromPeer) << res.describe();
+    saw += code == 0 ? 1 : 0;
+  }
+  EXPECT_GE(saw, 1) << "no rank reported the mismatch itself: " << res.describe();
 }
 
 TEST(Errors, RanksDisagreeingOnDtypeAreNamed) {
