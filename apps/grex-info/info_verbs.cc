@@ -12,6 +12,8 @@
 
 #ifdef GREX_HAVE_VERBS
 #include <infiniband/verbs.h>
+
+#include "drivers/verbs/verbs_device.h"
 #endif
 
 namespace grex::info {
@@ -77,20 +79,6 @@ std::string gid_text(const uint8_t raw[16]) {
   return buf;
 }
 
-// dma-buf registration: a call with no valid fd tells "unsupported" (EOPNOTSUPP /
-// EPROTONOSUPPORT from the driver) apart from "supported, bad fd" (EBADF, EINVAL).
-std::string dmabuf_support(ibv_context* ctx) {
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  if (pd == nullptr) return "unknown (ibv_alloc_pd failed)";
-  errno = 0;
-  ibv_mr* mr = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
-  int err = errno;
-  if (mr != nullptr) ibv_dereg_mr(mr);
-  ibv_dealloc_pd(pd);
-  if (err == EOPNOTSUPP || err == EPROTONOSUPPORT) return "not supported";
-  return "supported";
-}
-
 }  // namespace
 
 Section probe_verbs() {
@@ -122,7 +110,10 @@ Section probe_verbs() {
     bool have_ex = ibv_query_device_ex(ctx, nullptr, &ax) == 0;
     const ibv_device_attr& at = ax.orig_attr;
     bool ts = have_ex && ax.completion_timestamp_mask != 0;
-    std::string dmabuf = dmabuf_support(ctx);
+    ibv_pd* pd = ibv_alloc_pd(ctx);
+    std::string dmabuf = pd == nullptr ? "unknown (ibv_alloc_pd failed)"
+                                       : verbs::dmabuf_supported(pd) ? "supported" : "not supported";
+    if (pd != nullptr) ibv_dealloc_pd(pd);
     s.lines.push_back(name + ": fw " + at.fw_ver + ", " + std::to_string(at.max_qp) + " QPs of up to " +
                       std::to_string(at.max_qp_wr) + " WRs, completion timestamps " +
                       (ts ? "yes (" + std::to_string(ax.hca_core_clock) + " kHz clock)" : std::string("no")));

@@ -252,10 +252,7 @@ Result<int> run_bw(const PerfArgs& a) {
     BwSample s;
     double ref = -1.0;
     if (job->client()) {
-      if (a.memcpy_ref) ref = memcpy_gbs(copy_dst.data(), job->flows().front().buffer == nullptr
-                                                              ? job->flows().front().region->addr()
-                                                              : job->flows().front().buffer,
-                                         bytes);
+      if (a.memcpy_ref) ref = memcpy_gbs(copy_dst.data(), job->flows().front().buffer, bytes);
       GREX_TRY(job->take("ready/" + std::to_string(round)));
       if (warmup > 0) GREX_TRY(stream(*job, a.mode, bytes, a.tx_depth, warmup, 0));
       s = GREX_TRY(stream(*job, a.mode, bytes, a.tx_depth, iters, a.duration_s));

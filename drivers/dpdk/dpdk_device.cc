@@ -144,13 +144,7 @@ Result<void> DpdkDevice::parse_options() {
   if (!crc.empty() && crc != "header" && crc != "payload")
     return Error(Errc::kInvalidArgument, "GREX_DPDK_CRC='" + crc + "' is not header or payload");
   d.payload_crc = crc == "payload" || d.faults.corrupt > 0;  // injected corruption must be caught
-  std::string cc = detail::param(opts_, "cc", "GREX_CC");
-  if (!cc.empty() && cc != "none") {
-    d.cc = cc::find(cc);
-    if (d.cc == nullptr)
-      return Error(Errc::kInvalidArgument, "GREX_CC='" + cc + "' is not a congestion controller")
-          .hint("one of: " + cc::algorithm_names());
-  }
+  d.cc = GREX_TRY(detail::param_cc(opts_));
   d.line_gbps = static_cast<double>(GREX_TRY(detail::param_int(opts_, "line_gbps", "GREX_DPDK_LINE_GBPS", 0, 3200, 0)));
   d.cc_target_us = static_cast<uint64_t>(GREX_TRY(detail::param_int(opts_, "cc_target_us", "GREX_CC_TARGET_US", 1, 100'000, 50)));
   // An emulated bottleneck in front of this rank's receive path, in Mbit/s

@@ -146,15 +146,14 @@ Result<std::unique_ptr<MemoryRegion>> VerbsDevice::register_gpu(void* addr, size
 // The probe NCCL uses: register an invalid dma-buf fd. EOPNOTSUPP or
 // EPROTONOSUPPORT means the stack cannot do dma-buf at all; anything else
 // (EBADF) means it could with a real fd.
-void VerbsDevice::probe_dmabuf() noexcept {
+bool dmabuf_supported(ibv_pd* pd) noexcept {
   errno = 0;
-  ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
   if (mr != nullptr) {
     ibv_dereg_mr(mr);
-    dmabuf_ = true;
-    return;
+    return true;
   }
-  dmabuf_ = errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
+  return errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
 }
 
 // ---------------------------------------------------------------- set-up
@@ -169,13 +168,7 @@ Result<void> VerbsDevice::parse_options() {
   vo_.retry_cnt = static_cast<uint8_t>(GREX_TRY(detail::param_int(opts_, "retry_cnt", "GREX_IB_RETRY_CNT", 0, 7, 7)));
   vo_.max_inline = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "inline", "GREX_IB_INLINE", 0, 1024, 64)));
   vo_.srq = GREX_TRY(detail::param_int(opts_, "srq", "GREX_IB_SRQ", 0, 1, 0)) == 1;
-  std::string cc = detail::param(opts_, "cc", "GREX_CC");
-  if (!cc.empty() && cc != "none") {
-    vo_.cc = cc::find(cc);
-    if (vo_.cc == nullptr)
-      return Error(Errc::kInvalidArgument, "GREX_CC='" + cc + "' is not a congestion controller")
-          .hint("one of: " + cc::algorithm_names());
-  }
+  vo_.cc = GREX_TRY(detail::param_cc(opts_));
   vo_.cc_target_us =
       static_cast<uint64_t>(GREX_TRY(detail::param_int(opts_, "cc_target_us", "GREX_CC_TARGET_US", 1, 100'000, 13)));
   if (auto v = detail::param(opts_, "ip", "GREX_IB_IP"); !v.empty()) {
@@ -312,7 +305,7 @@ Result<void> VerbsDevice::init() {
         .hint("set GREX_IB_IP / GREX_IB_GID_INDEX to an address of this device");
   if (rdma_listen(listener_, 64) != 0) return Error::from_errno("rdma_listen", errno).device(name());
   listen_port_ = ntohs(rdma_get_src_port(listener_));
-  probe_dmabuf();
+  dmabuf_ = verbs::dmabuf_supported(pd_);
   done_.resize(4 * opts_.queue_depth + 64);
 
   caps_.driver = "verbs";

@@ -30,6 +30,10 @@
 
 namespace grex::verbs {
 
+/// Whether the device of `pd` takes dma-buf registrations (GPUDirect without
+/// nvidia_peermem): NCCL's probe, a registration with no valid fd.
+bool dmabuf_supported(ibv_pd* pd) noexcept;
+
 class VerbsDevice;
 
 /// Driver options, from DeviceOptions::params and GREX_IB_* (see verbs.h).
@@ -239,7 +243,6 @@ class VerbsDevice final : public Device {
   Result<void> parse_options();
   Result<void> pick_device();
   Result<void> pick_address();
-  void probe_dmabuf() noexcept;
   Result<rdma_cm_event*> wait_event(rdma_cm_id* id, int64_t deadline_ms, bool want_request, int peer);
   void handle_stray(rdma_cm_event* ev) noexcept;
   void poll_events() noexcept;

@@ -36,6 +36,12 @@ static_assert(GREX_BFLOAT16 == static_cast<int>(grex::DataType::kBFloat16) &&
               "grex_dtype_t mirrors grex::DataType");
 static_assert(GREX_AVG == static_cast<int>(grex::ReduceOp::kAvg), "grex_op_t mirrors grex::ReduceOp");
 
+#define GREX_C_TRY(expr)                      \
+  do {                                        \
+    grex_result_t grex_c_rc_ = (expr);        \
+    if (grex_c_rc_ != GREX_OK) return grex_c_rc_; \
+  } while (0)
+
 thread_local std::string t_last_error;
 
 grex_result_t fail(const Error& e) {
@@ -50,8 +56,12 @@ grex_result_t invalid(const char* fn, const std::string& what) {
 grex_result_t done(const grex::Result<void>& r) { return r ? GREX_OK : fail(r.error()); }
 
 // Checks shared by the collectives; returns GREX_OK or the error already recorded.
+grex_result_t need_comm(const char* fn, const grex_comm_t* c) {
+  return c == nullptr || !c->comm ? invalid(fn, "comm is NULL") : GREX_OK;
+}
+
 grex_result_t check(const char* fn, const grex_comm_t* c, int dtype, int op = GREX_SUM) {
-  if (c == nullptr || !c->comm) return invalid(fn, "comm is NULL");
+  GREX_C_TRY(need_comm(fn, c));
   if (dtype < GREX_FLOAT32 || dtype > GREX_BFLOAT16) return invalid(fn, "unknown dtype " + std::to_string(dtype));
   if (op < GREX_SUM || op > GREX_AVG) return invalid(fn, "unknown op " + std::to_string(op));
   return GREX_OK;
@@ -77,11 +87,6 @@ grex_result_t started(grex::Result<grex::WorkPtr> r, grex_work_t** work) {
   return GREX_OK;
 }
 
-#define GREX_C_TRY(expr)                      \
-  do {                                        \
-    grex_result_t grex_c_rc_ = (expr);        \
-    if (grex_c_rc_ != GREX_OK) return grex_c_rc_; \
-  } while (0)
 
 // Argument checks of each collective, shared by its blocking and async forms.
 grex_result_t check_allreduce(const char* fn, grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t,
@@ -213,18 +218,18 @@ grex_result_t grex_alltoall(grex_comm_t* c, const void* s, void* r, size_t n, gr
 }
 
 grex_result_t grex_barrier(grex_comm_t* c) {
-  GREX_C_TRY(check("grex_barrier", c, GREX_FLOAT32));
+  GREX_C_TRY(need_comm("grex_barrier", c));
   return done(c->comm->barrier());
 }
 
 grex_result_t grex_send(grex_comm_t* c, const void* b, size_t bytes, int peer, uint32_t tag) {
-  GREX_C_TRY(check("grex_send", c, GREX_UINT8));
+  GREX_C_TRY(need_comm("grex_send", c));
   GREX_C_TRY(need("grex_send", b, bytes, "buf"));
   return done(c->comm->send(b, bytes, peer, tag));
 }
 
 grex_result_t grex_recv(grex_comm_t* c, void* b, size_t bytes, int peer, uint32_t tag) {
-  GREX_C_TRY(check("grex_recv", c, GREX_UINT8));
+  GREX_C_TRY(need_comm("grex_recv", c));
   GREX_C_TRY(need("grex_recv", b, bytes, "buf"));
   return done(c->comm->recv(b, bytes, peer, tag));
 }
@@ -277,7 +282,7 @@ grex_result_t grex_alltoall_async(grex_comm_t* c, const void* s, void* r, size_t
 grex_result_t grex_barrier_async(grex_comm_t* c, grex_work_t** w) {
   const char* fn = "grex_barrier_async";
   GREX_C_TRY(check_work(fn, w));
-  GREX_C_TRY(check(fn, c, GREX_FLOAT32));
+  GREX_C_TRY(need_comm(fn, c));
   return started(c->comm->barrier_async(), w);
 }
 

@@ -20,7 +20,6 @@ using CUdeviceptr = unsigned long long;
 
 /// cuda.h enum values grex passes (stable parts of the driver ABI).
 inline constexpr int kPointerAttrMemoryType = 2;        ///< CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-inline constexpr int kPointerAttrDeviceOrdinal = 9;     ///< CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 inline constexpr unsigned kMemoryTypeDevice = 2;        ///< CU_MEMORYTYPE_DEVICE
 inline constexpr int kRangeHandleDmaBufFd = 1;          ///< CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
 inline constexpr int kAttrPciBusId = 33;                ///< CU_DEVICE_ATTRIBUTE_PCI_BUS_ID

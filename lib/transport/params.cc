@@ -25,4 +25,14 @@ Result<int64_t> param_int(const DeviceOptions& o, const char* key, const char* e
   return x;
 }
 
+Result<const cc::Algorithm*> param_cc(const DeviceOptions& o) {
+  std::string name = param(o, "cc", "GREX_CC");
+  if (name.empty() || name == "none") return static_cast<const cc::Algorithm*>(nullptr);
+  const cc::Algorithm* a = cc::find(name);
+  if (a == nullptr)
+    return Error(Errc::kInvalidArgument, "GREX_CC='" + name + "' is not a congestion controller")
+        .hint("one of: " + cc::algorithm_names());
+  return a;
+}
+
 }  // namespace grex::detail

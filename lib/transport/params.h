@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "congestion/cc.h"
+
 namespace grex::detail {
 
 /// The value of `key` in o.params, or of `env` when that is set; "" if neither.
@@ -15,5 +17,8 @@ std::string param(const DeviceOptions& o, const char* key, const char* env);
 /// param() as an integer in [lo, hi]; `def` when unset. Errors name `env`.
 Result<int64_t> param_int(const DeviceOptions& o, const char* key, const char* env, int64_t lo, int64_t hi,
                           int64_t def);
+/// The congestion controller named by "cc" / GREX_CC; nullptr when unset or
+/// "none". Errors: kInvalidArgument for a name that is no controller.
+Result<const cc::Algorithm*> param_cc(const DeviceOptions& o);
 
 }  // namespace grex::detail

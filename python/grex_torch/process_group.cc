@@ -251,7 +251,7 @@ class GrexProcessGroup final : public c10d::ProcessGroup {
     return submit(OpType::REDUCE_SCATTER, {out},
                   comm_->reduce_scatter_async(flat.data_ptr(), out.data_ptr(), out.numel(), dtype_of(out),
                                               op_of(o.reduceOp)),
-                  [flat] {});
+                  [flat] {});  // holds the staged input until the collective finished
   }
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
