@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # grex over DPDK memif against its peers, side by side in one run (medians of
 # REPEAT alternating runs):
-#  - reliable goodput (transport level, 16 messages and at most 16 MiB in
-#    flight, 8 KiB .. 4 MiB)
+#  - reliable goodput (transport level, 64 messages and at most 16 MiB in
+#    flight, 8 KiB .. 4 MiB), two-sided (send/recv into distinct receive
+#    buffers) and one-sided (writes landing at one offset, as ib_write_bw)
 #    vs the raw memif PMD at the same frame size (9000-byte frames, MTU 9000)
 #  - the same goodput vs kernel TCP over loopback (iperf3, one stream), with
 #    iperf3's default 128 KiB writes and with writes of the message size
@@ -11,8 +12,8 @@
 #  - 8-byte latency (half round trip) vs kernel UDP ping-pong on loopback
 #  - goodput with 1 % injected loss vs lossless (1 MiB messages)
 # Commands (BUILD defaults to build/):
-#   grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s S -t 16 -B 16M -d 2
-#   GREX_DPDK_FAULTS=drop=0.01 grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s 1M -t 16 -B 16M -d 2
+#   grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s S -t 64 -B 16M -d 2 [-w]
+#   GREX_DPDK_FAULTS=drop=0.01 grex-run -n 2 --backend dpdk -- $BUILD/bench/transport_bw -s 1M -t 64 -B 16M -d 2
 #   $BUILD/bench/dpdk_raw (server lcore 0, client lcore 1, --size 9000, 3 s), see bench/dpdk_raw.sh
 #   iperf3 -s -1 -p P & iperf3 -c 127.0.0.1 -p P -t 3 -J [-l S]
 #   $BUILD/bench/udp_pingpong 20000
@@ -44,8 +45,10 @@ tcp() {  # PORT [client args]: one iperf3 run over loopback, Gbit/s
 
 sizes=(8192 65536 1048576 4194304)
 for ((r = 0; r < REPEAT; r++)); do
-  $RUN "$BUILD/bench/transport_bw" -s 8K -s 64K -s 1M -s 4M -t 16 -B 16M -d 2 -l 20000 >> "$tmp/grex" 2>/dev/null
-  GREX_DPDK_FAULTS=drop=0.01,seed=$((r + 1)) $RUN "$BUILD/bench/transport_bw" -s 1M -t 16 -B 16M -d 2 -l 100 \
+  $RUN "$BUILD/bench/transport_bw" -s 8K -s 64K -s 1M -s 4M -t 64 -B 16M -d 2 -l 20000 >> "$tmp/grex" 2>/dev/null
+  $RUN "$BUILD/bench/transport_bw" -s 8K -s 64K -s 1M -s 4M -t 64 -B 16M -d 2 -l 10 -w 2>/dev/null \
+    | awk '$1=="bw" {$1="wbw"; print}' >> "$tmp/grex"
+  GREX_DPDK_FAULTS=drop=0.01,seed=$((r + 1)) $RUN "$BUILD/bench/transport_bw" -s 1M -t 64 -B 16M -d 2 -l 100 \
     | sed 's/^bw/loss/' >> "$tmp/grex" 2>/dev/null
   BUILD=$BUILD REPEAT=1 bash "$ROOT/bench/dpdk_raw.sh" 3 9000 2>/dev/null | awk '/^\| *9000/ {print $6}' >> "$tmp/raw" || true
   base=$((47400 + 8 * r))
@@ -58,14 +61,15 @@ done
 
 raw=$(median < "$tmp/raw")
 tcp=$(median < "$tmp/tcp")
-echo "| message | in flight | grex goodput (Gbit/s) | raw memif 9000 B (Gbit/s) | grex / raw | TCP, 128 KiB writes (Gbit/s) | grex / TCP | TCP, message-size writes (Gbit/s) | grex / TCP |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| message | in flight | grex send/recv (Gbit/s) | grex write (Gbit/s) | raw memif 9000 B (Gbit/s) | send / raw | write / raw | TCP, 128 KiB writes (Gbit/s) | send / TCP | TCP, message-size writes (Gbit/s) | send / TCP |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for s in "${sizes[@]}"; do
   g=$(awk -v s=$s '$1=="bw" && $2==s {print $3}' "$tmp/grex" | median)
   d=$(awk -v s=$s '$1=="bw" && $2==s {print $5}' "$tmp/grex" | median)
+  w=$(awk -v s=$s '$1=="wbw" && $2==s {print $3}' "$tmp/grex" | median)
   tl=$(awk -v s=$s '$1==s {print $2}' "$tmp/tcpl" | median)
-  printf "| %s | %s | %.1f | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f |\n" "$s" "$d" "$g" "$raw" "$(echo "$g / $raw" | bc -l)" \
-    "$tcp" "$(echo "$g / $tcp" | bc -l)" "$tl" "$(echo "$g / $tl" | bc -l)"
+  printf "| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f | %.2f | %.1f | %.2f |\n" "$s" "$d" "$g" "$w" "$raw" \
+    "$(echo "$g / $raw" | bc -l)" "$(echo "$w / $raw" | bc -l)" "$tcp" "$(echo "$g / $tcp" | bc -l)" "$tl" "$(echo "$g / $tl" | bc -l)"
 done
 lat=$(awk '$1=="lat" {print $3}' "$tmp/grex" | median)
 udp=$(awk '{print $3}' "$tmp/udp" | median)

@@ -331,6 +331,18 @@ void DpdkDevice::flush_tx() noexcept {
   }
 }
 
+// Room for one flow's packets this poll: what keeps the port's software
+// queue under kTxBacklog packets (never less than a couple, so ACKs and probe
+// replies still leave). Packets a flow builds are stamped as sent; a deep
+// queue behind a full ring would only age them before they reach the wire.
+std::span<reliable::TxPacket> DpdkDevice::tx_room(const Port* port) noexcept {
+  size_t queued = 0;
+  for (size_t i = 0; i < ports_.size(); ++i)
+    if (ports_[i].get() == port) queued = txq_[i].size();
+  const size_t room = queued >= kTxBacklog ? kTxMinRoom : std::max(kTxMinRoom, kTxBacklog - queued);
+  return std::span<reliable::TxPacket>(txpk_).first(std::min(room, txpk_.size()));
+}
+
 void DpdkDevice::flush(DpdkEndpoint* ep) noexcept {
   size_t n = ep->flow().poll_tx(txpk_, now_ns());
   for (size_t i = 0; i < n; ++i) transmit(ep, txpk_[i]);
@@ -354,9 +366,14 @@ size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
   }
   if (bn_.n > 0) drain_bottleneck(now);
   size_t sent = 0;
-  for (DpdkEndpoint* ep : by_rank_) {
+  // Flows sharing a port (port mode) share its backlog: start with a
+  // different one each poll, so no peer always finds the room taken.
+  const size_t nflows = by_rank_.size();
+  tx_start_ = tx_start_ + 1 < nflows ? tx_start_ + 1 : 0;
+  for (size_t f = 0; f < nflows; ++f) {
+    DpdkEndpoint* ep = by_rank_[(tx_start_ + f) % nflows];
     if (ep == nullptr) continue;
-    size_t n = ep->flow().poll_tx(txpk_, now);
+    size_t n = ep->flow().poll_tx(tx_room(ep->port()), now);
     for (size_t i = 0; i < n; ++i) transmit(ep, txpk_[i]);
     sent += n;
   }

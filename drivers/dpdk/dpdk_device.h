@@ -159,6 +159,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   void transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcept;
   void send_garbage(Port* port, const FaultDecision& d, const uint8_t* frame_hdr) noexcept;
   void enqueue(Port* port, rte_mbuf* m) noexcept;
+  std::span<reliable::TxPacket> tx_room(const Port* port) noexcept;
   void flush_tx() noexcept;
   bool connected_once(size_t port) const noexcept;
   void mark_dead(size_t port) noexcept;
@@ -177,6 +178,9 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   std::vector<Held> held_;                   // reordered packets waiting for their turn
   std::vector<uint8_t> linear_;              // RX bounce for multi-segment mbufs
   static constexpr size_t kTxPerPoll = 64;   // packets one flow may emit per poll
+  static constexpr size_t kTxBacklog = 32;   // software TX queue a port may hold before flows wait
+  static constexpr size_t kTxMinRoom = 2;    // ... except for this many (ACKs, probe replies)
+  size_t tx_start_ = 0;                      // the flow that builds packets first this poll
   std::vector<reliable::TxPacket> txpk_;     // poll_tx scratch, allocated once (no per-poll zeroing)
   std::vector<DpdkRegion*> regions_;         // by id - 1
   std::vector<std::string> memif_markers_;   // ready markers this rank (a memif server) still owns

@@ -211,6 +211,7 @@ class Flow {
   uint64_t next_advert_ordinal_ = 0;
   std::vector<TxMsg> txmsgs_;  // ring
   size_t tx_head_ = 0, tx_n_ = 0, tx_seg_ = 0;  // tx_seg_: first message not fully segmented (offset from head)
+  size_t unreported_done_ = 0;                     // messages done, not yet moved to done_
   std::vector<Slot> win_;
   uint32_t span_;                   // cfg_.span, resolved
   uint32_t snd_una_ = 0, snd_nxt_ = 0;

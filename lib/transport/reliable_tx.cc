@@ -79,10 +79,12 @@ bool Flow::post_write(const WriteRequest& r) noexcept {
     m.done = true;
     m.status = Status::kLocalError;
     m.segmented = true;
+    ++unreported_done_;
   } else if (r.remote_offset > r.remote.length || r.length > r.remote.length - r.remote_offset) {
     m.done = true;
     m.status = Status::kRemoteAccess;
     m.segmented = true;
+    ++unreported_done_;
   }
   retire_msgs();
   return true;
@@ -116,6 +118,7 @@ void Flow::match_sends() noexcept {
                          s.length > s.region->length() - s.offset)) {
       m.done = m.segmented = true;
       m.status = Status::kLocalError;
+      ++unreported_done_;
     }
     for (size_t j = i; j + 1 < sends_n_; ++j)
       sends_[(sends_head_ + j) % sends_.size()] = sends_[(sends_head_ + j + 1) % sends_.size()];
@@ -196,17 +199,23 @@ void Flow::ack_psn(uint32_t psn) noexcept {
   if (!s.used || s.acked) return;
   s.acked = true;
   TxMsg& m = txmsgs_[s.msg];
-  if (++m.pkts_acked == m.pkts && m.segmented) m.done = true;
+  if (++m.pkts_acked == m.pkts && m.segmented) {
+    m.done = true;
+    ++unreported_done_;
+  }
 }
 
 void Flow::retire_msgs() noexcept {
   // Report every finished message, even behind one still waiting for a
   // retransmission (a stalled head must not stall the caller's pipeline);
   // free ring entries from the head as they are reported.
-  for (size_t i = 0; i < tx_n_ && done_n_ < done_.size(); ++i) {
+  // unreported_done_ ends the scan at the last finished message, so a deep
+  // queue of messages still in flight costs nothing per call.
+  for (size_t i = 0; i < tx_n_ && unreported_done_ > 0 && done_n_ < done_.size(); ++i) {
     TxMsg& m = txmsgs_[(tx_head_ + i) % txmsgs_.size()];
     if (!m.done || m.reported) continue;
     m.reported = true;
+    --unreported_done_;
     if (m.kind == Kind::kAdvert) continue;
     Op op = m.kind == Kind::kWrite ? Op::kWrite : Op::kSend;
     uint64_t bytes = m.status == Status::kSuccess ? m.send_len : 0;
@@ -486,7 +495,7 @@ void Flow::fail_all(Status why) noexcept {
     push(Completion{m.context, 0, m.kind == Kind::kSend ? m.tag : 0, peer_, 0,
                     m.kind == Kind::kWrite ? Op::kWrite : Op::kSend, m.done ? m.status : why});
   }
-  tx_n_ = tx_seg_ = 0;
+  tx_n_ = tx_seg_ = unreported_done_ = 0;
   for (size_t i = 0; i < sends_n_; ++i) {
     const SendRequest& s = sends_[(sends_head_ + i) % sends_.size()];
     push(Completion{s.context, 0, s.tag, peer_, 0, Op::kSend, why});
