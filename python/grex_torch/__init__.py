@@ -15,6 +15,13 @@ import torch  # noqa: F401  (loads libtorch and its Python types first)
 import torch.distributed as dist
 
 try:
+    # Loads libgrex first where the grex package finds it (a wheel carries it
+    # beside grex/), so the extension binds to that same copy by its soname.
+    import grex as _grex  # noqa: F401
+except ImportError:  # the build tree: the extension finds libgrex through its rpath
+    pass
+
+try:
     from . import _grex_torch as _ext
 except ImportError:  # the build tree: the extension sits beside this package
     import _grex_torch as _ext

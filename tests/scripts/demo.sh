@@ -10,14 +10,16 @@ shift || true
 [[ "${1:-}" == "--" ]] && shift
 bash "$root/tests/scripts/install-deps.sh"
 dir=$(bash "$root/tests/scripts/build.sh")
-# Make `import grex_torch` work for the interpreter that has Debian's torch:
-# a .pth file puts this tree's package and built extension on its path.
+# Make `import grex_torch` (and `import grex`) work for the interpreter that
+# has Debian's torch: a .pth file puts this tree's packages and built
+# extension on its path, and points `grex` at this build's libgrex.
 if [[ -n $(ls "$dir"/python/_grex_torch*.so 2>/dev/null) ]]; then
   py=python3
   "$py" -c 'import torch' 2>/dev/null || py=/usr/bin/python3
   site=$("$py" -c 'import site; print(site.getsitepackages()[0])')
   mkdir -p "$site"
-  printf '%s\n%s\n' "$root/python" "$dir/python" > "$site/grex_torch_build.pth"
-  "$py" -c 'import grex_torch' && echo "demo: grex_torch importable by $py (torch.distributed backend \"grex\")" >&2
+  printf '%s\n%s\nimport os; os.environ.setdefault("GREX_LIBRARY", "%s")\n' "$root/python" "$dir/python" \
+    "$dir/libgrex.so.0" > "$site/grex_torch_build.pth"
+  "$py" -c 'import grex_torch, grex' && echo "demo: grex_torch importable by $py (torch.distributed backend \"grex\")" >&2
 fi
 exec "$dir/apps/grex-run/grex-run" -n "$ranks" --backend shm -- "$dir/examples/train/train" "$@"
