@@ -11,15 +11,16 @@ shift || true
 bash "$root/tests/scripts/install-deps.sh"
 dir=$(bash "$root/tests/scripts/build.sh")
 # Make `import grex_torch` (and `import grex`) work for the interpreter that
-# has Debian's torch: a .pth file puts this tree's packages and built
-# extension on its path, and points `grex` at this build's libgrex.
+# has Debian's torch: a .pth file puts the build's python/ (grex, which finds
+# this build's libgrex, and the extension) and the source's (grex_torch) on
+# its path. Directories from .pth files come after every site directory, so a
+# venv's own `pip install .` still wins there.
 if [[ -n $(ls "$dir"/python/_grex_torch*.so 2>/dev/null) ]]; then
   py=python3
   "$py" -c 'import torch' 2>/dev/null || py=/usr/bin/python3
   site=$("$py" -c 'import site; print(site.getsitepackages()[0])')
   mkdir -p "$site"
-  printf '%s\n%s\nimport os; os.environ.setdefault("GREX_LIBRARY", "%s")\n' "$root/python" "$dir/python" \
-    "$dir/libgrex.so.0" > "$site/grex_torch_build.pth"
+  printf '%s\n%s\n' "$dir/python" "$root/python" > "$site/grex_torch_build.pth"
   "$py" -c 'import grex_torch, grex' && echo "demo: grex_torch importable by $py (torch.distributed backend \"grex\")" >&2
 fi
 exec "$dir/apps/grex-run/grex-run" -n "$ranks" --backend shm -- "$dir/examples/train/train" "$@"
