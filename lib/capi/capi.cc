@@ -107,6 +107,16 @@ grex_result_t check_blocks(const char* fn, grex_comm_t* c, const void* s, void* 
   GREX_C_TRY(need(fn, s, n, "sendbuf"));
   return need(fn, r, n, "recvbuf");
 }
+// alltoallv: four arrays of one entry per rank (NULL is an error); the
+// buffers are checked by the library against the counts.
+grex_result_t check_v(const char* fn, grex_comm_t* c, const size_t* sc, const size_t* sd, const size_t* rc,
+                      const size_t* rd, grex_dtype_t t) {
+  GREX_C_TRY(check(fn, c, t));
+  GREX_C_TRY(need(fn, sc, 1, "sendcounts"));
+  GREX_C_TRY(need(fn, sd, 1, "sdispls"));
+  GREX_C_TRY(need(fn, rc, 1, "recvcounts"));
+  return need(fn, rd, 1, "rdispls");
+}
 grex_result_t check_broadcast(const char* fn, grex_comm_t* c, void* b, size_t n, grex_dtype_t t, int root) {
   GREX_C_TRY(check(fn, c, t));
   GREX_C_TRY(need_root(fn, c, root));
@@ -217,6 +227,13 @@ grex_result_t grex_alltoall(grex_comm_t* c, const void* s, void* r, size_t n, gr
   return done(c->comm->alltoall(s, r, n, dt(t)));
 }
 
+grex_result_t grex_alltoallv(grex_comm_t* c, const void* s, const size_t* sc, const size_t* sd, void* r,
+                             const size_t* rc, const size_t* rd, grex_dtype_t t) {
+  GREX_C_TRY(check_v("grex_alltoallv", c, sc, sd, rc, rd, t));
+  const auto n = static_cast<size_t>(c->comm->size());
+  return done(c->comm->alltoallv(s, {sc, n}, {sd, n}, r, {rc, n}, {rd, n}, dt(t)));
+}
+
 grex_result_t grex_barrier(grex_comm_t* c) {
   GREX_C_TRY(need_comm("grex_barrier", c));
   return done(c->comm->barrier());
@@ -277,6 +294,15 @@ grex_result_t grex_alltoall_async(grex_comm_t* c, const void* s, void* r, size_t
   GREX_C_TRY(check_work(fn, w));
   GREX_C_TRY(check_blocks(fn, c, s, r, n, t));
   return started(c->comm->alltoall_async(s, r, n, dt(t)), w);
+}
+
+grex_result_t grex_alltoallv_async(grex_comm_t* c, const void* s, const size_t* sc, const size_t* sd, void* r,
+                                   const size_t* rc, const size_t* rd, grex_dtype_t t, grex_work_t** w) {
+  const char* fn = "grex_alltoallv_async";
+  GREX_C_TRY(check_work(fn, w));
+  GREX_C_TRY(check_v(fn, c, sc, sd, rc, rd, t));
+  const auto n = static_cast<size_t>(c->comm->size());
+  return started(c->comm->alltoallv_async(s, {sc, n}, {sd, n}, r, {rc, n}, {rd, n}, dt(t)), w);
 }
 
 grex_result_t grex_barrier_async(grex_comm_t* c, grex_work_t** w) {

@@ -278,4 +278,51 @@ Result<void> Communicator::Impl::pairwise_alltoall(const void* sendbuf, void* re
   return ok();
 }
 
+// Uneven pairwise exchange (alltoallv): the same schedule as above, with
+// each step's two byte counts traded first (8 bytes each way), so a pair whose
+// counts disagree fails with kMismatch naming both instead of truncating a
+// block or waiting for bytes that never come.
+Result<void> Communicator::Impl::pairwise_alltoallv(const void* sendbuf, const std::vector<uint64_t>& scounts,
+                                                    const std::vector<uint64_t>& sdispls, void* recvbuf,
+                                                    const std::vector<uint64_t>& rcounts,
+                                                    const std::vector<uint64_t>& rdispls) {
+  uint64_t send_end = 0, recv_end = 0;
+  for (int r = 0; r < size; ++r) {
+    send_end = std::max(send_end, sdispls[r] + scounts[r]);
+    recv_end = std::max(recv_end, rdispls[r] + rcounts[r]);
+  }
+  ScopedRegistration rreg(*this), sreg(*this);
+  if (recv_end > 0) GREX_TRY(rreg.acquire(recvbuf, recv_end));
+  if (send_end > 0) GREX_TRY(sreg.acquire(sendbuf, send_end));
+  Span out = recv_end > 0 ? Span{rreg.get(), rreg.offset(recvbuf), static_cast<uint8_t*>(recvbuf)} : Span{};
+  Span in = send_end > 0
+                ? Span{sreg.get(), sreg.offset(sendbuf), static_cast<uint8_t*>(const_cast<void*>(sendbuf))}
+                : Span{};
+  if (scounts[rank] != rcounts[rank])
+    return Error(Errc::kMismatch, "alltoallv: rank " + std::to_string(rank) + " sends itself " +
+                                      std::to_string(scounts[rank]) + " bytes but expects " +
+                                      std::to_string(rcounts[rank]))
+        .rank(rank);
+  if (scounts[rank] > 0) std::memcpy(out.p + rdispls[rank], in.p + sdispls[rank], scounts[rank]);
+  GREX_TRY(ensure_work(2 * sizeof(uint64_t)));
+  auto* lens = static_cast<uint64_t*>(work->addr());
+  Span hdr{work, 0, static_cast<uint8_t*>(work->addr())};
+  const uint64_t tag = next_tag_base();
+  for (int k = 1; k < size; ++k) {
+    int to = (rank + k) % size, from = (rank - k + size) % size;
+    lens[0] = scounts[to];
+    GREX_TRY(exchange(*this, to, hdr, 0, sizeof(uint64_t), from, hdr, sizeof(uint64_t), sizeof(uint64_t),
+                      tag | (uint64_t{1} << 19) | static_cast<uint64_t>(k)));
+    if (lens[1] != rcounts[from])
+      return Error(Errc::kMismatch, "alltoallv: rank " + std::to_string(from) + " sends " + std::to_string(lens[1]) +
+                                        " bytes to rank " + std::to_string(rank) + ", which expects " +
+                                        std::to_string(rcounts[from]))
+          .rank(rank)
+          .peer(from);
+    GREX_TRY(exchange(*this, scounts[to] > 0 ? to : -1, in, sdispls[to], scounts[to], rcounts[from] > 0 ? from : -1,
+                      out, rdispls[from], rcounts[from], tag | static_cast<uint64_t>(k)));
+  }
+  return ok();
+}
+
 }  // namespace grex

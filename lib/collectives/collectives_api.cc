@@ -3,6 +3,7 @@
 // then a job run inline or on the worker (work.cc) that picks the algorithm.
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "collectives/comm_impl.h"
 
@@ -143,6 +144,38 @@ static Result<Job> alltoall_job(Communicator::Impl& c, const void* sendbuf, void
   });
 }
 
+static Result<Job> alltoallv_job(Communicator::Impl& c, const void* sendbuf, std::span<const size_t> scounts,
+                                 std::span<const size_t> sdispls, void* recvbuf, std::span<const size_t> rcounts,
+                                 std::span<const size_t> rdispls, DataType type) {
+  const auto n = static_cast<size_t>(c.size);
+  if (scounts.size() != n || sdispls.size() != n || rcounts.size() != n || rdispls.size() != n)
+    return bad_arg(c.rank, "alltoallv", "counts and displacements need one entry per rank (" + std::to_string(n) + ")");
+  const uint64_t es = dtype_size(type);
+  std::vector<uint64_t> sc(n), sd(n), rc(n), rd(n);
+  uint64_t sbytes = 0, rbytes = 0;
+  for (size_t r = 0; r < n; ++r) {
+    sc[r] = scounts[r] * es, sd[r] = sdispls[r] * es, rc[r] = rcounts[r] * es, rd[r] = rdispls[r] * es;
+    sbytes += sc[r], rbytes += rc[r];
+  }
+  GREX_TRY(check_bufs(c.rank, "alltoallv", sbytes, sendbuf, sendbuf));
+  GREX_TRY(check_bufs(c.rank, "alltoallv", rbytes, recvbuf, recvbuf));
+  if (sendbuf == recvbuf && sbytes + rbytes > 0)
+    return bad_arg(c.rank, "alltoallv", "sendbuf and recvbuf are the same buffer (not supported in place)");
+  return Job([&c, sendbuf, recvbuf, type, sc = std::move(sc), sd = std::move(sd), rc = std::move(rc),
+              rd = std::move(rd)]() -> Result<void> {
+    GREX_TRY(c.check_usable("alltoallv"));
+    c.begin({"alltoallv", nullptr, 0, static_cast<int>(type), -1, -1});
+    if (c.size == 1) {
+      if (sc[0] != rc[0])
+        return Error(Errc::kMismatch, "alltoallv: rank 0 sends itself " + std::to_string(sc[0]) +
+                                          " bytes but expects " + std::to_string(rc[0]));
+      if (sc[0] > 0) std::memmove(static_cast<uint8_t*>(recvbuf) + rd[0], static_cast<const uint8_t*>(sendbuf) + sd[0], sc[0]);
+      return ok();
+    }
+    return c.finish(c.pairwise_alltoallv(sendbuf, sc, sd, recvbuf, rc, rd), "alltoallv");
+  });
+}
+
 Result<void> Communicator::barrier() { return impl_->run(GREX_TRY(barrier_job(*impl_))); }
 Result<void> Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
   return impl_->run(GREX_TRY(broadcast_job(*impl_, buf, count, type, root)));
@@ -163,6 +196,21 @@ Result<void> Communicator::reduce(const void* sendbuf, void* recvbuf, size_t cou
 }
 Result<void> Communicator::alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
   return impl_->run(GREX_TRY(alltoall_job(*impl_, sendbuf, recvbuf, count, type)));
+}
+
+Result<void> Communicator::alltoallv(const void* sendbuf, std::span<const size_t> send_counts,
+                                     std::span<const size_t> send_displs, void* recvbuf,
+                                     std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
+                                     DataType type) {
+  return impl_->run(
+      GREX_TRY(alltoallv_job(*impl_, sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs, type)));
+}
+Result<WorkPtr> Communicator::alltoallv_async(const void* sendbuf, std::span<const size_t> send_counts,
+                                              std::span<const size_t> send_displs, void* recvbuf,
+                                              std::span<const size_t> recv_counts,
+                                              std::span<const size_t> recv_displs, DataType type) {
+  return impl_->submit(
+      GREX_TRY(alltoallv_job(*impl_, sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs, type)));
 }
 
 Result<WorkPtr> Communicator::barrier_async() { return impl_->submit(GREX_TRY(barrier_job(*impl_))); }

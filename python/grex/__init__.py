@@ -75,6 +75,7 @@ for _name, _args in {
     "grex_allreduce": [_p, _p, _p, _sz, _i, _i], "grex_reduce_scatter": [_p, _p, _p, _sz, _i, _i],
     "grex_allgather": [_p, _p, _p, _sz, _i], "grex_broadcast": [_p, _p, _sz, _i, _i],
     "grex_reduce": [_p, _p, _p, _sz, _i, _i, _i], "grex_alltoall": [_p, _p, _p, _sz, _i],
+    "grex_alltoallv": [_p, _p, _c.POINTER(_sz), _c.POINTER(_sz), _p, _c.POINTER(_sz), _c.POINTER(_sz), _i],
     "grex_barrier": [_p], "grex_send": [_p, _p, _sz, _i, _u32], "grex_recv": [_p, _p, _sz, _i, _u32],
     "grex_allreduce_async": [_p, _p, _p, _sz, _i, _i, _c.POINTER(_p)],
     "grex_broadcast_async": [_p, _p, _sz, _i, _i, _c.POINTER(_p)],
@@ -299,6 +300,35 @@ class Comm:
         if src.count != dst.count or src.count % self.size != 0:
             raise ValueError("grex: alltoall buffers must be equal and divide into one block per rank")
         _check(_lib.grex_alltoall(self._handle(), src.ptr, dst.ptr, src.count // self.size, DTYPES[src.dtype]))
+        return out
+
+    def alltoallv(self, buf, send_counts, out, recv_counts, send_displs=None, recv_displs=None, dtype=None):
+        """Uneven alltoall: send_counts[j] elements go to rank j, recv_counts[i] come from rank i.
+        Displacements (elements) default to the counts packed in rank order."""
+        src = _Buf(buf, dtype, writable=False)
+        dst = _Buf(out, src.dtype, writable=True)
+
+        def arr(vals, what):
+            vals = list(vals)
+            if len(vals) != self.size or any(v < 0 for v in vals):
+                raise ValueError(f"grex: alltoallv {what} needs {self.size} non-negative entries")
+            return (_sz * self.size)(*vals)
+
+        def packed(counts):
+            out_, at = [], 0
+            for n in counts:
+                out_.append(at)
+                at += n
+            return out_
+        send_displs = packed(send_counts) if send_displs is None else send_displs
+        recv_displs = packed(recv_counts) if recv_displs is None else recv_displs
+        if max((d + n for d, n in zip(send_displs, send_counts)), default=0) > src.count:
+            raise ValueError("grex: alltoallv send counts reach past the input")
+        if max((d + n for d, n in zip(recv_displs, recv_counts)), default=0) > dst.count:
+            raise ValueError("grex: alltoallv receive counts reach past the output")
+        _check(_lib.grex_alltoallv(self._handle(), src.ptr, arr(send_counts, "send_counts"),
+                                   arr(send_displs, "send_displs"), dst.ptr, arr(recv_counts, "recv_counts"),
+                                   arr(recv_displs, "recv_displs"), DTYPES[src.dtype]))
         return out
 
     def barrier(self, async_op=False):

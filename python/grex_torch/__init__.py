@@ -8,7 +8,7 @@
 CPU tensors of float, double, half, bfloat16, int32, int64 and uint8; SUM,
 AVG, PRODUCT, MIN and MAX; allreduce, broadcast, reduce, allgather (and
 _allgather_base), reduce_scatter (and _reduce_scatter_base), alltoall_base
-with equal splits, barrier, send and recv. Every collective is asynchronous
+(equal or uneven splits), barrier, send and recv. Every collective is asynchronous
 and completes in issue order; the group's timeout bounds each one.
 """
 import torch  # noqa: F401  (loads libtorch and its Python types first)

@@ -270,16 +270,50 @@ class GrexProcessGroup final : public c10d::ProcessGroup {
                                                const c10d::AllToAllOptions&) override {
     check_tensor(in, "alltoall input");
     check_tensor(out, "alltoall output");
-    TORCH_CHECK(in.numel() == out.numel() && in.numel() % getSize() == 0 && in.scalar_type() == out.scalar_type(),
-                "grex: alltoall_base needs equal input and output sizes divisible by the group size");
-    auto even = [&](const std::vector<int64_t>& s) {
-      for (int64_t x : s)
-        if (x != s.front()) return false;
-      return s.empty() || s.front() * getSize() == in.size(0);
+    TORCH_CHECK(in.scalar_type() == out.scalar_type(), "grex: alltoall_base input and output types differ");
+    const int n = getSize();
+    if (out_splits.empty() && in_splits.empty()) {  // equal blocks: the regular alltoall
+      TORCH_CHECK(in.numel() == out.numel() && in.numel() % n == 0,
+                  "grex: alltoall_base without splits needs equal input and output sizes divisible by the group size");
+      return submit(OpType::ALLTOALL_BASE, {out},
+                    comm_->alltoall_async(in.data_ptr(), out.data_ptr(), in.numel() / n, dtype_of(in)));
+    }
+    // Splits count rows along dim 0 (an empty list: equal rows); a row is
+    // the product of the other dims, the same for both tensors.
+    TORCH_CHECK(in.dim() > 0 && out.dim() > 0, "grex: alltoall_base with splits needs tensors of at least one dim");
+    const int64_t row = in.size(0) > 0 ? in.numel() / in.size(0) : 0;
+    const int64_t orow = out.size(0) > 0 ? out.numel() / out.size(0) : 0;
+    TORCH_CHECK(row == orow || in.numel() == 0 || out.numel() == 0,
+                "grex: alltoall_base input and output rows differ in size");
+    const auto elems = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const char* what,
+                           std::vector<size_t>* counts, std::vector<size_t>* displs) {
+      counts->assign(n, 0);
+      displs->assign(n, 0);
+      if (splits.empty()) {
+        TORCH_CHECK(t.size(0) % n == 0, "grex: alltoall_base ", what, ": ", t.size(0), " rows do not split ", n,
+                    " ways");
+        for (int r = 0; r < n; ++r) (*counts)[r] = static_cast<size_t>(t.size(0) / n * row);
+      } else {
+        TORCH_CHECK(static_cast<int>(splits.size()) == n, "grex: alltoall_base ", what, " splits need ", n,
+                    " entries");
+        int64_t rows = 0;
+        for (int r = 0; r < n; ++r) {
+          TORCH_CHECK(splits[r] >= 0, "grex: alltoall_base ", what, " split ", r, " is negative");
+          (*counts)[r] = static_cast<size_t>(splits[r] * row);
+          rows += splits[r];
+        }
+        TORCH_CHECK(rows == t.size(0), "grex: alltoall_base ", what, " splits sum to ", rows, ", the tensor has ",
+                    t.size(0), " rows");
+      }
+      for (int r = 1; r < n; ++r) (*displs)[r] = (*displs)[r - 1] + (*counts)[r - 1];
     };
-    TORCH_CHECK(even(out_splits) && even(in_splits), "grex: alltoall_base supports equal splits only");
+    std::vector<size_t> sc, sd, rc, rd;
+    elems(in_splits, in, "input", &sc, &sd);
+    elems(out_splits, out, "output", &rc, &rd);
+    at::Tensor src = in;
     return submit(OpType::ALLTOALL_BASE, {out},
-                  comm_->alltoall_async(in.data_ptr(), out.data_ptr(), in.numel() / getSize(), dtype_of(in)));
+                  comm_->alltoallv_async(in.data_ptr(), sc, sd, out.data_ptr(), rc, rd, dtype_of(in)),
+                  [src] {});  // holds the input until the exchange finished
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {

@@ -36,6 +36,8 @@ TEST(CApi, NullHandlesReturnInvalidArgument) {
   EXPECT_EQ(grex_broadcast(nullptr, f, 4, GREX_FLOAT32, 0), kInvalid);
   EXPECT_EQ(grex_reduce(nullptr, f, f, 4, GREX_FLOAT32, GREX_SUM, 0), kInvalid);
   EXPECT_EQ(grex_alltoall(nullptr, f, f, 1, GREX_FLOAT32), kInvalid);
+  const size_t one[1] = {1};
+  EXPECT_EQ(grex_alltoallv(nullptr, f, one, one, f, one, one, GREX_FLOAT32), kInvalid);
   EXPECT_EQ(grex_barrier(nullptr), kInvalid);
   EXPECT_EQ(grex_send(nullptr, f, 4, 1, 0), kInvalid);
   EXPECT_EQ(grex_recv(nullptr, f, 4, 1, 0), kInvalid);
@@ -45,6 +47,7 @@ TEST(CApi, NullHandlesReturnInvalidArgument) {
   EXPECT_EQ(grex_broadcast_async(nullptr, f, 4, GREX_FLOAT32, 0, &w), kInvalid);
   EXPECT_EQ(grex_reduce_async(nullptr, f, f, 4, GREX_FLOAT32, GREX_SUM, 0, &w), kInvalid);
   EXPECT_EQ(grex_alltoall_async(nullptr, f, f, 1, GREX_FLOAT32, &w), kInvalid);
+  EXPECT_EQ(grex_alltoallv_async(nullptr, f, one, one, f, one, one, GREX_FLOAT32, &w), kInvalid);
   EXPECT_EQ(grex_barrier_async(nullptr, &w), kInvalid);
   EXPECT_EQ(w, nullptr) << "no work handle on failure";
   EXPECT_EQ(grex_work_wait(nullptr), kInvalid);
@@ -92,6 +95,13 @@ TEST(CApi, OneRankJobEndToEnd) {
   EXPECT_EQ(grex_work_wait_timeout(w, -1), GREX_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(grex_work_wait(w), GREX_OK);
   grex_work_free(w);
+  size_t cnt[1] = {2}, at[1] = {1};
+  double v_out[3] = {0, 0, 0};
+  EXPECT_EQ(grex_alltoallv(c, d, cnt, at, v_out, cnt, at, GREX_FLOAT64), GREX_OK) << last();
+  EXPECT_EQ(v_out[0], 0.0);
+  EXPECT_EQ(v_out[1], d[1]);
+  EXPECT_EQ(grex_alltoallv(c, d, nullptr, at, v_out, cnt, at, GREX_FLOAT64), GREX_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("sendcounts"), std::string::npos) << last();
   EXPECT_EQ(grex_send(c, d, sizeof d, 0, 1), GREX_ERR_INVALID_ARGUMENT) << "no send to self: " << last();
   EXPECT_EQ(grex_comm_destroy(c), GREX_OK);
 }

@@ -53,6 +53,21 @@ static void collectives(grex_comm_t* c, int rank, int size) {
   for (int p = 0; p < size; ++p) memset(a2a_in + p * N, rank * 16 + p, N); /* block p goes to peer p */
   OK(grex_alltoall(c, a2a_in, a2a_out, N, GREX_UINT8));
   for (int p = 0; p < size; ++p) CHECK(a2a_out[p * N] == p * 16 + rank && a2a_out[p * N + N - 1] == p * 16 + rank);
+  /* alltoallv: rank r sends r + p + 1 bytes to peer p, packed; they land in rank order. */
+  size_t* vc = malloc(sizeof(size_t) * 4 * (size_t)size);
+  size_t *vsd = vc + size, *vrc = vc + 2 * size, *vrd = vc + 3 * size, so = 0, ro = 0;
+  for (int p = 0; p < size; ++p) {
+    vc[p] = (size_t)(rank + p + 1), vsd[p] = so, so += vc[p];
+    vrc[p] = (size_t)(p + rank + 1), vrd[p] = ro, ro += vrc[p];
+  }
+  uint8_t *v_in = malloc(so), *v_out = malloc(ro);
+  for (int p = 0; p < size; ++p) memset(v_in + vsd[p], rank * 16 + p, vc[p]);
+  OK(grex_alltoallv(c, v_in, vc, vsd, v_out, vrc, vrd, GREX_UINT8));
+  for (int p = 0; p < size; ++p)
+    CHECK(v_out[vrd[p]] == p * 16 + rank && v_out[vrd[p] + vrc[p] - 1] == p * 16 + rank);
+  free(vc);
+  free(v_in);
+  free(v_out);
 
   /* broadcast from the last rank, reduce to rank 0. */
   double d[N];

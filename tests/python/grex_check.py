@@ -46,6 +46,13 @@ def main():
         a_out = array.array("i", [0] * n)
         c.alltoall(array.array("i", [r * 100 + k for k in range(n)]), a_out)
         expect(list(a_out) == [k * 100 + r for k in range(n)], f"alltoall: {list(a_out)}")
+        # alltoallv: rank r sends r + j + 1 elements to rank j, packed in rank order
+        sc = [r + j + 1 for j in range(n)]
+        rc = [j + r + 1 for j in range(n)]
+        v_in = array.array("i", [r * 100 + j for j in range(n) for _ in range(sc[j])])
+        v_out = array.array("i", [-1] * sum(rc))
+        c.alltoallv(v_in, sc, v_out, rc)
+        expect(list(v_out) == [j * 100 + r for j in range(n) for _ in range(rc[j])], f"alltoallv: {list(v_out)}")
         red = array.array("f", [2.0] * 3)
         c.reduce(red, root=0, op="prod")
         if r == 0:

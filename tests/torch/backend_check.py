@@ -114,6 +114,18 @@ def collectives(rank, size, gloo):
     dist.all_to_all_single(ref, t, group=gloo)
     same(out, ref, "all_to_all_single")
 
+    # Uneven splits (all_to_all_single with split sizes): rank r sends r + j + 1
+    # rows of 3 to rank j, against gloo.
+    in_splits = [rank + j + 1 for j in range(size)]
+    out_splits = [j + rank + 1 for j in range(size)]
+    t = inputs(torch.float32, sum(in_splits) * 3, 950 + rank).reshape(-1, 3)
+    out = torch.empty(sum(out_splits), 3)
+    ref = torch.empty(sum(out_splits), 3)
+    w = dist.all_to_all_single(out, t, out_splits, in_splits, async_op=True)
+    dist.all_to_all_single(ref, t, out_splits, in_splits, group=gloo)
+    w.wait()
+    same(out, ref, "all_to_all_single with uneven splits")
+
     dist.barrier()
     # send / recv around a ring.
     if size > 1:
@@ -141,8 +153,8 @@ def collectives(rank, size, gloo):
     # Unsupported requests fail loudly before anything moves.
     for what, fn in (("BAND", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32), op=dist.ReduceOp.BAND)),
                      ("int16", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16))),
-                     ("uneven alltoall", lambda: dist.all_to_all_single(torch.empty(size + 1), torch.ones(size + 1),
-                                                                        [1] * (size - 1) + [2], [1] * (size - 1) + [2]))):
+                     ("splits not summing to the rows", lambda: dist.all_to_all_single(
+                         torch.empty(size + 1), torch.ones(size + 1), [1] * size, [1] * size))):
         try:
             fn()
             check(False, f"{what} did not raise")

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace grex {
@@ -147,6 +148,15 @@ class Communicator {
   /// Block j (count elements) of rank i's sendbuf goes to block i of rank j's
   /// recvbuf. sendbuf == recvbuf is in place.
   Result<void> alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  /// Uneven alltoall (MPI_Alltoallv): send_counts[j] elements from sendbuf +
+  /// send_displs[j] go to rank j, which receives them at recvbuf +
+  /// recv_displs[i] (recv_counts[i] elements from rank i). Counts and
+  /// displacements are in elements, one entry per rank. Each pair must agree
+  /// (my send_counts[j] is j's recv_counts[me]): a pair that does not fails
+  /// with kMismatch naming both counts. Not in place (sendbuf != recvbuf).
+  Result<void> alltoallv(const void* sendbuf, std::span<const size_t> send_counts,
+                         std::span<const size_t> send_displs, void* recvbuf, std::span<const size_t> recv_counts,
+                         std::span<const size_t> recv_displs, DataType type);
 
   /// Non-blocking forms: the same collectives, returning at once.
   Result<WorkPtr> allreduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
@@ -157,6 +167,11 @@ class Communicator {
   Result<WorkPtr> reduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
                                int root);
   Result<WorkPtr> alltoall_async(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  /// The counts and displacements are copied: the spans may go at once.
+  Result<WorkPtr> alltoallv_async(const void* sendbuf, std::span<const size_t> send_counts,
+                                  std::span<const size_t> send_displs, void* recvbuf,
+                                  std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
+                                  DataType type);
   Result<WorkPtr> barrier_async();
 
   /// The allreduce algorithm used for `bytes` ("ring", "rabenseifner", ...).

@@ -102,6 +102,11 @@ grex_result_t grex_reduce(grex_comm_t* comm, const void* sendbuf, void* recvbuf,
                           grex_op_t op, int root);
 /** count elements to and from each peer; both buffers hold size * count. */
 grex_result_t grex_alltoall(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count, grex_dtype_t dtype);
+/** Uneven alltoall (MPI_Alltoallv): sendcounts[j] elements from sendbuf + sdispls[j] go to rank j;
+ *  recvcounts[i] elements from rank i land at recvbuf + rdispls[i]. Elements, one entry per rank;
+ *  a pair whose counts disagree fails with GREX_ERR_MISMATCH. sendbuf != recvbuf. */
+grex_result_t grex_alltoallv(grex_comm_t* comm, const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                             void* recvbuf, const size_t* recvcounts, const size_t* rdispls, grex_dtype_t dtype);
 grex_result_t grex_barrier(grex_comm_t* comm);
 /** Blocking point-to-point of `bytes` bytes, matched by (peer, tag). */
 grex_result_t grex_send(grex_comm_t* comm, const void* buf, size_t bytes, int peer, uint32_t tag);
@@ -122,6 +127,9 @@ grex_result_t grex_reduce_async(grex_comm_t* comm, const void* sendbuf, void* re
                                 grex_dtype_t dtype, grex_op_t op, int root, grex_work_t** work);
 grex_result_t grex_alltoall_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
                                   grex_dtype_t dtype, grex_work_t** work);
+grex_result_t grex_alltoallv_async(grex_comm_t* comm, const void* sendbuf, const size_t* sendcounts,
+                                   const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                   const size_t* rdispls, grex_dtype_t dtype, grex_work_t** work);
 grex_result_t grex_barrier_async(grex_comm_t* comm, grex_work_t** work);
 /** Blocks until the collective finished; its result. */
 grex_result_t grex_work_wait(grex_work_t* work);

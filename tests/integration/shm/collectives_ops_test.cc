@@ -2,7 +2,7 @@
 // Every collective against a reference computed locally, over shm with 1..8
 // ranks: allreduce with each algorithm (ring, Rabenseifner, recursive
 // doubling, tree, direct) x dtypes x ops x counts, in and out of place; reduce,
-// reduce_scatter, allgather, alltoall, broadcast; bitwise-identical repeats;
+// reduce_scatter, allgather, alltoall, alltoallv, broadcast; bitwise-identical repeats;
 // and the non-blocking API (overlapping allreduces complete in order).
 #include <gtest/gtest.h>
 
@@ -171,6 +171,27 @@ TEST_P(Algos, EveryOtherCollective) {
           for (size_t i = 0; i < count; ++i)
             RANK_CHECK(dst[src * count + i] ==
                        static_cast<int32_t>(static_cast<size_t>(r.rank) * 1000 + src * 10 + i));
+      }
+      {  // alltoallv: rank r sends (r + j) % 3 * count + j elements to rank j, packed in reverse
+        // rank order with a gap of 5 after each block; received blocks land in rank order, gap 2
+        auto elems = [count](size_t from, size_t to) { return (from + to) % 3 * count + to; };
+        std::vector<size_t> sc(un), sd(un), rc(un), rd(un);
+        size_t so = 0, ro = 0;
+        for (size_t j = un; j-- > 0;) sd[j] = so, sc[j] = elems(static_cast<size_t>(r.rank), j), so += sc[j] + 5;
+        for (size_t i = 0; i < un; ++i) rd[i] = ro, rc[i] = elems(i, static_cast<size_t>(r.rank)), ro += rc[i] + 2;
+        std::vector<int32_t> in(so, -7), out(ro, -1);
+        for (size_t j = 0; j < un; ++j)
+          for (size_t k = 0; k < sc[j]; ++k)
+            in[sd[j] + k] = static_cast<int32_t>(j * 100000 + static_cast<size_t>(r.rank) * 1000 + k);
+        auto w = c->alltoallv_async(in.data(), sc, sd, out.data(), rc, rd, DataType::kInt32);
+        RANK_CHECK(static_cast<bool>(w));
+        sc.assign(un, 999);  // the call copied its counts
+        RANK_OK((*w)->wait());
+        for (size_t i = 0; i < un; ++i) {
+          for (size_t k = 0; k < rc[i]; ++k)
+            RANK_CHECK(out[rd[i] + k] == static_cast<int32_t>(static_cast<size_t>(r.rank) * 100000 + i * 1000 + k));
+          RANK_CHECK(out[rd[i] + rc[i]] == -1 && out[rd[i] + rc[i] + 1] == -1);  // the gaps stay untouched
+        }
       }
       for (int root = 0; root < n; ++root) {
         std::vector<double> v(count, -1);
@@ -379,6 +400,34 @@ TEST(Errors, RanksDisagreeingOnDtypeAreNamed) {
     RANK_CHECK(e.error().code() == Errc::kMismatch);
     RANK_CHECK(e.error().message().find("allreduce count=1000 f32 sum") != std::string::npos);
     RANK_CHECK(e.error().message().find("allreduce count=1000 i32 sum") != std::string::npos);
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// alltoallv: a pair whose counts disagree fails with kMismatch naming both
+// counts (rank 1 expects one element more from rank 0 than rank 0 sends);
+// wrong-length arrays and in-place calls are refused before anything moves.
+TEST(Errors, AlltoallvCountsThatDisagreeAreNamed) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    CommOptions o = opts_for("ring");
+    o.timeout_ms = 5000;
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    std::vector<float> in(8, 1.0f), out(8, 0.0f);
+    std::vector<size_t> one{1}, sc{2, 2}, sd{0, 2}, rc{2, r.rank == 1 ? size_t{3} : size_t{2}}, rd{0, 4};
+    auto bad = c->alltoallv(in.data(), one, one, out.data(), one, one, DataType::kFloat32);
+    RANK_CHECK(!bad && bad.error().code() == Errc::kInvalidArgument);
+    bad = c->alltoallv(in.data(), sc, sd, in.data(), rc, rd, DataType::kFloat32);
+    RANK_CHECK(!bad && bad.error().code() == Errc::kInvalidArgument);
+    if (r.rank == 1) rc = {3, 2}, rd = {0, 4};  // expects 3 from rank 0, which sends 2
+    auto e = c->alltoallv(in.data(), sc, sd, out.data(), rc, rd, DataType::kFloat32);
+    RANK_CHECK(!e);
+    std::fprintf(stderr, "rank %d: %s\n", r.rank, e.error().message().c_str());
+    if (r.rank == 1) {
+      RANK_CHECK(e.error().code() == Errc::kMismatch);
+      RANK_CHECK(e.error().message().find("rank 0 sends 8 bytes to rank 1, which expects 12") != std::string::npos);
+    }
     return 0;
   }, 60);
   EXPECT_TRUE(res.all_ok()) << res.describe();
