@@ -175,7 +175,7 @@ bool ShmEndpoint::place_send(const SendRequest& r) noexcept {
   if (r.length <= seg_.max_inline()) {
     s->type = SlotType::kEager;
     s->inline_bytes = static_cast<uint32_t>(r.length);
-    if (r.length > 0) std::memcpy(seg_.payload(s), src, r.length);
+    if (r.length > 0) std::memcpy(eager_payload(s), src, r.length);
     s->state.store(1, std::memory_order_release);
     dev_->complete({r.context, r.length, r.tag, peer_, 0, Op::kSend, Status::kSuccess});
     dev_->stats.bytes_sent.add(r.length);
@@ -295,7 +295,7 @@ bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
   uint8_t* dst = region != nullptr && len > 0 ? static_cast<uint8_t*>(region->addr()) + r.offset : nullptr;
   if (len > 0) {
     if (s->type == SlotType::kEager) {
-      std::memcpy(dst, seg_.payload(s), len);
+      std::memcpy(dst, eager_payload(s), len);
     } else if (!read_peer(dst, s->addr, s->region, s->aux, s->imm, len)) {
       st = failed_ ? Status::kPeerGone : Status::kLocalError;
       len = 0;

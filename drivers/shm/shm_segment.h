@@ -7,13 +7,14 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace grex::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x67726578'73686d31ull;  // "grexshm1"
-inline constexpr uint32_t kSegmentVersion = 2;
+inline constexpr uint32_t kSegmentVersion = 3;  // 3: short eager payloads inside the header
 inline constexpr size_t kSlotHeaderBytes = 64;
 
 /// Message kinds carried in a slot.
@@ -39,6 +40,15 @@ struct alignas(64) SlotHeader {
   uint32_t inline_bytes;
 };
 static_assert(sizeof(SlotHeader) == kSlotHeaderBytes, "slot header is a shared-memory format");
+/// An eager message this short travels in the header's own cache line, in
+/// the addr/region/aux words it does not use: the receiver's one load of the
+/// line brings flag and payload together (one cross-core transfer, not two).
+inline constexpr size_t kHeaderInlineBytes = 24;
+static_assert(offsetof(SlotHeader, aux) + sizeof(uint64_t) - offsetof(SlotHeader, addr) == kHeaderInlineBytes);
+inline uint8_t* eager_payload(SlotHeader* s) noexcept {
+  return s->length <= kHeaderInlineBytes ? reinterpret_cast<uint8_t*>(&s->addr)
+                                         : reinterpret_cast<uint8_t*>(s) + kSlotHeaderBytes;
+}
 
 /// Segment header, at offset 0.
 struct alignas(64) SegmentHeader {

@@ -14,7 +14,7 @@ namespace grex {
 // collective broke the communicator.
 namespace {
 
-using Job = std::function<Result<void>()>;
+using Job = detail::JobFn;
 
 Result<void> check_root(int rank, int size, const char* what, int root) {
   if (root < 0 || root >= size)

@@ -45,7 +45,9 @@ bool Work::test() const {
   return state_->done;
 }
 
-Result<void> Communicator::Impl::run(std::function<Result<void>()> fn) {
+Result<void> Communicator::Impl::run(detail::JobFn fn) {
+  // Nothing submitted is still running: the device is ours (see async_open).
+  if (async_open.load(std::memory_order_acquire) == 0) return fn();
   {
     std::unique_lock<std::mutex> lk(q_mu);
     if (queue.empty() && !running) {
@@ -61,8 +63,9 @@ Result<void> Communicator::Impl::run(std::function<Result<void>()> fn) {
   return submit(std::move(fn))->wait();
 }
 
-WorkPtr Communicator::Impl::submit(std::function<Result<void>()> fn) {
+WorkPtr Communicator::Impl::submit(detail::JobFn fn) {
   auto state = std::make_shared<Work::State>();
+  async_open.fetch_add(1, std::memory_order_relaxed);  // only this thread submits
   {
     std::lock_guard<std::mutex> lk(q_mu);
     queue.push_back(Job{std::move(fn), state});
@@ -81,7 +84,11 @@ void Communicator::Impl::worker_loop() {
     queue.pop_front();
     running = true;
     lk.unlock();
-    job.state->finish(job.fn());
+    Result<void> r = job.fn();
+    // Done with the device before the Work says so: a blocking call the
+    // caller makes after wait() may then run inline.
+    async_open.fetch_sub(1, std::memory_order_release);
+    job.state->finish(std::move(r));
     lk.lock();
     running = false;
     q_cv.notify_all();
