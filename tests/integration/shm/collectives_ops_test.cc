@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <sched.h>
 
 #include "collective_check.h"
 #include "collectives/reduce.h"
@@ -428,6 +429,28 @@ TEST(Errors, AlltoallvCountsThatDisagreeAreNamed) {
       RANK_CHECK(e.error().code() == Errc::kMismatch);
       RANK_CHECK(e.error().message().find("rank 0 sends 8 bytes to rank 1, which expects 12") != std::string::npos);
     }
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Spin progress: create() leaves the local ranks on different CPUs of their
+// masks, and the masks as they were (GREX_SPREAD). Needs as many CPUs as ranks.
+TEST(Placement, LocalRanksLeaveCreateOnDifferentCpus) {
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  if (CPU_COUNT(&mask) < 2) GTEST_SKIP() << "needs 2 CPUs, this process may use " << CPU_COUNT(&mask);
+  auto res = run_ranks(2, [&mask](Rank& r) -> int {
+    CommOptions o = opts_for("ring");
+    o.progress = "spin";
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    int32_t cpu = sched_getcpu(), cpus[2] = {-1, -1};
+    RANK_OK(c->allgather(&cpu, cpus, 1, DataType::kInt32));
+    RANK_CHECK(cpus[0] != cpus[1]);
+    cpu_set_t now;
+    RANK_CHECK(sched_getaffinity(0, sizeof now, &now) == 0);
+    RANK_CHECK(CPU_EQUAL(&now, &mask));  // a starting place, not a binding
     return 0;
   }, 60);
   EXPECT_TRUE(res.all_ok()) << res.describe();
