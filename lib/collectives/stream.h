@@ -35,7 +35,7 @@ Result<void> stream(Communicator::Impl& c, const StreamSide& send, const StreamS
   OpId rids[kStreamWindow];
   size_t ps = 0, ds = 0, pr = 0, dr = 0;
   uint8_t* scratch = c.scratch != nullptr ? static_cast<uint8_t*>(c.scratch->addr()) : nullptr;
-  Deadline deadline = c.deadline();
+  SpinDeadline deadline(c.opts.timeout_ms);  // most exchanges end before its first check
   size_t spins = 0;
   while (dr < nr || ds < ns) {
     while (pr < nr && pr - dr < kStreamWindow) {

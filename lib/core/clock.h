@@ -55,4 +55,27 @@ class Deadline {
   uint64_t at_ns_;
 };
 
+/// A deadline for spin loops that mostly end within microseconds: the clock
+/// is first read at the first check (after the caller's first batch of
+/// spins), not when the wait starts, so a short wait reads it not at all.
+/// The wait may thus last one batch longer than timeout_ms. < 0: never.
+class SpinDeadline {
+ public:
+  explicit SpinDeadline(int64_t timeout_ms) noexcept
+      : ns_(timeout_ms < 0 ? UINT64_MAX : static_cast<uint64_t>(timeout_ms) * 1'000'000) {}
+  bool expired() noexcept {
+    if (ns_ == UINT64_MAX) return false;
+    const uint64_t now = now_ns();
+    if (start_ns_ == 0) {
+      start_ns_ = now;
+      return false;
+    }
+    return now - start_ns_ >= ns_;
+  }
+
+ private:
+  uint64_t ns_;
+  uint64_t start_ns_ = 0;
+};
+
 }  // namespace grex

@@ -84,6 +84,24 @@ TEST(Clock, ManualClockDrivesDeadlines) {
   EXPECT_GT(a, 0u);
 }
 
+// SpinDeadline starts counting at its first check, not at construction.
+TEST(Clock, SpinDeadlineCountsFromItsFirstCheck) {
+  ManualClock fake(1'000'000'000);
+  set_clock_for_testing(&fake);
+  SpinDeadline d(100);
+  fake.advance_ns(500'000'000);  // before the first check: not counted
+  EXPECT_FALSE(d.expired());     // the first check starts the clock
+  fake.advance_ns(99'000'000);
+  EXPECT_FALSE(d.expired());
+  fake.advance_ns(1'000'000);
+  EXPECT_TRUE(d.expired());
+  SpinDeadline never(-1);
+  EXPECT_FALSE(never.expired());
+  fake.advance_ns(UINT64_C(1) << 62);
+  EXPECT_FALSE(never.expired());
+  set_clock_for_testing(nullptr);
+}
+
 TEST(Log, ParsesLevelsByNameAndNumber) {
   log::Level l;
   ASSERT_TRUE(log::parse_level("debug", &l));
