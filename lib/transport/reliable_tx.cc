@@ -92,7 +92,7 @@ bool Flow::post_write(const WriteRequest& r) noexcept {
 
 void Flow::match_sends() noexcept {
   // Each posted send, oldest first, takes the oldest advert with its tag.
-  for (size_t i = 0; i < sends_n_;) {
+  for (size_t i = 0; i < sends_n_ && adverts_n_ > 0;) {
     SendRequest& s = sends_[(sends_head_ + i) % sends_.size()];
     size_t k = 0;
     while (k < adverts_n_ && adverts_[(adverts_head_ + k) % adverts_.size()].tag != s.tag) ++k;
@@ -101,8 +101,12 @@ void Flow::match_sends() noexcept {
       continue;
     }
     Advert a = adverts_[(adverts_head_ + k) % adverts_.size()];
-    for (size_t j = k; j + 1 < adverts_n_; ++j)
-      adverts_[(adverts_head_ + j) % adverts_.size()] = adverts_[(adverts_head_ + j + 1) % adverts_.size()];
+    if (k == 0) {  // the usual case (one tag, or tags in step): pop, shift nothing
+      adverts_head_ = (adverts_head_ + 1) % adverts_.size();
+    } else {
+      for (size_t j = k; j + 1 < adverts_n_; ++j)
+        adverts_[(adverts_head_ + j) % adverts_.size()] = adverts_[(adverts_head_ + j + 1) % adverts_.size()];
+    }
     --adverts_n_;
     TxMsg& m = txmsgs_[(tx_head_ + tx_n_++) % txmsgs_.size()];
     m = TxMsg{};
@@ -120,8 +124,12 @@ void Flow::match_sends() noexcept {
       m.status = Status::kLocalError;
       ++unreported_done_;
     }
-    for (size_t j = i; j + 1 < sends_n_; ++j)
-      sends_[(sends_head_ + j) % sends_.size()] = sends_[(sends_head_ + j + 1) % sends_.size()];
+    if (i == 0) {
+      sends_head_ = (sends_head_ + 1) % sends_.size();
+    } else {
+      for (size_t j = i; j + 1 < sends_n_; ++j)
+        sends_[(sends_head_ + j) % sends_.size()] = sends_[(sends_head_ + j + 1) % sends_.size()];
+    }
     --sends_n_;
   }
   retire_msgs();
