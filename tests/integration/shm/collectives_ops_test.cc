@@ -19,11 +19,11 @@ namespace {
 
 constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree", "direct"};
 
-CommOptions opts_for(const char* algo) {
+CommOptions opts_for(const char* algo, int64_t timeout_ms = 60'000) {
   CommOptions o;
   o.algo = algo;
   o.cost = "5,5,5";  // fixed constants: no calibration in every test
-  o.timeout_ms = 60'000;
+  o.timeout_ms = timeout_ms;
   return o;
 }
 
@@ -390,9 +390,7 @@ TEST(Errors, RanksDisagreeingOnCountFailAtOnceWithDirect) {
 
 TEST(Errors, RanksDisagreeingOnDtypeAreNamed) {
   auto res = run_ranks(2, [](Rank& r) -> int {
-    CommOptions o = opts_for("ring");
-    o.timeout_ms = 1500;
-    auto c = make_comm(r, o);
+    auto c = make_comm(r, opts_for("ring", 1500));
     RANK_CHECK(c != nullptr);
     std::vector<int32_t> v(1000, 1);
     auto e = c->allreduce(v.data(), v.size(), r.rank == 0 ? DataType::kFloat32 : DataType::kInt32, ReduceOp::kSum);
@@ -411,9 +409,7 @@ TEST(Errors, RanksDisagreeingOnDtypeAreNamed) {
 // wrong-length arrays and in-place calls are refused before anything moves.
 TEST(Errors, AlltoallvCountsThatDisagreeAreNamed) {
   auto res = run_ranks(2, [](Rank& r) -> int {
-    CommOptions o = opts_for("ring");
-    o.timeout_ms = 5000;
-    auto c = make_comm(r, o);
+    auto c = make_comm(r, opts_for("ring", 5000));
     RANK_CHECK(c != nullptr);
     std::vector<float> in(8, 1.0f), out(8, 0.0f);
     std::vector<size_t> one{1}, sc{2, 2}, sd{0, 2}, rc{2, r.rank == 1 ? size_t{3} : size_t{2}}, rd{0, 4};
