@@ -126,9 +126,12 @@ class _Buf:
         if self.nbytes % _SIZES[self.dtype] != 0:
             raise ValueError(f"grex: {self.nbytes} bytes is not a whole number of {self.dtype} elements")
         self.count = self.nbytes // _SIZES[self.dtype]
-        self.mv = mv  # keeps the export (and any copy) alive for the call
+        self.mv = mv  # keeps any copy alive for the call
         raw = mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv
-        self.ptr = _c.addressof(_c.c_char.from_buffer(raw)) if self.nbytes > 0 else None
+        # Holding the ctypes view holds the buffer export: a bytearray cannot
+        # be resized (and its memory moved) while the call may still use it.
+        self._view = _c.c_char.from_buffer(raw) if self.nbytes > 0 else None
+        self.ptr = _c.addressof(self._view) if self._view is not None else None
 
 
 def _dtype_of(mv):

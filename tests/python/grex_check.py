@@ -76,6 +76,17 @@ def main():
             expect(buf[0] == n * i + n * (n - 1) / 2 and buf[999] == buf[0], f"async allreduce {i}: {buf[0]}")
         expect(all(w.test() for w in works), "waited work not done")
         c.barrier(async_op=True).wait()
+        # A buffer in use by an async call stays exported: it cannot be resized (moved).
+        grow = bytearray(4096)
+        w = c.allreduce(grow, op="max", async_op=True)
+        try:
+            grow.extend(b"x")
+        except BufferError:
+            pass
+        else:
+            raise AssertionError("a bytearray in use by an async allreduce could be resized")
+        w.wait()
+        grow.extend(b"x")  # released once waited
         # numpy arrays, where numpy is installed
         try:
             import numpy as np
