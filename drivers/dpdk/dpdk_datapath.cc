@@ -170,16 +170,20 @@ void DpdkDevice::handle(Port* port, const uint8_t* frame, size_t len, uint64_t n
 
 // ---------------------------------------------------------------- transmit
 
+std::vector<rte_mbuf*>* DpdkDevice::txq_of(const Port* port) noexcept {
+  for (size_t i = 0; i < ports_.size(); ++i)
+    if (ports_[i].get() == port) return &txq_[i];
+  return nullptr;
+}
+
 void DpdkDevice::enqueue(Port* port, rte_mbuf* m) noexcept {
-  for (size_t i = 0; i < ports_.size(); ++i) {
-    if (ports_[i].get() != port) continue;
-    if (txq_[i].size() >= kTxQueueMax) {  // the PMD is not keeping up: drop; the protocol repairs
+  if (std::vector<rte_mbuf*>* q = txq_of(port); q != nullptr) {
+    if (q->size() >= kTxQueueMax) {  // the PMD is not keeping up: drop; the protocol repairs
       stats.tx_ring_full.add();
       rte_pktmbuf_free(m);
     } else {
-      txq_[i].push_back(m);
+      q->push_back(m);
     }
-    break;
   }
   // Packets held back for reordering go out after `countdown` later ones.
   for (size_t i = 0; i < held_.size();) {
@@ -336,9 +340,8 @@ void DpdkDevice::flush_tx() noexcept {
 // replies still leave). Packets a flow builds are stamped as sent; a deep
 // queue behind a full ring would only age them before they reach the wire.
 std::span<reliable::TxPacket> DpdkDevice::tx_room(const Port* port) noexcept {
-  size_t queued = 0;
-  for (size_t i = 0; i < ports_.size(); ++i)
-    if (ports_[i].get() == port) queued = txq_[i].size();
+  const std::vector<rte_mbuf*>* q = txq_of(port);
+  const size_t queued = q != nullptr ? q->size() : 0;
   const size_t room = queued >= kTxBacklog ? kTxMinRoom : std::max(kTxMinRoom, kTxBacklog - queued);
   return std::span<reliable::TxPacket>(txpk_).first(std::min(room, txpk_.size()));
 }

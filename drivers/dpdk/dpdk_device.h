@@ -160,6 +160,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   void send_garbage(Port* port, const FaultDecision& d, const uint8_t* frame_hdr) noexcept;
   void enqueue(Port* port, rte_mbuf* m) noexcept;
   std::span<reliable::TxPacket> tx_room(const Port* port) noexcept;
+  std::vector<rte_mbuf*>* txq_of(const Port* port) noexcept;  // the port's software TX queue
   void flush_tx() noexcept;
   bool connected_once(size_t port) const noexcept;
   void mark_dead(size_t port) noexcept;

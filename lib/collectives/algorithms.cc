@@ -278,6 +278,23 @@ Result<void> Communicator::Impl::pairwise_alltoall(const void* sendbuf, void* re
   return ok();
 }
 
+// The block a rank sends itself: a local copy, after checking that it
+// expects as many bytes as it sends.
+Result<void> Communicator::Impl::alltoallv_own_block(const void* sendbuf, const std::vector<uint64_t>& scounts,
+                                                     const std::vector<uint64_t>& sdispls, void* recvbuf,
+                                                     const std::vector<uint64_t>& rcounts,
+                                                     const std::vector<uint64_t>& rdispls) {
+  if (scounts[rank] != rcounts[rank])
+    return Error(Errc::kMismatch, "alltoallv: rank " + std::to_string(rank) + " sends itself " +
+                                      std::to_string(scounts[rank]) + " bytes but expects " +
+                                      std::to_string(rcounts[rank]))
+        .rank(rank);
+  if (scounts[rank] > 0)
+    std::memmove(static_cast<uint8_t*>(recvbuf) + rdispls[rank],
+                 static_cast<const uint8_t*>(sendbuf) + sdispls[rank], scounts[rank]);
+  return ok();
+}
+
 // Uneven pairwise exchange (alltoallv): the same schedule as above, with
 // each step's two byte counts traded first (8 bytes each way), so a pair whose
 // counts disagree fails with kMismatch naming both instead of truncating a
@@ -298,12 +315,7 @@ Result<void> Communicator::Impl::pairwise_alltoallv(const void* sendbuf, const s
   Span in = send_end > 0
                 ? Span{sreg.get(), sreg.offset(sendbuf), static_cast<uint8_t*>(const_cast<void*>(sendbuf))}
                 : Span{};
-  if (scounts[rank] != rcounts[rank])
-    return Error(Errc::kMismatch, "alltoallv: rank " + std::to_string(rank) + " sends itself " +
-                                      std::to_string(scounts[rank]) + " bytes but expects " +
-                                      std::to_string(rcounts[rank]))
-        .rank(rank);
-  if (scounts[rank] > 0) std::memcpy(out.p + rdispls[rank], in.p + sdispls[rank], scounts[rank]);
+  GREX_TRY(alltoallv_own_block(sendbuf, scounts, sdispls, recvbuf, rcounts, rdispls));
   GREX_TRY(ensure_work(2 * sizeof(uint64_t)));
   auto* lens = static_cast<uint64_t*>(work->addr());
   Span hdr{work, 0, static_cast<uint8_t*>(work->addr())};

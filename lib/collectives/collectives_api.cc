@@ -165,13 +165,7 @@ static Result<Job> alltoallv_job(Communicator::Impl& c, const void* sendbuf, std
               rd = std::move(rd)]() -> Result<void> {
     GREX_TRY(c.check_usable("alltoallv"));
     c.begin({"alltoallv", nullptr, 0, static_cast<int>(type), -1, -1});
-    if (c.size == 1) {
-      if (sc[0] != rc[0])
-        return Error(Errc::kMismatch, "alltoallv: rank 0 sends itself " + std::to_string(sc[0]) +
-                                          " bytes but expects " + std::to_string(rc[0]));
-      if (sc[0] > 0) std::memmove(static_cast<uint8_t*>(recvbuf) + rd[0], static_cast<const uint8_t*>(sendbuf) + sd[0], sc[0]);
-      return ok();
-    }
+    if (c.size == 1) return c.alltoallv_own_block(sendbuf, sc, sd, recvbuf, rc, rd);
     return c.finish(c.pairwise_alltoallv(sendbuf, sc, sd, recvbuf, rc, rd), "alltoallv");
   });
 }

@@ -245,6 +245,11 @@ struct Communicator::Impl {
   Result<void> ring_reduce_scatter(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
   Result<void> ring_allgather(const void* sendbuf, void* recvbuf, size_t count, DataType type);
   Result<void> pairwise_alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  /// The copy of this rank's own block; kMismatch when it sends itself
+  /// another byte count than it expects.
+  Result<void> alltoallv_own_block(const void* sendbuf, const std::vector<uint64_t>& scounts,
+                                   const std::vector<uint64_t>& sdispls, void* recvbuf,
+                                   const std::vector<uint64_t>& rcounts, const std::vector<uint64_t>& rdispls);
   /// Byte counts and offsets per rank (already scaled by the element size).
   Result<void> pairwise_alltoallv(const void* sendbuf, const std::vector<uint64_t>& scounts,
                                   const std::vector<uint64_t>& sdispls, void* recvbuf,

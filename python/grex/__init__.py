@@ -136,7 +136,7 @@ class _Buf:
 
 def _dtype_of(mv):
     fmt = mv.format.lstrip("@=<>!")
-    if fmt in ("f",):
+    if fmt == "f":
         return "f32"
     if fmt == "d":
         return "f64"
