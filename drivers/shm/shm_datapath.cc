@@ -49,6 +49,7 @@ ShmEndpoint::~ShmEndpoint() {
   seg_.header()->closed[dir_out_].store(1, std::memory_order_release);
   dev_->remove_endpoint(this);
   for (auto& [k, m] : maps_) ::munmap(m.base, m.bytes);
+  for (auto& m : pinned_) ::munmap(m.base, m.bytes);
   if (pidfd_ >= 0) ::close(pidfd_);
 }
 
@@ -335,6 +336,28 @@ uint8_t* ShmEndpoint::map_peer(uint32_t region, int fd, bool writable) noexcept 
   }
   maps_[key] = Mapping{static_cast<uint8_t*>(p), static_cast<size_t>(size), ++map_clock_};
   return static_cast<uint8_t*>(p);
+}
+
+Result<void*> ShmEndpoint::map(const RemoteRegion& remote) {
+  const uint32_t fd_plus1 = static_cast<uint32_t>(remote.rkey >> 32);
+  if (remote.owner != static_cast<uint64_t>(peer_pid_) || fd_plus1 == 0 || remote.length == 0)
+    return Error(Errc::kInvalidArgument, "map: not a region " + describe_peer() + " got from allocate()").device("shm");
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/fd/%u", static_cast<int>(peer_pid_), fd_plus1 - 1);
+  int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Error::from_errno(std::string("open(") + path + ")", errno).device("shm");
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < 0 || static_cast<uint64_t>(size) < remote.length) {
+    ::close(fd);
+    return Error(Errc::kInvalidArgument, "map: " + describe_peer() + "'s region is shorter than advertised")
+        .device("shm");
+  }
+  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) return Error::from_errno("mmap(peer region)", e).device("shm");
+  pinned_.push_back(Mapping{static_cast<uint8_t*>(p), static_cast<size_t>(size), 0});
+  return p;
 }
 
 bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1,

@@ -77,6 +77,7 @@ Result<void> ShmDevice::init() {
   caps_.zero_copy_send = true;
   caps_.read = true;
   caps_.allocate_shared = true;
+  caps_.load_store = true;
   caps_.max_message_bytes = UINT64_MAX / 2;
   caps_.max_post_batch = opts_.queue_depth;
   caps_.queue_depth = opts_.queue_depth;

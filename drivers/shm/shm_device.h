@@ -90,6 +90,9 @@ class ShmEndpoint final : public Endpoint {
   PostResult post_recv(std::span<const RecvRequest> reqs) noexcept override;
   PostResult post_write(std::span<const WriteRequest> reqs) noexcept override;
   PostResult post_read(std::span<const ReadRequest> reqs) noexcept override;
+  /// The peer's allocate()d region through its memfd, mapped read-write
+  /// until this endpoint closes (never evicted, unlike the copy mappings).
+  Result<void*> map(const RemoteRegion& remote) override;
   bool peer_failed() const noexcept override { return failed_; }
   void announce_abort(int culprit) noexcept override {
     seg_.header()->abort_culprit[dir_out_].store(culprit + 1, std::memory_order_release);
@@ -152,6 +155,7 @@ class ShmEndpoint final : public Endpoint {
   Fifo<RecvRequest> recvs_;
   Fifo<uint32_t> arrived_;  // slot indices received but not yet matched, in arrival order
   std::unordered_map<uint64_t, Mapping> maps_;  // (region | writable<<63) -> peer memfd mapping
+  std::vector<Mapping> pinned_;                 // map() results, unmapped with the endpoint
   uint64_t map_clock_ = 0;
 };
 

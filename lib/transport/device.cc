@@ -28,6 +28,9 @@ PostResult Endpoint::post_send(std::span<const SendRequest>) noexcept { return {
 PostResult Endpoint::post_recv(std::span<const RecvRequest>) noexcept { return {0, Errc::kNotSupported}; }
 PostResult Endpoint::post_write(std::span<const WriteRequest>) noexcept { return {0, Errc::kNotSupported}; }
 PostResult Endpoint::post_read(std::span<const ReadRequest>) noexcept { return {0, Errc::kNotSupported}; }
+Result<void*> Endpoint::map(const RemoteRegion&) {
+  return Error(Errc::kNotSupported, "this driver gives no load/store access to peer memory");
+}
 std::string Endpoint::describe_peer() const { return "rank " + std::to_string(peer_); }
 
 struct Device::Cache {

@@ -48,6 +48,7 @@ struct Capabilities {
   bool zero_copy_send = false;     ///< the sender never copies payload
   bool allocate_shared = false;    ///< allocate() returns memory peers read directly
   bool read = false;               ///< one-sided read from a peer's region (post_read)
+  bool load_store = false;         ///< Endpoint::map: plain loads and stores into a peer's allocate()d memory
   uint64_t max_message_bytes = 0;  ///< largest single send / write
   uint32_t max_post_batch = 0;     ///< most requests one post call accepts
   uint32_t queue_depth = 0;        ///< outstanding requests per endpoint and direction
@@ -179,6 +180,15 @@ class Endpoint {
   virtual PostResult post_write(std::span<const WriteRequest> reqs) noexcept;
   /// Posts one-sided reads; never blocks. Default: kNotSupported.
   virtual PostResult post_read(std::span<const ReadRequest> reqs) noexcept;
+  /// Where Capabilities::load_store holds: a pointer through which this
+  /// process reads and writes the peer's region (one the peer got from
+  /// Device::allocate) with plain loads and stores, valid while this endpoint
+  /// lives. Caches are coherent and stores become visible to the peer in the
+  /// order the CPU makes them (x86-TSO), so a flag stored with release
+  /// ordering after data publishes the data. kInvalidArgument for a region
+  /// that is not the peer's allocate()d memory, kSystem when mapping fails;
+  /// default: kNotSupported.
+  virtual Result<void*> map(const RemoteRegion& remote);
 
   /// The peer is known to be gone (process exit, connection loss).
   virtual bool peer_failed() const noexcept { return false; }

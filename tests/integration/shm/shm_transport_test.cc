@@ -307,6 +307,60 @@ TEST(ShmTransport, OneSidedRead) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// Endpoint::map: each rank maps the other's allocated region and the two
+// trade values through it with plain stores and loads (a flag stored with
+// release after the data publishes it), in both directions, many times.
+// A registered heap region (no memfd) and another process's region are refused.
+TEST(ShmTransport, MapGivesLoadStoreAccessToAllocatedMemory) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto link = open_link(r, "map");
+    RANK_OK(link);
+    Device& dev = *link->dev;
+    RANK_CHECK(dev.capabilities().load_store);
+    auto shared = dev.allocate(4096);
+    RANK_OK(shared);
+    std::vector<uint8_t> heap(4096);
+    auto hreg = dev.register_memory(heap.data(), heap.size());
+    RANK_OK(hreg);
+    std::memset((*shared)->addr(), 0, 4096);
+    RemoteRegion mine[2] = {(*shared)->remote(), (*hreg)->remote()};
+    auto all = r.bootstrap->all_gather("map/regions", std::string(reinterpret_cast<char*>(mine), sizeof(mine)));
+    RANK_OK(all);
+    RemoteRegion theirs[2];
+    std::memcpy(theirs, (*all)[static_cast<size_t>(1 - r.rank)].data(), sizeof(theirs));
+    Endpoint& ep = link->to(1 - r.rank);
+    auto heap_map = ep.map(theirs[1]);
+    RANK_CHECK(!heap_map && heap_map.error().code() == Errc::kInvalidArgument);
+    auto own = ep.map(mine[0]);  // ours, not the peer's
+    RANK_CHECK(!own && own.error().code() == Errc::kInvalidArgument);
+    auto m = ep.map(theirs[0]);
+    RANK_OK(m);
+    // Rank r writes its messages into the peer's region at [0, 2048) (data at
+    // +64, flag at +0) and reads the peer's from its own region.
+    auto* out = static_cast<uint8_t*>(*m);
+    auto* in = static_cast<uint8_t*>((*shared)->addr());
+    for (uint64_t round = 1; round <= 2000; ++round) {
+      auto* ack = reinterpret_cast<uint64_t*>(in + 2048);  // the peer has read `round - 1`
+      while (__atomic_load_n(ack, __ATOMIC_ACQUIRE) != round - 1) {
+      }
+      for (size_t i = 0; i < 1000; ++i) out[64 + i] = static_cast<uint8_t>(round * 7 + i + r.rank);
+      __atomic_store_n(reinterpret_cast<uint64_t*>(out), round, __ATOMIC_RELEASE);
+      while (__atomic_load_n(reinterpret_cast<uint64_t*>(in), __ATOMIC_ACQUIRE) != round) {
+      }
+      for (size_t i = 0; i < 1000; ++i)
+        if (in[64 + i] != static_cast<uint8_t>(round * 7 + i + (1 - r.rank))) {
+          std::fprintf(stderr, "rank %d round %llu byte %zu: %u\n", r.rank, static_cast<unsigned long long>(round),
+                       i, in[64 + i]);
+          return 1;
+        }
+      __atomic_store_n(reinterpret_cast<uint64_t*>(out + 2048), round, __ATOMIC_RELEASE);
+    }
+    RANK_OK(r.bootstrap->barrier("map-done"));
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 TEST(ShmTransport, TruncationIsReported) {
   auto res = run_ranks(2, [](Rank& r) -> int {
     auto link = open_link(r, "trunc");
