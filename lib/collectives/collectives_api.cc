@@ -74,6 +74,8 @@ static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, voi
         return c.finish(c.allreduce_recursive(sendbuf, recvbuf, count, type, op, false), "allreduce");
       case detail::Algo::kTree:
         return c.finish(c.allreduce_tree(sendbuf, recvbuf, count, type, op), "allreduce");
+      case detail::Algo::kFlat:
+        return c.finish(c.flat_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
     }
     return ok();
   });

@@ -147,7 +147,9 @@ struct Communicator::Impl {
   /// reduction); every rank ends with the slowest pair's values.
   Result<void> calibrate();
   detail::Algo allreduce_algo(size_t bytes) const noexcept {
-    return forced_algo ? *forced_algo : cost.choose_allreduce(size, bytes, direct_preferred());
+    if (forced_algo && (*forced_algo != detail::Algo::kFlat || flat_fits(bytes))) return *forced_algo;
+    if (!forced_algo && flat_fits(bytes)) return detail::Algo::kFlat;
+    return cost.choose_allreduce(size, bytes, direct_preferred());
   }
   /// The same inside a running collective (jobs run one at a time): training
   /// loops repeat sizes, so the last answer is remembered.
@@ -255,6 +257,21 @@ struct Communicator::Impl {
                                   const std::vector<uint64_t>& sdispls, void* recvbuf,
                                   const std::vector<uint64_t>& rcounts, const std::vector<uint64_t>& rdispls);
   Result<void> dissemination_barrier();
+
+  // Flat allreduce (flat_allreduce.cc): vectors of up to flat_max bytes go
+  // through one small shared area per rank that every rank maps. Set up at
+  // creation where all ranks share this host and the device offers
+  // load/store access to peer memory; flat_max stays 0 otherwise.
+  MemoryRegion* flat_area = nullptr;
+  std::vector<uint8_t*> flat_bases;  // [rank]: each rank's area as mapped here
+  size_t flat_stride = 0;            // bytes per slot (two slots, by call parity)
+  size_t flat_max = 0;
+  uint64_t flat_seq = 0;             // flat calls so far
+  bool flat_fits(size_t bytes) const noexcept { return bytes > 0 && bytes <= flat_max; }
+  /// Collective (store exchanges): every rank must call it alike.
+  Result<void> setup_flat(bool all_local);
+  Result<void> flat_wait(int peer, uint64_t seq, size_t slot);
+  Result<void> flat_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
 };
 
 /// kInvalidArgument for a bad call: "what: msg", from `rank`.

@@ -73,6 +73,9 @@ Result<void> apply_env(CommOptions* o) {
   uint64_t stage_min = o->stage_min_bytes;
   GREX_TRY(config::env_size("GREX_STAGE_MIN_BYTES", &stage_min, 0, UINT64_MAX / 2));
   o->stage_min_bytes = stage_min;
+  uint64_t flat_max = o->flat_max_bytes;
+  GREX_TRY(config::env_size("GREX_FLAT_MAX_BYTES", &flat_max, 0, 16u << 20));
+  o->flat_max_bytes = flat_max;
   if (o->stage_sends != "auto" && o->stage_sends != "always" && o->stage_sends != "never")
     return Error(Errc::kInvalidArgument, "stage mode '" + o->stage_sends + "' is not one of auto, always, never")
         .hint("GREX_STAGE_SENDS=auto|always|never");
@@ -80,7 +83,7 @@ Result<void> apply_env(CommOptions* o) {
   GREX_TRY(config::env_string("GREX_COST", &o->cost));
   if (o->algo != "auto" && !detail::parse_algo(o->algo))
     return Error(Errc::kInvalidArgument, "allreduce algorithm '" + o->algo + "' is unknown")
-        .hint("GREX_ALGO=auto|ring|rabenseifner|recursive_doubling|tree");
+        .hint("GREX_ALGO=auto|ring|rabenseifner|recursive_doubling|tree|direct|flat");
   if (o->cost != "measure") GREX_TRY(detail::CostModel::parse(o->cost));
   if (o->progress != "auto" && o->progress != "spin" && o->progress != "adaptive")
     return Error(Errc::kInvalidArgument, "progress mode '" + o->progress + "' is not one of auto, spin, adaptive")
@@ -138,6 +141,7 @@ Communicator::~Communicator() {
   if (impl_->scratch != nullptr) (void)impl_->device->free(impl_->scratch);
   if (impl_->staging != nullptr) (void)impl_->device->free(impl_->staging);
   if (impl_->work != nullptr) (void)impl_->device->free(impl_->work);
+  if (impl_->flat_area != nullptr) (void)impl_->device->free(impl_->flat_area);
   impl_->endpoints.clear();
 }
 
@@ -195,6 +199,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   bool adaptive = c.opts.progress == "adaptive" || (c.opts.progress == "auto" && local > cores);
   c.engine->set_adaptive(adaptive);
   if (c.opts.algo != "auto") c.forced_algo = detail::parse_algo(c.opts.algo);
+  GREX_TRY_CTX(c.setup_flat(local == c.size), "communicator setup (flat allreduce)");
   if (c.opts.cost != "measure") {
     c.cost = GREX_TRY(detail::CostModel::parse(c.opts.cost));
   } else if (c.size > 1) {

@@ -25,6 +25,7 @@ const char* algo_name(Algo a) noexcept {
     case Algo::kRecursiveDoubling: return "recursive_doubling";
     case Algo::kTree: return "tree";
     case Algo::kDirect: return "direct";
+    case Algo::kFlat: return "flat";
   }
   return "?";
 }
@@ -35,6 +36,7 @@ std::optional<Algo> parse_algo(std::string_view s) noexcept {
   if (s == "recursive_doubling" || s == "rd") return Algo::kRecursiveDoubling;
   if (s == "tree") return Algo::kTree;
   if (s == "direct") return Algo::kDirect;
+  if (s == "flat") return Algo::kFlat;
   return std::nullopt;
 }
 
@@ -60,6 +62,8 @@ double CostModel::allreduce_s(Algo a, int n, double N) const noexcept {
       return 2.0 * clg * (al + N * be) + clg * N * ga;
     case Algo::kDirect:
       return 4.0 * (n - 1) * al + 2.0 * (n - 1) / n * N * be + 1.0 * (n - 1) / n * N * ga;
+    case Algo::kFlat:  // no message: chosen by size, outside the model
+      return 0;
   }
   return 0;
 }

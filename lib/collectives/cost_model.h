@@ -12,10 +12,12 @@
 
 namespace grex::detail {
 
-enum class Algo : unsigned char { kRing, kRabenseifner, kRecursiveDoubling, kTree, kDirect };
+enum class Algo : unsigned char { kRing, kRabenseifner, kRecursiveDoubling, kTree, kDirect, kFlat };
+/// The message algorithms the model weighs (direct stands in for ring and
+/// Rabenseifner where preferred; flat is chosen by size before the model).
 inline constexpr Algo kAllAlgos[] = {Algo::kRing, Algo::kRabenseifner, Algo::kRecursiveDoubling, Algo::kTree};
 
-/// "ring", "rabenseifner", "recursive_doubling", "tree".
+/// "ring", "rabenseifner", "recursive_doubling", "tree", "direct", "flat".
 const char* algo_name(Algo a) noexcept;
 /// Parses a name (also "rd", "rab"); nullopt if unknown.
 std::optional<Algo> parse_algo(std::string_view s) noexcept;

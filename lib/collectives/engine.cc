@@ -123,6 +123,12 @@ Result<void> Engine::check_peers() const {
   return ok();
 }
 
+Result<void> Engine::check_peer(int peer) const {
+  const Endpoint* ep = (*eps_)[static_cast<size_t>(peer)].get();
+  if (ep != nullptr && (ep->peer_failed() || ep->peer_abort_culprit() >= 0)) return peer_error(peer, ep);
+  return ok();
+}
+
 Error Engine::failure(const Completion& c) const {
   const Endpoint* ep = c.peer >= 0 && static_cast<size_t>(c.peer) < eps_->size()
                            ? (*eps_)[static_cast<size_t>(c.peer)].get()

@@ -38,6 +38,9 @@ class Engine {
   bool done(OpId id) const noexcept;
   /// Polls once. Returns an error for any failed request or dead peer.
   Result<void> progress();
+  /// An error naming `peer` if it is gone or gave up, for waits outside the
+  /// engine's requests (a peer's store into shared memory).
+  Result<void> check_peer(int peer) const;
   /// Polls until `id` is done or the deadline passes.
   Result<void> wait(OpId id, const Deadline& deadline, const char* what);
   /// Polls until every id is done.
@@ -47,6 +50,11 @@ class Engine {
   /// Oversubscribed hosts (more ranks than cores): after spinning a while, a
   /// waiting rank sleeps in short naps so the rank it waits for can run.
   void set_adaptive(bool on) noexcept { adaptive_ = on; }
+  bool adaptive() const noexcept { return adaptive_; }
+  /// Progress made outside the device (a peer's store seen in shared
+  /// memory): resets the idle count that leads to yields and naps, as a
+  /// completion does.
+  void note_progress() noexcept { idle_polls_ = 0; }
   /// The timeout quoted in timeout errors.
   void set_timeout_ms(int64_t ms) noexcept { timeout_ms_ = ms; }
   /// Bytes received by a finished receive.

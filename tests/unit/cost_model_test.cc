@@ -91,6 +91,7 @@ TEST(CostModel, ParsesGrexCostAndNames) {
   EXPECT_FALSE(CostModel::parse("1,2,3,4"));
   for (Algo a : kAllAlgos) EXPECT_EQ(parse_algo(algo_name(a)), a);
   EXPECT_EQ(parse_algo(algo_name(Algo::kDirect)), Algo::kDirect);
+  EXPECT_EQ(parse_algo(algo_name(Algo::kFlat)), Algo::kFlat);
   EXPECT_EQ(parse_algo("rd"), Algo::kRecursiveDoubling);
   EXPECT_FALSE(parse_algo("bruck"));
 }

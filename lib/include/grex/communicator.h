@@ -62,14 +62,20 @@ struct CommOptions {
   /// "auto" stages vectors of at least this many bytes (below it data stays
   /// in cache and a direct copy wins) [GREX_STAGE_MIN_BYTES].
   size_t stage_min_bytes = 8u << 20;
+  /// Where every rank is on one host and the backend maps peers' memory
+  /// (shm), an allreduce takes the flat algorithm (one shared slot per rank,
+  /// no messages) when the bytes each rank reads from its peers, (ranks - 1)
+  /// x the vector's size, are at most this. 0 turns it off [GREX_FLAT_MAX_BYTES].
+  size_t flat_max_bytes = 64 * 1024;
   /// Pipeline chunk for large messages [GREX_CHUNK_BYTES].
   size_t chunk_bytes = 256 * 1024;
   /// Passed to Device::open (driver params, queue depth). driver/rank/job_id are set for you.
   DeviceOptions device;
   /// Store key prefix, unique per communicator of a job [GREX_COMM_NAME].
   std::string name = "grex";
-  /// Allreduce algorithm: "auto" (the cost model picks per call), "ring",
-  /// "rabenseifner", "recursive_doubling", "tree" or "direct" [GREX_ALGO].
+  /// Allreduce algorithm: "auto" (flat for small vectors where it is set up,
+  /// else the cost model picks per call), "ring", "rabenseifner",
+  /// "recursive_doubling", "tree", "direct" or "flat" [GREX_ALGO].
   std::string algo = "auto";
   /// Cost-model constants: "measure" (a short calibration at creation; the
   /// values are logged in this same format so a job can pin them), or

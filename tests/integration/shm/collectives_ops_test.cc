@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every collective against a reference computed locally, over shm with 1..8
 // ranks: allreduce with each algorithm (ring, Rabenseifner, recursive
-// doubling, tree, direct) x dtypes x ops x counts, in and out of place; reduce,
+// doubling, tree, direct, flat) x dtypes x ops x counts, in and out of place; reduce,
 // reduce_scatter, allgather, alltoall, alltoallv, broadcast; bitwise-identical repeats;
 // and the non-blocking API (overlapping allreduces complete in order).
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 namespace grex::test {
 namespace {
 
-constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree", "direct"};
+constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree", "direct", "flat"};
 
 CommOptions opts_for(const char* algo, int64_t timeout_ms = 60'000) {
   CommOptions o;
@@ -100,7 +100,8 @@ TEST_P(Algos, AllreduceEveryAlgorithmDtypeOpAndCount) {
       o.name = std::string("ar-") + algo;
       auto c = make_comm(r, o);
       RANK_CHECK(c != nullptr);
-      RANK_CHECK(c->allreduce_algorithm(1) == algo);
+      // (flat needs peers; vectors past its limit take the model's choice)
+      RANK_CHECK(c->allreduce_algorithm(1) == algo || (n == 1 && std::strcmp(algo, "flat") == 0));
       RANK_CHECK(allreduce_all_ops<float>(*c, DataType::kFloat32) == 0);
       RANK_CHECK(allreduce_all_ops<double>(*c, DataType::kFloat64) == 0);
       RANK_CHECK(allreduce_all_ops<int32_t>(*c, DataType::kInt32) == 0);
@@ -118,6 +119,15 @@ TEST_P(Algos, AllreduceEveryAlgorithmDtypeOpAndCount) {
       std::vector<float> root = a;
       RANK_OK(c->broadcast(root.data(), root.size(), DataType::kFloat32, 0));
       RANK_CHECK(std::memcmp(a.data(), root.data(), a.size() * 4) == 0);
+      // The same for a vector small enough for flat.
+      std::vector<float> xs(1000), as(xs.size()), bs(xs.size());
+      for (auto& v : xs) v = d(g);
+      RANK_OK(c->allreduce(xs.data(), as.data(), xs.size(), DataType::kFloat32, ReduceOp::kSum));
+      RANK_OK(c->allreduce(xs.data(), bs.data(), xs.size(), DataType::kFloat32, ReduceOp::kSum));
+      RANK_CHECK(std::memcmp(as.data(), bs.data(), as.size() * 4) == 0);
+      std::vector<float> roots = as;
+      RANK_OK(c->broadcast(roots.data(), roots.size(), DataType::kFloat32, 0));
+      RANK_CHECK(std::memcmp(as.data(), roots.data(), as.size() * 4) == 0);
     }
     return 0;
   }, 600);
@@ -386,6 +396,65 @@ TEST(Errors, RanksDisagreeingOnCountFailAtOnceWithDirect) {
     saw += code == 0 ? 1 : 0;
   }
   EXPECT_GE(saw, 1) << "no rank reported the mismatch itself: " << res.describe();
+}
+
+// Flat reads each peer's count, dtype and op beside its data: ranks that
+// disagree fail at once, every one of them naming both calls.
+TEST(Errors, RanksDisagreeingOnCountFailAtOnceWithFlat) {
+  auto res = run_ranks(3, [](Rank& r) -> int {
+    CommOptions o = opts_for("flat");
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    RANK_CHECK(c->allreduce_algorithm(404) == std::string("flat"));
+    const size_t count = r.rank == 2 ? 101 : 100;
+    std::vector<float> v(count, 1.0f);
+    RANK_OK(c->allreduce(v.data(), 100, DataType::kFloat32, ReduceOp::kSum));  // all agree first
+    const auto t0 = std::chrono::steady_clock::now();
+    auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    RANK_CHECK(!e);
+    std::fprintf(stderr, "rank %d after %.3f s: %s\n", r.rank, s, e.error().message().c_str());
+    RANK_CHECK(s < 10);  // not the 60 s timeout
+    RANK_CHECK(e.error().code() == Errc::kMismatch);
+    RANK_CHECK(e.error().message().find("allreduce count=101 f32 sum") != std::string::npos);
+    RANK_CHECK(e.error().message().find("allreduce count=100 f32 sum") != std::string::npos);
+    return 0;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Flat's two slots per rank are reused without acknowledgements: many calls
+// in a row, with calls that take other algorithms in between (their own
+// sequence), each give every rank's contribution to that very call.
+TEST_P(Algos, FlatSlotsReusedOverManyCalls) {
+  const int n = GetParam();
+  if (n == 1) GTEST_SKIP() << "flat needs peers";
+  auto res = run_ranks(n, [n](Rank& r) -> int {
+    CommOptions o = opts_for("auto");
+    o.name = "flat-many";
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    RANK_CHECK(c->allreduce_algorithm(24) == std::string("flat"));
+    RANK_CHECK(c->allreduce_algorithm(size_t{1} << 20) != std::string("flat"));
+    std::vector<int64_t> big(1 << 17);
+    for (int64_t it = 0; it < 3000; ++it) {
+      int64_t v[3] = {it * 8 + r.rank, -it, r.rank == it % n ? it : 0};
+      RANK_OK(c->allreduce(v, 3, DataType::kInt64, ReduceOp::kSum));
+      const int64_t ranks = n * (n - 1) / 2;
+      if (v[0] != it * 8 * n + ranks || v[1] != -it * n || v[2] != it) {
+        std::fprintf(stderr, "rank %d call %lld: got %lld %lld %lld\n", r.rank, static_cast<long long>(it),
+                     static_cast<long long>(v[0]), static_cast<long long>(v[1]), static_cast<long long>(v[2]));
+        return 1;
+      }
+      if (it % 500 == 499) {  // a message algorithm in between
+        std::fill(big.begin(), big.end(), r.rank);
+        RANK_OK(c->allreduce(big.data(), big.size(), DataType::kInt64, ReduceOp::kSum));
+        RANK_CHECK(big[0] == n * (n - 1) / 2 && big.back() == big[0]);
+      }
+    }
+    return 0;
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
 TEST(Errors, RanksDisagreeingOnDtypeAreNamed) {

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+// Flat allreduce, for small vectors when every rank is on this host and the
+// device gives load/store access to peers' memory (shm): each rank owns a
+// small shared area that every other rank maps once, at creation. A call is
+// one publish and one read of each peer, with no message, completion or
+// registration on the way:
+//   1. copy the input into this rank's slot, then store the call's sequence
+//      number after it (release): the slot header's cache line carries the
+//      sequence, the call's signature and the first 48 bytes of data, so an
+//      8-byte allreduce moves one line per peer;
+//   2. wait until every peer's slot shows the same sequence (acquire), and
+//      check its signature (count, dtype, op): ranks that disagree fail at
+//      once with kMismatch naming both calls;
+//   3. fold the slots in rank order (0, 1, 2, ...) into the output, so every
+//      rank computes the same bits.
+// Reuse: slots alternate by the sequence's parity. Before a rank writes call
+// s + 2 into a slot it has finished call s + 1, so it has read every peer's
+// contribution to s + 1, which each peer wrote only after it had finished
+// reading everything of call s. No acknowledgement travels.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include <sched.h>
+
+#include "collectives/comm_impl.h"
+#include "collectives/reduce.h"
+#include "core/log.h"
+
+namespace grex {
+namespace {
+
+constexpr const char* kSubsys = "comm";
+constexpr size_t kHead = 16;  // sequence, signature; the data follows in the same cache line
+
+size_t slot_stride(size_t max_bytes) noexcept { return (kHead + max_bytes + 63) & ~size_t{63}; }
+
+uint64_t pack_sig(uint64_t count, DataType type, ReduceOp op) noexcept {
+  return (count & ((uint64_t{1} << 48) - 1)) | (uint64_t{static_cast<uint8_t>(type)} << 48) |
+         (uint64_t{static_cast<uint8_t>(op)} << 56);
+}
+
+// Loads of a peer's line between checks: spinning, an engine poll per 64
+// (the line usually arrives first); with more ranks than cores, a yield per
+// 4 and an engine poll per 32 yields.
+constexpr uint32_t kSpinBurst = 64, kAdaptiveBurst = 4;
+
+std::atomic_ref<uint64_t> seq_of(uint8_t* slot) noexcept {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(slot));
+}
+
+}  // namespace
+
+Result<void> Communicator::Impl::setup_flat(bool all_local) {
+  // Every rank takes the same branches up to the exchanges below: size,
+  // the backend's capability and where the ranks live are the same for all.
+  if (size < 2 || !all_local || !device->capabilities().load_store) return ok();
+  // Each rank reads (size - 1) slots per call: the option bounds that sum.
+  const uint64_t max = opts.flat_max_bytes / static_cast<uint64_t>(size - 1);
+  const size_t stride = slot_stride(max);
+  std::string mine(sizeof(RemoteRegion) + sizeof(uint64_t), '\0');
+  if (max > 0) {
+    auto area = device->allocate(2 * stride);
+    if (area) {
+      flat_area = *area;
+      std::memset(flat_area->addr(), 0, 2 * stride);
+      RemoteRegion rr = flat_area->remote();
+      std::memcpy(mine.data(), &rr, sizeof rr);
+      std::memcpy(mine.data() + sizeof rr, &max, sizeof max);
+    } else {
+      GREX_WARN(kSubsys, "flat allreduce off: %s", area.error().message().c_str());
+    }
+  }
+  auto all = GREX_TRY(bootstrap->all_gather(opts.name + "/flat", mine));
+  // Usable only if every rank offers an area of the same size and maps all.
+  bool usable = flat_area != nullptr;
+  std::vector<uint8_t*> bases(static_cast<size_t>(size), nullptr);
+  for (int p = 0; p < size && usable; ++p) {
+    const std::string& rec = all[static_cast<size_t>(p)];
+    RemoteRegion rr;
+    uint64_t theirs = 0;
+    if (rec.size() != mine.size()) return Error(Errc::kProtocol, "flat setup: malformed record").peer(p);
+    std::memcpy(&rr, rec.data(), sizeof rr);
+    std::memcpy(&theirs, rec.data() + sizeof rr, sizeof theirs);
+    if (theirs != max) {
+      usable = false;
+      break;
+    }
+    if (p == rank) {
+      bases[static_cast<size_t>(p)] = static_cast<uint8_t*>(flat_area->addr());
+      continue;
+    }
+    auto m = endpoints[static_cast<size_t>(p)]->map(rr);
+    if (!m) {
+      GREX_WARN(kSubsys, "flat allreduce off: rank %d's area: %s", p, m.error().message().c_str());
+      usable = false;
+      break;
+    }
+    bases[static_cast<size_t>(p)] = static_cast<uint8_t*>(*m);
+  }
+  auto votes = GREX_TRY(bootstrap->all_gather(opts.name + "/flat-ok", usable ? "1" : "0"));
+  for (const std::string& v : votes) usable = usable && v == "1";
+  if (!usable) {
+    if (flat_area != nullptr) (void)device->free(flat_area);
+    flat_area = nullptr;
+    return ok();
+  }
+  flat_bases = std::move(bases);
+  flat_stride = stride;
+  flat_max = max;
+  return ok();
+}
+
+Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot) {
+  uint8_t* s = flat_bases[static_cast<size_t>(peer)] + slot;
+  // Spin on the line; between bursts of loads, let the engine notice a dead
+  // or aborting peer (and, after a long wait, yield or nap as it does for
+  // messages). With more ranks than cores the awaited rank is likely not
+  // running: give it the CPU at once, with a yield per burst.
+  SpinDeadline deadline(opts.timeout_ms);
+  const bool adaptive = engine->adaptive();
+  const uint32_t burst = adaptive ? kAdaptiveBurst : kSpinBurst;
+  uint32_t bursts = 0;
+  for (uint32_t spins = 1; seq_of(s).load(std::memory_order_acquire) != seq; ++spins) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    if ((spins & (burst - 1)) != 0) continue;
+    ++bursts;
+    if (adaptive && (bursts & 31) != 0) {
+      sched_yield();
+      continue;
+    }
+    GREX_TRY(engine->progress());
+    GREX_TRY(engine->check_peer(peer));
+    if ((bursts & 15) == 0 && deadline.expired())
+      return Error(Errc::kTimeout, "allreduce (flat) timed out after " + std::to_string(opts.timeout_ms) +
+                                       " ms waiting on rank " + std::to_string(peer))
+          .rank(rank)
+          .peer(peer)
+          .hint("a rank is slower, stuck, or called a different collective; raise GREX_TIMEOUT_MS if it is just slow");
+  }
+  engine->note_progress();
+  return ok();
+}
+
+Result<void> Communicator::Impl::flat_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                                ReduceOp op) {
+  const size_t bytes = count * dtype_size(type);
+  const uint64_t seq = ++flat_seq;
+  const size_t slot = (seq & 1) * flat_stride;
+  const uint64_t sig = pack_sig(count, type, op);
+  uint8_t* mine = flat_bases[static_cast<size_t>(rank)] + slot;
+  std::memcpy(mine + kHead, sendbuf, bytes);
+  std::memcpy(mine + 8, &sig, sizeof sig);
+  seq_of(mine).store(seq, std::memory_order_release);
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    GREX_TRY(flat_wait(p, seq, slot));
+    uint64_t theirs;
+    std::memcpy(&theirs, flat_bases[static_cast<size_t>(p)] + slot + 8, sizeof theirs);
+    if (theirs != sig)
+      return mismatch(p, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
+                                 static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
+  }
+  // Rank order, from the slots (the own one too: in place, recvbuf is the input).
+  detail::reduce(recvbuf, flat_bases[0] + slot + kHead, flat_bases[1] + slot + kHead, count, type, op);
+  for (int p = 2; p < size; ++p)
+    detail::reduce(recvbuf, recvbuf, flat_bases[static_cast<size_t>(p)] + slot + kHead, count, type, op);
+  if (op == ReduceOp::kAvg) detail::scale_avg(recvbuf, count, type, size);
+  return ok();
+}
+
+}  // namespace grex
