@@ -51,8 +51,8 @@ struct CommOptions {
   /// Waiting: "spin" (busy poll), "adaptive" (spin, then nap), or "auto":
   /// adaptive when this host runs more ranks than it has cores [GREX_PROGRESS].
   std::string progress = "auto";
-  /// With spin progress and several ranks on this host, start each local rank
-  /// on a different CPU of its affinity mask, once, at the end of create();
+  /// With several ranks on this host, start local rank i on the i-th CPU of
+  /// its affinity mask (modulo their number), once, at the end of create();
   /// the mask itself is left as it was [GREX_SPREAD=0 turns it off].
   bool spread = true;
   /// Collective sends from user memory: "auto" copies each chunk into shared

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <random>
 #include <sched.h>
 
@@ -499,13 +500,19 @@ TEST(Errors, AlltoallvCountsThatDisagreeAreNamed) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
-// Spin progress: create() leaves the local ranks on different CPUs of their
-// masks, and the masks as they were (GREX_SPREAD). Needs as many CPUs as ranks.
-TEST(Placement, LocalRanksLeaveCreateOnDifferentCpus) {
+// create() leaves the local ranks spread evenly over the CPUs of their masks
+// (different CPUs where there are enough), and the masks as they were
+// (GREX_SPREAD): with spin progress (2 ranks) and with more ranks than CPUs
+// (8 ranks: adaptive progress unless the machine has 8 CPUs).
+class Placement : public ::testing::TestWithParam<int> {};
+
+TEST_P(Placement, LocalRanksLeaveCreateSpreadOverCpus) {
+  const int n = GetParam();
   cpu_set_t mask;
   ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
-  if (CPU_COUNT(&mask) < 2) GTEST_SKIP() << "needs 2 CPUs, this process may use " << CPU_COUNT(&mask);
-  auto res = run_ranks(2, [&mask](Rank& r) -> int {
+  const int ncpu = CPU_COUNT(&mask);
+  if (ncpu < 2) GTEST_SKIP() << "needs 2 CPUs, this process may use " << ncpu;
+  auto res = run_ranks(n, [&mask, n, ncpu](Rank& r) -> int {
     // Start both ranks on the same CPU (then give the mask back: the kernel
     // leaves them there), as bootstrap's wake-ups often do.
     cpu_set_t first;
@@ -518,12 +525,15 @@ TEST(Placement, LocalRanksLeaveCreateOnDifferentCpus) {
     RANK_CHECK(sched_setaffinity(0, sizeof first, &first) == 0);
     RANK_CHECK(sched_setaffinity(0, sizeof mask, &mask) == 0);
     CommOptions o = opts_for("ring");
-    o.progress = "spin";
+    if (n == 2) o.progress = "spin";
     auto c = make_comm(r, o);
     RANK_CHECK(c != nullptr);
-    int32_t cpu = sched_getcpu(), cpus[2] = {-1, -1};
-    RANK_OK(c->allgather(&cpu, cpus, 1, DataType::kInt32));
-    RANK_CHECK(cpus[0] != cpus[1]);
+    int32_t cpu = sched_getcpu();
+    std::vector<int32_t> cpus(static_cast<size_t>(n), -1);
+    RANK_OK(c->allgather(&cpu, cpus.data(), 1, DataType::kInt32));
+    std::map<int32_t, int> per_cpu;
+    for (int32_t x : cpus) ++per_cpu[x];
+    for (auto [x, k] : per_cpu) RANK_CHECK(k <= (n + ncpu - 1) / ncpu);
     cpu_set_t now;
     RANK_CHECK(sched_getaffinity(0, sizeof now, &now) == 0);
     RANK_CHECK(CPU_EQUAL(&now, &mask));  // a starting place, not a binding
@@ -531,6 +541,9 @@ TEST(Placement, LocalRanksLeaveCreateOnDifferentCpus) {
   }, 60);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Placement, ::testing::Values(2, 8),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param) + "ranks"; });
 
 // The measured model: a communicator created with GREX_COST unset calibrates
 // and then picks an algorithm for each size.
