@@ -205,6 +205,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   if (c.opts.cost != "measure") {
     c.cost = GREX_TRY(detail::CostModel::parse(c.opts.cost));
   } else if (c.size > 1) {
+    // Calibrate spread out too: two ranks left on one CPU by the store's
+    // wake-ups ping-pong at the scheduler's pace (alpha 6.2 instead of
+    // 0.5 us in 3 of 15 runs, which moved direct's start from 256 KiB to
+    // 2 MiB). The calibration ends with a store exchange, so spread again below.
+    if (local > 1 && c.opts.spread) spread_local_rank(local_index, cpus);
     GREX_TRY_CTX(c.calibrate(), "communicator setup (cost-model calibration)");
   }
   std::string choice;
