@@ -34,6 +34,7 @@ static Result<Job> barrier_job(Communicator::Impl& c) {
     GREX_TRY(c.check_usable("barrier"));
     c.begin({"barrier"});
     if (c.size == 1) return ok();
+    if (c.flat_max > 0) return c.finish(c.flat_barrier(), "barrier");
     return c.finish(c.dissemination_barrier(), "barrier");
   });
 }

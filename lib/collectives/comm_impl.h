@@ -270,8 +270,13 @@ struct Communicator::Impl {
   bool flat_fits(size_t bytes) const noexcept { return bytes > 0 && bytes <= flat_max; }
   /// Collective (store exchanges): every rank must call it alike.
   Result<void> setup_flat(bool all_local);
-  Result<void> flat_wait(int peer, uint64_t seq, size_t slot);
+  /// Publishes `bytes` of data under `sig` in this rank's next slot and
+  /// waits until every peer published the same call; returns the slot's offset.
+  Result<size_t> flat_exchange(const void* data, size_t bytes, uint64_t sig, const char* what);
+  Result<void> flat_wait(int peer, uint64_t seq, size_t slot, const char* what);
   Result<void> flat_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  /// A barrier through the same slots (no data).
+  Result<void> flat_barrier();
 };
 
 /// kInvalidArgument for a bad call: "what: msg", from `rank`.

@@ -46,6 +46,9 @@ uint64_t pack_sig(uint64_t count, DataType type, ReduceOp op) noexcept {
 // 4 and an engine poll per 32 yields.
 constexpr uint32_t kSpinBurst = 64, kAdaptiveBurst = 4;
 
+// A barrier's signature: no dtype or op has these values.
+constexpr uint64_t kBarrierSig = uint64_t{0xffff} << 48;
+
 std::atomic_ref<uint64_t> seq_of(uint8_t* slot) noexcept {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(slot));
 }
@@ -112,7 +115,7 @@ Result<void> Communicator::Impl::setup_flat(bool all_local) {
   return ok();
 }
 
-Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot) {
+Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot, const char* what) {
   uint8_t* s = flat_bases[static_cast<size_t>(peer)] + slot;
   // Spin on the line; between bursts of loads, let the engine notice a dead
   // or aborting peer (and, after a long wait, yield or nap as it does for
@@ -135,7 +138,7 @@ Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot) 
     GREX_TRY(engine->progress());
     GREX_TRY(engine->check_peer(peer));
     if ((bursts & 15) == 0 && deadline.expired())
-      return Error(Errc::kTimeout, "allreduce (flat) timed out after " + std::to_string(opts.timeout_ms) +
+      return Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(opts.timeout_ms) +
                                        " ms waiting on rank " + std::to_string(peer))
           .rank(rank)
           .peer(peer)
@@ -145,30 +148,40 @@ Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot) 
   return ok();
 }
 
-Result<void> Communicator::Impl::flat_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
-                                                ReduceOp op) {
-  const size_t bytes = count * dtype_size(type);
+Result<size_t> Communicator::Impl::flat_exchange(const void* data, size_t bytes, uint64_t sig, const char* what) {
   const uint64_t seq = ++flat_seq;
   const size_t slot = (seq & 1) * flat_stride;
-  const uint64_t sig = pack_sig(count, type, op);
   uint8_t* mine = flat_bases[static_cast<size_t>(rank)] + slot;
-  std::memcpy(mine + kHead, sendbuf, bytes);
+  if (bytes > 0) std::memcpy(mine + kHead, data, bytes);
   std::memcpy(mine + 8, &sig, sizeof sig);
   seq_of(mine).store(seq, std::memory_order_release);
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
-    GREX_TRY(flat_wait(p, seq, slot));
+    GREX_TRY(flat_wait(p, seq, slot, what));
     uint64_t theirs;
     std::memcpy(&theirs, flat_bases[static_cast<size_t>(p)] + slot + 8, sizeof theirs);
-    if (theirs != sig)
-      return mismatch(p, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
-                                 static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
+    if (theirs == sig) continue;
+    if (theirs == kBarrierSig) return mismatch(p, CallSig{"barrier"});
+    return mismatch(p, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
+                               static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
   }
+  return slot;
+}
+
+Result<void> Communicator::Impl::flat_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                                ReduceOp op) {
+  const size_t slot =
+      GREX_TRY(flat_exchange(sendbuf, count * dtype_size(type), pack_sig(count, type, op), "allreduce (flat)"));
   // Rank order, from the slots (the own one too: in place, recvbuf is the input).
   detail::reduce(recvbuf, flat_bases[0] + slot + kHead, flat_bases[1] + slot + kHead, count, type, op);
   for (int p = 2; p < size; ++p)
     detail::reduce(recvbuf, recvbuf, flat_bases[static_cast<size_t>(p)] + slot + kHead, count, type, op);
   if (op == ReduceOp::kAvg) detail::scale_avg(recvbuf, count, type, size);
+  return ok();
+}
+
+Result<void> Communicator::Impl::flat_barrier() {
+  GREX_TRY(flat_exchange(nullptr, 0, kBarrierSig, "barrier (flat)"));
   return ok();
 }
 

@@ -424,6 +424,25 @@ TEST(Errors, RanksDisagreeingOnCountFailAtOnceWithFlat) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// The flat barrier shares the slots: a rank in a barrier and one in a flat
+// allreduce fail at once, each naming both calls.
+TEST(Errors, BarrierAgainstFlatAllreduceIsNamed) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto c = make_comm(r, opts_for("auto"));
+    RANK_CHECK(c != nullptr);
+    RANK_OK(c->barrier());
+    float v[4] = {1, 2, 3, 4};
+    auto e = r.rank == 0 ? c->barrier() : c->allreduce(v, 4, DataType::kFloat32, ReduceOp::kSum);
+    RANK_CHECK(!e);
+    std::fprintf(stderr, "rank %d: %s\n", r.rank, e.error().message().c_str());
+    RANK_CHECK(e.error().code() == Errc::kMismatch);
+    RANK_CHECK(e.error().message().find("called barrier") != std::string::npos);
+    RANK_CHECK(e.error().message().find("called allreduce count=4 f32 sum") != std::string::npos);
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 // Flat's two slots per rank are reused without acknowledgements: many calls
 // in a row, with calls that take other algorithms in between (their own
 // sequence), each give every rank's contribution to that very call.
@@ -447,6 +466,7 @@ TEST_P(Algos, FlatSlotsReusedOverManyCalls) {
                      static_cast<long long>(v[0]), static_cast<long long>(v[1]), static_cast<long long>(v[2]));
         return 1;
       }
+      if (it % 100 == 50) RANK_OK(c->barrier());  // a flat barrier in between
       if (it % 500 == 499) {  // a message algorithm in between
         std::fill(big.begin(), big.end(), r.rank);
         RANK_OK(c->allreduce(big.data(), big.size(), DataType::kInt64, ReduceOp::kSum));
