@@ -6,8 +6,10 @@
 //   recursive doubling  lg (alpha + N beta + N gamma)
 //   Rabenseifner        2 lg alpha + 2 (p-1)/p N beta + (p-1)/p N gamma
 //   tree (reduce+bcast) 2 ceil(log2 n) (alpha + N beta) + ceil(log2 n) N gamma
-//   direct              4(n-1) alpha + 2 (n-1)/n N beta + (n-1)/n N gamma
-//                       (two message rounds plus a read and a write per peer)
+//   direct              4 alpha + 2 (n-1)/n N beta + (n-1)/n N gamma
+//                       (two message rounds, then reads and writes: four
+//                       rounds, each posting to all n-1 peers at once, so a
+//                       round costs one latency, not n-1)
 // (Thakur, Rabenseifner and Gropp, "Optimization of collective communication
 // operations in MPICH", 2005, derive the same forms.)
 #include "collectives/cost_model.h"
@@ -61,7 +63,7 @@ double CostModel::allreduce_s(Algo a, int n, double N) const noexcept {
     case Algo::kTree:
       return 2.0 * clg * (al + N * be) + clg * N * ga;
     case Algo::kDirect:
-      return 4.0 * (n - 1) * al + 2.0 * (n - 1) / n * N * be + 1.0 * (n - 1) / n * N * ga;
+      return 4.0 * al + 2.0 * (n - 1) / n * N * be + 1.0 * (n - 1) / n * N * ga;
     case Algo::kFlat:  // no message: chosen by size, outside the model
       return 0;
   }

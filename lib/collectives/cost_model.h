@@ -34,7 +34,7 @@ struct CostModel {
   /// direct algorithm takes the place of the two bandwidth-optimal message
   /// schedules, ring and Rabenseifner: it moves the same bytes with fewer
   /// passes over memory, which the model does not see, and more round trips
-  /// (4(n-1) alpha), which it does.
+  /// (4 alpha: its rounds go to all peers at once), which it does.
   Algo choose_allreduce(int n, size_t bytes, bool direct = false) const noexcept;
   /// "alpha_us=.. beta_gbps=.. gamma_gbps=.." (the GREX_COST format).
   std::string describe() const;

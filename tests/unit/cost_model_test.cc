@@ -61,16 +61,16 @@ TEST(CostModel, TheChoiceIsNeverPredictedSlowerThanAnyAlgorithm) {
 }
 
 // Direct (shm) replaces ring and Rabenseifner. n = 4, alpha 10 us, beta =
-// gamma = 0.1 ns/B: recursive doubling 2 alpha + 4 N b, direct 12 alpha +
-// 2.25 N b: equal at N = 10 alpha / (1.75 b) = 571 429 bytes.
+// gamma = 0.1 ns/B: recursive doubling 2 alpha + 4 N b, direct 4 alpha +
+// 2.25 N b: equal at N = 2 alpha / (1.75 b) = 114 286 bytes.
 TEST(CostModel, DirectTakesOverTheBandwidthOptimalSizes) {
   CostModel m = model(10, 10, 10);
   EXPECT_EQ(m.choose_allreduce(4, 8, true), Algo::kRecursiveDoubling);
-  EXPECT_EQ(m.choose_allreduce(4, 560'000, true), Algo::kRecursiveDoubling);
-  EXPECT_EQ(m.choose_allreduce(4, 580'000, true), Algo::kDirect);
+  EXPECT_EQ(m.choose_allreduce(4, 110'000, true), Algo::kRecursiveDoubling);
+  EXPECT_EQ(m.choose_allreduce(4, 120'000, true), Algo::kDirect);
   EXPECT_EQ(m.choose_allreduce(4, size_t{256} << 20, true), Algo::kDirect);
   EXPECT_EQ(m.choose_allreduce(4, size_t{256} << 20, false), Algo::kRabenseifner);
-  EXPECT_NEAR(m.allreduce_s(Algo::kRecursiveDoubling, 4, 571'429), m.allreduce_s(Algo::kDirect, 4, 571'429), 1e-9);
+  EXPECT_NEAR(m.allreduce_s(Algo::kRecursiveDoubling, 4, 114'286), m.allreduce_s(Algo::kDirect, 4, 114'286), 1e-9);
   for (int n : {2, 3, 5, 8, 16})
     for (double bytes : {8.0, 1e4, 1e6, 1e9}) {
       Algo a = m.choose_allreduce(n, static_cast<size_t>(bytes), true);
