@@ -135,8 +135,14 @@ Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot, 
       sched_yield();
       continue;
     }
-    GREX_TRY(engine->progress());
-    GREX_TRY(engine->check_peer(peer));
+    Result<void> st = engine->progress();
+    if (st) st = engine->check_peer(peer);
+    if (!st) {
+      // A peer that saw a mismatch publishes before it aborts: if its slot
+      // is here, check the call against it and name both calls too.
+      if (seq_of(s).load(std::memory_order_acquire) == seq) break;
+      return st;
+    }
     if ((bursts & 15) == 0 && deadline.expired())
       return Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(opts.timeout_ms) +
                                        " ms waiting on rank " + std::to_string(peer))
