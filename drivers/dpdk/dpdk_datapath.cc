@@ -354,8 +354,28 @@ void DpdkDevice::flush(DpdkEndpoint* ep) noexcept {
   flush_tx();
 }
 
+size_t DpdkDevice::build_tx(uint64_t now) noexcept {
+  size_t sent = 0;
+  // Flows sharing a port (port mode) share its backlog: start with a
+  // different one each pass, so no peer always finds the room taken.
+  const size_t nflows = by_rank_.size();
+  tx_start_ = tx_start_ + 1 < nflows ? tx_start_ + 1 : 0;
+  for (size_t f = 0; f < nflows; ++f) {
+    DpdkEndpoint* ep = by_rank_[(tx_start_ + f) % nflows];
+    if (ep == nullptr) continue;
+    size_t n = ep->flow().poll_tx(tx_room(ep->port()), now);
+    for (size_t i = 0; i < n; ++i) transmit(ep, txpk_[i]);
+    sent += n;
+  }
+  return sent;
+}
+
 size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
   uint64_t now = now_ns();
+  // What was posted since the last poll leaves first: a receive's advert
+  // (the sender's credit) would otherwise wait behind up to kRxRounds bursts
+  // of data, and with it every send the peer could match to it.
+  if (build_tx(now) > 0) flush_tx();
   // A memif peer that vanished takes its shared memory with it; the PMD's
   // control thread unmaps it while we might poll. Check the link first and
   // never touch a dead memif port again: its flow fails now (peer gone).
@@ -368,18 +388,7 @@ size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
     rx(i, now);
   }
   if (bn_.n > 0) drain_bottleneck(now);
-  size_t sent = 0;
-  // Flows sharing a port (port mode) share its backlog: start with a
-  // different one each poll, so no peer always finds the room taken.
-  const size_t nflows = by_rank_.size();
-  tx_start_ = tx_start_ + 1 < nflows ? tx_start_ + 1 : 0;
-  for (size_t f = 0; f < nflows; ++f) {
-    DpdkEndpoint* ep = by_rank_[(tx_start_ + f) % nflows];
-    if (ep == nullptr) continue;
-    size_t n = ep->flow().poll_tx(tx_room(ep->port()), now);
-    for (size_t i = 0; i < n; ++i) transmit(ep, txpk_[i]);
-    sent += n;
-  }
+  size_t sent = build_tx(now);
   if (sent == 0 && !held_.empty()) {  // nothing left to overtake them
     std::vector<Held> h;
     h.swap(held_);

@@ -162,6 +162,8 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   std::span<reliable::TxPacket> tx_room(const Port* port) noexcept;
   std::vector<rte_mbuf*>* txq_of(const Port* port) noexcept;  // the port's software TX queue
   void flush_tx() noexcept;
+  /// Lets every flow build what it may send now into its port's queue.
+  size_t build_tx(uint64_t now) noexcept;
   bool connected_once(size_t port) const noexcept;
   void mark_dead(size_t port) noexcept;
 
