@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include <sched.h>
@@ -135,14 +136,8 @@ Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot, 
       sched_yield();
       continue;
     }
-    Result<void> st = engine->progress();
-    if (st) st = engine->check_peer(peer);
-    if (!st) {
-      // A peer that saw a mismatch publishes before it aborts: if its slot
-      // is here, check the call against it and name both calls too.
-      if (seq_of(s).load(std::memory_order_acquire) == seq) break;
-      return st;
-    }
+    GREX_TRY(engine->progress());
+    GREX_TRY(engine->check_peer(peer));
     if ((bursts & 15) == 0 && deadline.expired())
       return Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(opts.timeout_ms) +
                                        " ms waiting on rank " + std::to_string(peer))
@@ -161,15 +156,28 @@ Result<size_t> Communicator::Impl::flat_exchange(const void* data, size_t bytes,
   if (bytes > 0) std::memcpy(mine + kHead, data, bytes);
   std::memcpy(mine + 8, &sig, sizeof sig);
   seq_of(mine).store(seq, std::memory_order_release);
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
-    GREX_TRY(flat_wait(p, seq, slot, what));
+  // A peer's slot of this call, if it is there and disagrees: kMismatch.
+  auto disagrees = [&](int p) -> std::optional<Error> {
+    uint8_t* theirs_slot = flat_bases[static_cast<size_t>(p)] + slot;
+    if (seq_of(theirs_slot).load(std::memory_order_acquire) != seq) return std::nullopt;
     uint64_t theirs;
-    std::memcpy(&theirs, flat_bases[static_cast<size_t>(p)] + slot + 8, sizeof theirs);
-    if (theirs == sig) continue;
+    std::memcpy(&theirs, theirs_slot + 8, sizeof theirs);
+    if (theirs == sig) return std::nullopt;
     if (theirs == kBarrierSig) return mismatch(p, CallSig{"barrier"});
     return mismatch(p, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
                                static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
+  };
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    if (auto w = flat_wait(p, seq, slot, what); !w) {
+      // A rank that saw a mismatch published its slot before it aborted:
+      // whoever learns of the abort first names both calls too.
+      for (int q = 0; q < size; ++q)
+        if (q != rank)
+          if (auto e = disagrees(q)) return std::move(*e);
+      return std::move(w).error();
+    }
+    if (auto e = disagrees(p)) return std::move(*e);
   }
   return slot;
 }
