@@ -311,22 +311,30 @@ bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
 
 // ---------------------------------------------------------------- copies
 
+ShmEndpoint::Mapping ShmEndpoint::mmap_peer_fd(int fd, bool writable) const noexcept {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(peer_pid_), fd);
+  int lfd = ::open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (lfd < 0) return {};
+  off_t size = ::lseek(lfd, 0, SEEK_END);
+  void* p = size > 0 ? ::mmap(nullptr, static_cast<size_t>(size), writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                              MAP_SHARED, lfd, 0)
+                     : MAP_FAILED;
+  int e = errno;
+  ::close(lfd);
+  errno = e;
+  if (p == MAP_FAILED) return {};
+  return Mapping{static_cast<uint8_t*>(p), static_cast<size_t>(size), 0};
+}
+
 uint8_t* ShmEndpoint::map_peer(uint32_t region, int fd, bool writable) noexcept {
   uint64_t key = region | (writable ? (1ull << 63) : 0);
   if (auto it = maps_.find(key); it != maps_.end()) {
     it->second.last_use = ++map_clock_;
     return it->second.base;
   }
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(peer_pid_), fd);
-  int lfd = ::open(path, writable ? O_RDWR : O_RDONLY);
-  if (lfd < 0) return nullptr;
-  off_t size = ::lseek(lfd, 0, SEEK_END);
-  void* p = size > 0 ? ::mmap(nullptr, static_cast<size_t>(size), writable ? PROT_READ | PROT_WRITE : PROT_READ,
-                              MAP_SHARED, lfd, 0)
-                     : MAP_FAILED;
-  ::close(lfd);
-  if (p == MAP_FAILED) return nullptr;
+  Mapping m = mmap_peer_fd(fd, writable);
+  if (m.base == nullptr) return nullptr;
   if (maps_.size() >= kMaxPeerMappings) {  // evict the least recently used mapping
     auto victim = maps_.begin();
     for (auto it = maps_.begin(); it != maps_.end(); ++it)
@@ -334,30 +342,25 @@ uint8_t* ShmEndpoint::map_peer(uint32_t region, int fd, bool writable) noexcept 
     ::munmap(victim->second.base, victim->second.bytes);
     maps_.erase(victim);
   }
-  maps_[key] = Mapping{static_cast<uint8_t*>(p), static_cast<size_t>(size), ++map_clock_};
-  return static_cast<uint8_t*>(p);
+  m.last_use = ++map_clock_;
+  maps_[key] = m;
+  return m.base;
 }
 
 Result<void*> ShmEndpoint::map(const RemoteRegion& remote) {
   const uint32_t fd_plus1 = static_cast<uint32_t>(remote.rkey >> 32);
   if (remote.owner != static_cast<uint64_t>(peer_pid_) || fd_plus1 == 0 || remote.length == 0)
     return Error(Errc::kInvalidArgument, "map: not a region " + describe_peer() + " got from allocate()").device("shm");
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/fd/%u", static_cast<int>(peer_pid_), fd_plus1 - 1);
-  int fd = ::open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return Error::from_errno(std::string("open(") + path + ")", errno).device("shm");
-  off_t size = ::lseek(fd, 0, SEEK_END);
-  if (size < 0 || static_cast<uint64_t>(size) < remote.length) {
-    ::close(fd);
+  Mapping m = mmap_peer_fd(static_cast<int>(fd_plus1) - 1, true);
+  if (m.base == nullptr)
+    return Error::from_errno("map: " + describe_peer() + "'s region (/proc/<pid>/fd)", errno).device("shm");
+  if (m.bytes < remote.length) {
+    ::munmap(m.base, m.bytes);
     return Error(Errc::kInvalidArgument, "map: " + describe_peer() + "'s region is shorter than advertised")
         .device("shm");
   }
-  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int e = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) return Error::from_errno("mmap(peer region)", e).device("shm");
-  pinned_.push_back(Mapping{static_cast<uint8_t*>(p), static_cast<size_t>(size), 0});
-  return p;
+  pinned_.push_back(m);
+  return static_cast<void*>(m.base);
 }
 
 bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1,

@@ -139,6 +139,9 @@ class ShmEndpoint final : public Endpoint {
   /// Copies n bytes to the peer; `streaming`: with non-temporal stores when large.
   bool write_peer(const void* src, const RemoteRegion& dst, uint64_t offset, size_t n, bool streaming) noexcept;
   uint8_t* map_peer(uint32_t region, int fd, bool writable) noexcept;
+  /// The peer's fd `fd` mapped whole (through /proc/<pid>/fd); base null
+  /// on failure, errno set.
+  Mapping mmap_peer_fd(int fd, bool writable) const noexcept;
 
   ShmDevice* dev_;
   Segment seg_;
