@@ -43,8 +43,9 @@ std::string sanitize(std::string_view name) {
 // wake a task next to its waker, so local ranks often leave create() on one
 // CPU, and the load balancer can take milliseconds to part them (a short
 // 2-rank job measured 7 us per allreduce instead of 0.4 in 1 run of 4). So,
-// last thing in create(), each local rank moves to CPU local_index of its
-// mask, then gets the whole mask back: the kernel leaves a running task where
+// before the calibration and again last thing in create() (both follow store
+// exchanges), each local rank moves to CPU local_index of its mask, then gets
+// the whole mask back: the kernel leaves a running task where
 // it is. A starting place, not a binding. With more ranks than cores the
 // same modulo the CPU count gives each CPU its share: 4 ranks that start 3
 // and 1 took 2.3-2.6 us per small allreduce instead of 1.6-1.8 (4 runs of 12).
@@ -268,10 +269,13 @@ Result<void> Communicator::Impl::calibrate() {
       }
       return static_cast<double>(now_ns() - t0) / 1e9 / (2.0 * iters);
     };
-    alpha = GREX_TRY(one_way_s(0, 8));
-    for (int b = 1; b < 4; ++b) alpha = std::min(alpha, GREX_TRY(one_way_s(0, 8)));
-    double big = GREX_TRY(one_way_s(kBig, 2));
-    for (int b = 1; b < 3; ++b) big = std::min(big, GREX_TRY(one_way_s(kBig, 2)));
+    auto best_of = [&](int batches, size_t bytes, int iters) -> Result<double> {
+      double best = GREX_TRY(one_way_s(bytes, iters));
+      for (int b = 1; b < batches; ++b) best = std::min(best, GREX_TRY(one_way_s(bytes, iters)));
+      return best;
+    };
+    alpha = GREX_TRY(best_of(4, 0, 8));
+    double big = GREX_TRY(best_of(3, kBig, 2));
     beta = std::max(1e-13, (big - alpha) / static_cast<double>(kBig));
   }
   auto* f = static_cast<float*>(work->addr());
