@@ -3,15 +3,22 @@
 # softroce.sh --selftest: the scripts it runs on the device, sourced by
 # tests/scripts/softroce.sh. selftest_script (one host) and selftest2_script
 # (both guests of --hosts 2) print a POSIX sh script for the guest or host to run.
-# The selftest command: device query, then an ib_write_bw server + client on the rxe
-# device, with plain sockets and with rdma_cm (-R).
-selftest_script() {
+# The start both scripts share: a scratch directory and the result counter.
+selftest_prelude() {
   cat <<'EOF'
 set -u
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fails=0
 result() { echo "selftest: $1: $2"; [ "$2" = pass ] || fails=$((fails + 1)); }
+EOF
+}
+
+# The selftest command: device query, then an ib_write_bw server + client on the rxe
+# device, with plain sockets and with rdma_cm (-R).
+selftest_script() {
+  selftest_prelude
+  cat <<'EOF'
 if ibv_devinfo -d "$GREX_RXE_DEV"; then result ibv_devinfo pass; else result ibv_devinfo FAIL; fi
 bw() {  # $1 = name, rest = extra ib_write_bw flags
   name=$1; shift
@@ -42,14 +49,10 @@ EOF
 # the job rendezvous store does), then ib_write_bw (plain and -R) and ib_write_lat,
 # each with the server on guest 0 and the client on guest 1.
 selftest2_script() {
+  selftest_prelude
   cat <<'EOF2'
-set -u
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fails=0
 me=$GREX_HOST_INDEX
 peer=$GREX_PEER_IP
-result() { echo "selftest: $1: $2"; [ "$2" = pass ] || fails=$((fails + 1)); }
 echo "selftest: host $me of $GREX_HOST_COUNT: $GREX_RXE_DEV on $GREX_RXE_NETDEV ($GREX_RXE_IP, MTU $(cat "/sys/class/net/$GREX_RXE_NETDEV/mtu"), GID index $GREX_IB_GID_INDEX), peer $peer"
 if ibv_devinfo -d "$GREX_RXE_DEV" >"$dir/devinfo" 2>&1; then
   grep -E 'hca_id|state:|active_mtu|link_layer' "$dir/devinfo"
