@@ -18,12 +18,17 @@
 //     (hyper-increase, escalating as DCQCN's);
 //   rtt > target for the first time in the flow's life: rate *=
 //     first_congestion_factor (x0.5), like leaving slow start;
+//   rtt > target but below 0.98 x the previous sample's RTT: hold (the
+//     queue is draining; the cuts that drain it have not all shown yet);
 //   rtt > target otherwise, at most once per RTT:
 //     rate *= 1 - gain (rtt - target) / rtt (gain 0.25), bounded below by
 //     min_change;
 //   rtt > max delay, or a NACK: the same proportional cut without the
 //     min_change bound (at most x(1 - gain), x0.75).
-//   Every increase is bounded above by max_change (x1.06) per update.
+//   Every increase is bounded above by max_change (x1.06) per update or
+//   + 1e-6 of line rate per ms since the previous sample, whichever is
+//   larger (the second lets a flow that samples once per several ms climb,
+//   additively, so fairly).
 //
 // Both decrease from the rate the flow actually sent when that is lower
 // than its allowed rate (a flow limited by its NIC share or by the
@@ -49,11 +54,12 @@ class Rttcc final : public Controller {
         window_start_ns_(now_ns) {}
 
   void on_rtt_sample(const RttSample& s) noexcept override {
+    const uint64_t since_ns = s.now_ns > window_start_ns_ ? s.now_ns - window_start_ns_ : 0;  // previous sample
     const double sent_bps = sent_rate_bps(s.now_ns);
     if (template_)
       template_update(s, sent_bps);
     else
-      ztr_update(s, sent_bps);
+      ztr_update(s, sent_bps, since_ns);
     rate_bps_ = std::clamp(rate_bps_, min_bps_, line_bps_);
     was_cnp_ = was_nack_ = false;
   }
@@ -97,8 +103,10 @@ class Rttcc final : public Controller {
       rate_bps_ += p_.ai_fraction * line_bps_;
   }
 
-  void ztr_update(const RttSample& s, double sent_bps) noexcept {
+  void ztr_update(const RttSample& s, double sent_bps, uint64_t since_ns) noexcept {
     const uint64_t now = s.now_ns;
+    const uint64_t prev_rtt_ns = prev_rtt_ns_;
+    prev_rtt_ns_ = s.rtt_ns;
     if (min_rtt_ns_ == 0 || s.rtt_ns < min_rtt_ns_) min_rtt_ns_ = s.rtt_ns;
     // Capped at the max delay: the first samples of a flow that starts into
     // a full queue must still read as congested.
@@ -124,7 +132,9 @@ class Rttcc final : public Controller {
         next += hyper_steps_ * p_.hai_fraction * line_bps_;
         last_hyper_ns_ = now;
       }
-      rate_bps_ = std::min(next, rate_bps_ * p_.max_change);
+      const double cap = std::max(rate_bps_ * p_.max_change,
+                                  rate_bps_ + p_.time_increase_fraction_per_ms * line_bps_ * static_cast<double>(since_ns) / 1e6);
+      rate_bps_ = std::min(next, cap);
       return;
     }
     last_calm_ns_ = now;
@@ -136,6 +146,13 @@ class Rttcc final : public Controller {
       last_decrease_ns_ = now;
       return;
     }
+    // Draining: the RTT fell since the previous sample, so the rate is
+    // already below what the queue drains at. Cutting again on the queue
+    // that is left would take the flow below its share (at 16 k flows the
+    // start-up queue takes ms to drain, and every flow samples in that time).
+    if (!was_nack_ && p_.hold_ratio > 0 &&
+        static_cast<double>(s.rtt_ns) < p_.hold_ratio * static_cast<double>(prev_rtt_ns))
+      return;
     const bool severe = s.rtt_ns > p_.max_delay_ns || was_nack_;
     // At most once per RTT: the effect of a cut shows an RTT later.
     if (now - last_decrease_ns_ < s.rtt_ns) return;
@@ -162,8 +179,9 @@ class Rttcc final : public Controller {
   bool was_cnp_ = false;
   bool was_nack_ = false;
   bool congested_ = false;  // ztr: the flow has met congestion (its first one halves)
-  uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)
   uint32_t hyper_steps_ = 0;  // consecutive hyper-increase periods
+  uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)
+  uint64_t prev_rtt_ns_ = 0;  // ztr: the previous sample's RTT
   uint64_t last_calm_ns_;
   uint64_t last_hyper_ns_;
   uint64_t last_decrease_ns_ = 0;

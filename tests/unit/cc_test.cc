@@ -139,7 +139,9 @@ TEST(RttccZtr, FirstCongestionHalvesThenBoundedOncePerRtt) {
   double r = h.rate();
   h.rtt(t += 5 * kUs, 30 * kUs);  // within one RTT of the last decrease: unchanged
   EXPECT_DOUBLE_EQ(h.rate(), r);
-  h.rtt(t += 40 * kUs, 14 * kUs);  // proportional: 1 - gain (14 - 13) / 14
+  h.rtt(t += 40 * kUs, 14 * kUs);  // RTT fell below 0.98 x 30 us: draining, hold
+  EXPECT_DOUBLE_EQ(h.rate(), r);
+  h.rtt(t += 40 * kUs, 14 * kUs);  // not falling: proportional, 1 - gain (14 - 13) / 14
   EXPECT_NEAR(h.rate(), r * (1 - gain / 14), 1);
   r = h.rate();
   h.rtt(t += 100 * kUs, 60 * kUs);  // 1 - gain 47/60 = 0.80 -> bounded at 0.97
@@ -150,6 +152,58 @@ TEST(RttccZtr, FirstCongestionHalvesThenBoundedOncePerRtt) {
   r = h.rate();
   h.rtt(t += 200'000 * kUs, 100'000 * kUs);  // a huge queue (100 ms): about x(1 - gain)
   EXPECT_NEAR(h.rate(), r * (1 - gain * (100'000.0 - 13) / 100'000), 1);
+}
+
+// A congested sample whose RTT fell since the previous one holds the rate
+// (the queue is draining), unless a NACK came with it; the hold is off with
+// hold_ratio 0.
+TEST(RttccZtr, FallingRttHoldsTheRateUnlessANackCame) {
+  for (const double hold : {0.98, 0.0}) {
+    Options o = no_flow_scaling();
+    o.rttcc.hold_ratio = hold;
+    Harness h("rttcc", o);
+    uint64_t t = 0;
+    h.rtt(t += 10 * kUs, 200 * kUs);  // first congestion: x0.5
+    double r = h.rate();
+    h.rtt(t += 500 * kUs, 150 * kUs);  // falling (150 < 0.98 x 200)
+    if (hold > 0)
+      EXPECT_DOUBLE_EQ(h.rate(), r) << "hold";
+    else
+      EXPECT_LT(h.rate(), r) << "no hold";
+    r = h.rate();
+    h.rtt(t += 500 * kUs, 148 * kUs);  // within 2 %: not draining, a cut
+    EXPECT_LT(h.rate(), r) << hold;
+    r = h.rate();
+    h.flow->on_nack(t += 10 * kUs);
+    h.rtt(t += 500 * kUs, 100 * kUs);  // falling, but a NACK: a cut
+    EXPECT_LT(h.rate(), r) << hold;
+  }
+}
+
+// A flow that samples once per 10 ms (a packet per 10 ms at 16 k flows) may
+// grow by 1e-6 of line rate per ms since its previous sample when that is
+// more than max_change allows: the same absolute step for a slow and a
+// slower flow (additive, so shares stay fair).
+TEST(RttccZtr, RareSamplersClimbByTheSameAmountPerUnitTime) {
+  auto flow_at = [](double fraction) {
+    Options o = no_flow_scaling();
+    o.rttcc.start_rate_fraction = fraction;
+    return o;
+  };
+  Harness a("rttcc", flow_at(1e-4)), b("rttcc", flow_at(1e-5));  // 10 and 1 Mbit/s
+  const double step = 1e-6 * kLine * 10;  // 10 ms at 1e-6 of line per ms: 1 Mbit/s
+  for (uint64_t t = 10'000 * kUs; t <= 50'000 * kUs; t += 10'000 * kUs) {
+    const double ra = a.rate(), rb = b.rate();
+    a.rtt(t, 5 * kUs);
+    b.rtt(t, 5 * kUs);
+    EXPECT_NEAR(a.rate() - ra, step, 1) << t;
+    EXPECT_NEAR(b.rate() - rb, step, 1) << t;
+  }
+  // Sampling every 10 us, the same flow is bounded by max_change alone.
+  Harness c("rttcc", flow_at(1e-4));
+  const double rc = c.rate();
+  c.rtt(10 * kUs, 5 * kUs);
+  EXPECT_NEAR(c.rate(), rc * Options{}.rttcc.max_change, 1);
 }
 
 // Flow scaling: the same RTT is congestion for a flow near line rate and

@@ -441,8 +441,9 @@ TEST(ReliableFlow, FinishedWritesAreReportedBehindAStalledHead) {
   net.regions_b.map[2] = &rd;
   for (size_t i = 0; i < kWrites; ++i) {
     ASSERT_TRUE(net.a->post_write({&rs, i * 512, 512, rd.remote(), i * 512, 0, false, i}));
-    if (i == 50)  // past the end of the source: refused locally, still reported once
+    if (i == 50) {  // past the end of the source: refused locally, still reported once
       ASSERT_TRUE(net.a->post_write({&rs, src.size(), 512, rd.remote(), 0, 0, false, 1000}));
+    }
   }
   std::vector<Completion> ca, cb;
   ASSERT_TRUE(net.run(kWrites + 1, 0, &ca, &cb, 1'000'000));
