@@ -138,6 +138,8 @@ Result<void> DpdkDevice::parse_options() {
   d.window = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "window", "GREX_DPDK_WINDOW", 16, 1 << 16, 1024)));
   if ((d.window & (d.window - 1)) != 0)
     return Error(Errc::kInvalidArgument, "GREX_DPDK_WINDOW=" + std::to_string(d.window) + " is not a power of two");
+  d.adverts_per_packet =
+      static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "adverts", "GREX_DPDK_ADVERTS", 1, 256, 32)));
   d.give_up_ms = GREX_TRY(detail::param_int(opts_, "give_up_ms", "GREX_DPDK_GIVE_UP_MS", 10, 3'600'000, 10'000));
   if (auto v = detail::param(opts_, "faults", "GREX_DPDK_FAULTS"); !v.empty()) d.faults = GREX_TRY(parse_faults(v));
   std::string crc = detail::param(opts_, "crc", "GREX_DPDK_CRC");
@@ -179,6 +181,7 @@ Result<void> DpdkDevice::init() {
   max_payload_ &= ~63u;  // keep payloads cache-line multiples
   flow_cfg_.max_payload = max_payload_;
   flow_cfg_.window = dopts_.window;
+  flow_cfg_.adverts_per_packet = dopts_.adverts_per_packet;
   flow_cfg_.queue_depth = opts_.queue_depth;
   flow_cfg_.give_up_ns = static_cast<uint64_t>(dopts_.give_up_ms) * 1'000'000;
   flow_cfg_.keepalive_ns = std::min<uint64_t>(flow_cfg_.give_up_ns / 4, 100'000'000);

@@ -41,6 +41,7 @@ struct DpdkOptions {
   uint16_t mtu = 9000;
   uint32_t mbufs = 16383;
   uint32_t window = 1024;
+  uint32_t adverts_per_packet = 32;  ///< receives advertised in one packet at most
   int64_t give_up_ms = 10'000;
   bool payload_crc = false;
   FaultConfig faults;

@@ -5,7 +5,8 @@
 //
 // Protocol (see wire.h for the header):
 //  - Every posted receive is advertised to the peer (a reliable kData with
-//    kFlagAdvert). The sender matches its sends to adverts first-in first-out
+//    kFlagAdvert; receives posted together share one packet, up to
+//    Config::adverts_per_packet). The sender matches its sends to adverts first-in first-out
 //    per tag, then sends the bytes straight into that receive: no unexpected
 //    messages, no receiver-side buffering, no copy but the one into the
 //    posted buffer. Writes name a registered region (rkey) and an offset.
@@ -53,6 +54,10 @@ struct Config {
   uint64_t keepalive_ns = 20'000'000;    ///< probe a silent peer while work is pending
   uint64_t give_up_ns = 10'000'000'000;  ///< declare a silent peer dead
   bool payload_crc = false;              ///< protect payloads with CRC32C too (headers always are)
+  /// Receives advertised in one packet at most (1: a packet each). Receives
+  /// posted between two polls leave together: a receiver that reposts a
+  /// burst of completed receives sends one packet back, not one per message.
+  uint32_t adverts_per_packet = 32;
   /// Congestion control: nullptr (or "none") sends as fast as the window
   /// allows; otherwise the controller's decision paces every data packet
   /// (a token bucket at its rate, plus its window when it sets one), and it
@@ -64,7 +69,12 @@ struct Config {
 };
 
 /// A packet the flow wants on the wire: header plus a payload pointer into
-/// registered memory (zero-copy TX attaches it as an external buffer).
+/// registered memory `region` (zero-copy TX attaches it as an external
+/// buffer), or, with region nullptr, into the flow's own memory (an advert's
+/// packed receives), valid until the next poll_tx(): copy it before then.
+/// poll_tx() emits at most this many packets per call.
+inline constexpr size_t kMaxTxPerPoll = 64;
+
 struct TxPacket {
   wire::Header hdr;
   const uint8_t* payload = nullptr;
@@ -142,6 +152,7 @@ class Flow {
     uint32_t len = 0;
     uint64_t sent_ns = 0;
     uint32_t sends = 0;
+    uint32_t msgs = 1;     // adverts: how many (consecutive in txmsgs_ from msg) the packet carries
   };
   struct RxRecv {  // a posted receive, indexed by its advert sequence
     RecvRequest req;
@@ -180,7 +191,7 @@ class Flow {
   uint64_t rto_ns() const noexcept;
   // rx side (reliable_rx.cc)
   void on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_ns) noexcept;
-  void on_advert(const wire::Header& h) noexcept;
+  void on_advert(const wire::Header& h, const uint8_t* payload) noexcept;
   void place(const wire::Header& h, const uint8_t* payload) noexcept;
   void place_write(const wire::Header& h, const uint8_t* payload) noexcept;
   void on_timing(const wire::Header& h, uint64_t now_ns) noexcept;
@@ -210,6 +221,9 @@ class Flow {
   uint64_t advert_expected_ = 0; // next ordinal to admit
   uint64_t next_advert_ordinal_ = 0;
   std::vector<TxMsg> txmsgs_;  // ring
+  uint32_t advert_pack_;       // cfg_.adverts_per_packet, within what a payload holds
+  std::vector<uint8_t> advert_wire_;  // packed advert payloads of one poll_tx: kMaxTxPerPoll slices
+  const TxPacket* tx_out_ = nullptr;  // poll_tx's output (a packet's index picks its slice)
   size_t tx_head_ = 0, tx_n_ = 0, tx_seg_ = 0;  // tx_seg_: first message not fully segmented (offset from head)
   size_t unreported_done_ = 0;                     // messages done, not yet moved to done_
   std::vector<Slot> win_;

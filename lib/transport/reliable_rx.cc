@@ -126,7 +126,7 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   }
   if (static_cast<int32_t>(h.psn + 1 - rcv_high_) > 0) rcv_high_ = h.psn + 1;
   if ((h.flags & wire::kFlagAdvert) != 0) {
-    on_advert(h);
+    on_advert(h, payload);
   } else if ((h.flags & wire::kFlagWrite) != 0) {
     place_write(h, payload);
   } else {
@@ -166,15 +166,21 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   }
 }
 
-void Flow::on_advert(const wire::Header& h) noexcept {
+void Flow::on_advert(const wire::Header& h, const uint8_t* payload) noexcept {
   // Matching is first-in first-out per tag in the order receives were posted,
-  // so adverts are admitted strictly by ordinal; early ones wait.
+  // so adverts are admitted strictly by ordinal; early ones wait. The packet
+  // names ordinals [offset, offset + 1 + entries): all must fit the window.
+  const size_t extra = h.payload_len / wire::kAdvertEntryBytes;
   uint64_t d = h.offset - advert_expected_;
-  if (h.offset < advert_expected_ || d >= early_.size()) {
+  if (h.offset < advert_expected_ || d >= early_.size() || extra >= early_.size() - d) {
     ++stats_.bad_placement;
     return;
   }
   early_[h.offset % early_.size()] = Advert{h.msg_id, h.msg_len, h.tag, true};
+  for (size_t i = 0; i < extra; ++i) {
+    const wire::AdvertEntry e = wire::decode_advert(payload, i);
+    early_[(h.offset + 1 + i) % early_.size()] = Advert{e.seq, e.len, e.tag, true};
+  }
   bool admitted = false;
   while (early_[advert_expected_ % early_.size()].held && adverts_n_ < adverts_.size()) {
     Advert& a = early_[advert_expected_ % early_.size()];

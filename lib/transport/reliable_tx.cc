@@ -9,6 +9,10 @@ namespace grex::reliable {
 
 namespace {
 uint32_t span_of(const Config& c) { return c.span != 0 ? c.span : 4 * c.window; }
+uint32_t advert_pack_of(const Config& c) {
+  const uint32_t fit = 1 + c.max_payload / static_cast<uint32_t>(wire::kAdvertEntryBytes);
+  return std::clamp<uint32_t>(c.adverts_per_packet, 1, std::min<uint32_t>(fit, 256));
+}
 }  // namespace
 
 Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int peer, RegionTable* regions)
@@ -22,6 +26,8 @@ Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int pee
       adverts_(cfg.queue_depth * 2),
       early_(span_of(cfg)),
       txmsgs_(cfg.queue_depth * 3),
+      advert_pack_(advert_pack_of(cfg)),
+      advert_wire_(kMaxTxPerPoll * (advert_pack_of(cfg) - 1) * wire::kAdvertEntryBytes),
       win_(span_of(cfg)),
       span_(span_of(cfg)),
       retx_(span_of(cfg)),
@@ -153,10 +159,21 @@ bool Flow::next_data(TxPacket* p, uint64_t now_ns) noexcept {
     Slot& s = win_[psn % span_];
     s = Slot{true, false, mi, m.next, static_cast<uint32_t>(std::min<uint64_t>(cfg_.max_payload, m.send_len - m.next)),
              now_ns, 1};
-    if (m.kind == Kind::kAdvert) s.len = 0;
     m.next += s.len;
     ++m.pkts;
     if (m.next >= m.send_len) m.segmented = true;
+    if (m.kind == Kind::kAdvert) {
+      // The receives posted right after it (next in the ring, not sent yet)
+      // ride in the same packet; their ordinals follow its own.
+      s.len = 0;
+      while (s.msgs < advert_pack_ && tx_seg_ + s.msgs < tx_n_) {
+        TxMsg& a = txmsgs_[(mi + s.msgs) % txmsgs_.size()];
+        if (a.kind != Kind::kAdvert || a.segmented) break;
+        a.segmented = true;
+        a.pkts = 1;
+        ++s.msgs;
+      }
+    }
     fill_data(p, psn, now_ns);
     last_data_ns_ = now_ns;
     ++stats_.data_sent;
@@ -179,10 +196,20 @@ void Flow::fill_data(TxPacket* p, uint32_t psn, uint64_t now_ns) noexcept {
   h.payload_len = s.len;
   h.timestamp = now_ns;
   h.tag = m.tag;
+  const uint8_t* payload = s.len > 0 ? m.src + s.offset : nullptr;
   if (m.kind == Kind::kAdvert) {
     h.flags = wire::kFlagAdvert;
     h.msg_len = m.wire_len;
     h.offset = m.base_offset;  // ordinal
+    if (s.msgs > 1) {  // the packed ones, in this packet's slice of advert_wire_
+      uint8_t* w = advert_wire_.data() + static_cast<size_t>(p - tx_out_) * (advert_pack_ - 1) * wire::kAdvertEntryBytes;
+      for (uint32_t i = 1; i < s.msgs; ++i) {
+        const TxMsg& a = txmsgs_[(s.msg + i) % txmsgs_.size()];
+        wire::encode_advert({a.msg_id, a.wire_len, a.tag}, w + (i - 1) * wire::kAdvertEntryBytes);
+      }
+      h.payload_len = static_cast<uint32_t>((s.msgs - 1) * wire::kAdvertEntryBytes);
+      payload = w;
+    }
   } else if (m.kind == Kind::kWrite) {
     h.flags = m.flags;
     h.offset = s.offset;
@@ -196,8 +223,8 @@ void Flow::fill_data(TxPacket* p, uint32_t psn, uint64_t now_ns) noexcept {
   }
   if (cfg_.payload_crc) h.flags |= wire::kFlagPayloadCrc;
   p->hdr = h;
-  p->payload = s.len > 0 ? m.src + s.offset : nullptr;
-  p->region = m.region;
+  p->payload = payload;
+  p->region = m.kind == Kind::kAdvert ? nullptr : m.region;
   ack_due_ = false;  // the ACK rides along
   unacked_rx_ = 0;
 }
@@ -206,10 +233,12 @@ void Flow::ack_psn(uint32_t psn) noexcept {
   Slot& s = win_[psn % span_];
   if (!s.used || s.acked) return;
   s.acked = true;
-  TxMsg& m = txmsgs_[s.msg];
-  if (++m.pkts_acked == m.pkts && m.segmented) {
-    m.done = true;
-    ++unreported_done_;
+  for (uint32_t i = 0; i < s.msgs; ++i) {
+    TxMsg& m = txmsgs_[(s.msg + i) % txmsgs_.size()];
+    if (++m.pkts_acked == m.pkts && m.segmented) {
+      m.done = true;
+      ++unreported_done_;
+    }
   }
 }
 
@@ -357,6 +386,8 @@ void Flow::paced(uint32_t payload_len, uint64_t now_ns) noexcept {
 }
 
 size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
+  out = out.first(std::min(out.size(), kMaxTxPerPoll));  // advert_wire_ has a slice for each
+  tx_out_ = out.data();
   if (last_rx_ns_ == 0) last_rx_ns_ = now_ns;
   if (cfg_.cc != nullptr && !cc_.active()) {  // the controller starts with the flow's first poll
     cc_.reset(*cfg_.cc, cfg_.cc_options, cc::PathInfo{cfg_.line_rate_bps, cfg_.max_payload}, now_ns);

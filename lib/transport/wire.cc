@@ -2,6 +2,8 @@
 // Encoding and validation of the grex datagram header.
 #include "transport/wire.h"
 
+#include <bit>
+
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 #endif
@@ -9,16 +11,30 @@
 namespace grex::wire {
 namespace {
 
+// Little-endian fields: one load or store on a little-endian host, bytes
+// assembled by shifts elsewhere.
 template <class T>
 void put(uint8_t*& p, T v) noexcept {
-  for (size_t i = 0; i < sizeof(T); ++i) *p++ = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(p, &v, sizeof(T));
+    p += sizeof(T);
+  } else {
+    for (size_t i = 0; i < sizeof(T); ++i) *p++ = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+  }
 }
 
 template <class T>
 T get(const uint8_t*& p) noexcept {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(*p++) << (8 * i);
-  return static_cast<T>(v);
+  if constexpr (std::endian::native == std::endian::little) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    p += sizeof(T);
+    return v;
+  } else {
+    uint64_t v = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(*p++) << (8 * i);
+    return static_cast<T>(v);
+  }
 }
 
 uint32_t crc32c_soft(const uint8_t* d, size_t n, uint32_t crc) noexcept {
@@ -94,6 +110,23 @@ void encode(const Header& h, uint8_t* out, const uint8_t* payload) noexcept {
   put<uint32_t>(c, crc);
 }
 
+void encode_advert(const AdvertEntry& e, uint8_t* out) noexcept {
+  put<uint32_t>(out, e.seq);
+  put<uint32_t>(out, 0);
+  put<uint64_t>(out, e.len);
+  put<uint64_t>(out, e.tag);
+}
+
+AdvertEntry decode_advert(const uint8_t* payload, size_t i) noexcept {
+  const uint8_t* p = payload + i * kAdvertEntryBytes;
+  AdvertEntry e;
+  e.seq = get<uint32_t>(p);
+  p += 4;
+  e.len = get<uint64_t>(p);
+  e.tag = get<uint64_t>(p);
+  return e;
+}
+
 Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) noexcept {
   if (data == nullptr || len < kHeaderBytes) return Reject::kTruncated;
   const uint8_t* p = data;
@@ -125,7 +158,7 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
     if ((x.flags & kFlagImm) != 0 && (x.flags & kFlagWrite) == 0) return Reject::kBadFlags;
     if (x.payload_len > max_payload) return Reject::kBadLength;
     if ((x.flags & kFlagAdvert) != 0) {
-      if (x.payload_len != 0 || x.remote != 0) return Reject::kBadLength;
+      if (x.payload_len % kAdvertEntryBytes != 0 || x.remote != 0) return Reject::kBadLength;
     } else if (x.offset > x.msg_len || x.payload_len > x.msg_len - x.offset) {
       return Reject::kBadLength;
     } else if ((x.flags & kFlagWrite) == 0 ? x.remote != 0 : x.remote > UINT64_MAX - x.msg_len) {
@@ -137,6 +170,12 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
   }
   if (len < kHeaderBytes + x.payload_len) return Reject::kTruncated;
   if (len > kHeaderBytes + x.payload_len) return Reject::kTrailing;
+  if (x.type == Type::kData && (x.flags & kFlagAdvert) != 0) {
+    for (size_t i = 0; i < x.payload_len / kAdvertEntryBytes; ++i) {
+      const uint8_t* z = data + kHeaderBytes + i * kAdvertEntryBytes + 4;
+      if (get<uint32_t>(z) != 0) return Reject::kBadLength;  // the entry's zero field
+    }
+  }
   bool carries_ack = x.type == Type::kData || x.type == Type::kAck || x.type == Type::kNack || x.type == Type::kClose;
   if (!carries_ack && x.rx_above != 0) return Reject::kBadLength;
   uint8_t copy[kHeaderBytes];

@@ -10,7 +10,7 @@
 
 namespace grex::wire {
 
-inline constexpr uint8_t kVersion = 2;  // 2: rx_above (was reserved), kNack ranges
+inline constexpr uint8_t kVersion = 3;  // 2: rx_above (was reserved), kNack ranges; 3: packed adverts
 inline constexpr size_t kHeaderBytes = 80;
 
 enum class Type : uint8_t {
@@ -28,7 +28,8 @@ inline constexpr uint8_t kMaxType = 8;
 /// Flags on kData.
 enum Flags : uint16_t {
   kFlagAdvert = 1u << 0,  ///< a posted receive: msg_id = receive sequence, msg_len = buffer length, tag,
-                          ///< offset = advert ordinal (consecutive; the sender matches in this order)
+                          ///< offset = advert ordinal (consecutive; the sender matches in this order);
+                          ///< the payload packs the receives with the next ordinals (AdvertEntry each)
   kFlagWrite = 1u << 1,   ///< one-sided write: offset = remote offset, tag = rkey << 32 | imm
   kFlagImm = 1u << 2,     ///< write: raise a completion at the target when all bytes landed
   kFlagAbort = 1u << 3,   ///< kClose: the sender aborts; msg_id = culprit rank + 1
@@ -66,6 +67,20 @@ struct Header {
   uint32_t crc = 0;          ///< CRC32C of the header (crc field zero) [+ payload]; set by encode()
   uint32_t rx_above = 0;     ///< psns received above `ack` (see the field table)
 };
+
+/// One more receive in an advert's payload, for the ordinal after the
+/// previous one: {u32 receive sequence, u32 zero, u64 buffer length, u64 tag},
+/// little-endian like the header.
+struct AdvertEntry {
+  uint32_t seq = 0;
+  uint64_t len = 0;
+  uint64_t tag = 0;
+};
+inline constexpr size_t kAdvertEntryBytes = 24;
+void encode_advert(const AdvertEntry& e, uint8_t* out) noexcept;
+/// Entry i of a decoded advert's payload (decode() has checked its length
+/// and zero fields).
+AdvertEntry decode_advert(const uint8_t* payload, size_t i) noexcept;
 
 /// Why decode() refused a packet.
 enum class Reject : uint8_t {

@@ -18,7 +18,12 @@ std::vector<uint8_t> check_tx_packet(const reliable::TxPacket& p, const reliable
   const wire::Header& h = p.hdr;
   FUZZ_CHECK(h.payload_len <= cfg.max_payload);
   FUZZ_CHECK((p.payload != nullptr) == (h.payload_len > 0));
-  if (h.payload_len > 0) FUZZ_CHECK(p.region != nullptr && p.region->contains(p.payload, h.payload_len));
+  // Data comes from the caller's registered memory; an advert's packed
+  // receives from the flow's own buffer (region nullptr), whole entries.
+  if (h.payload_len > 0 && (h.flags & wire::kFlagAdvert) != 0)
+    FUZZ_CHECK(p.region == nullptr && h.payload_len % wire::kAdvertEntryBytes == 0);
+  else if (h.payload_len > 0)
+    FUZZ_CHECK(p.region != nullptr && p.region->contains(p.payload, h.payload_len));
   std::vector<uint8_t> bytes(wire::kHeaderBytes + h.payload_len);
   if (h.payload_len > 0) std::memcpy(bytes.data() + wire::kHeaderBytes, p.payload, h.payload_len);  // ASan: still live?
   wire::encode(h, bytes.data(), p.payload);

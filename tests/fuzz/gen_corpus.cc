@@ -68,6 +68,14 @@ int main(int argc, char** argv) {
   advert.type = Type::kData;
   advert.flags = grex::wire::kFlagAdvert;
   advert.msg_len = 4096;
+  // Three receives in one advert: ordinals 0, 1, 2 (entries for 1 and 2).
+  Header packed = advert;
+  packed.payload_len = 2 * grex::wire::kAdvertEntryBytes;
+  Bytes packed_dgram(grex::wire::kHeaderBytes + packed.payload_len);
+  for (uint32_t i = 0; i < 2; ++i)
+    grex::wire::encode_advert({i + 1, 4096, 0},
+                              packed_dgram.data() + grex::wire::kHeaderBytes + i * grex::wire::kAdvertEntryBytes);
+  grex::wire::encode(packed, packed_dgram.data(), packed_dgram.data() + grex::wire::kHeaderBytes);
   Header ack;
   ack.type = Type::kAck;
   ack.ack = 1;
@@ -80,6 +88,7 @@ int main(int argc, char** argv) {
   bool ok = write_file(dir, "frame_data", in_frame(datagram(data))) &&
             write_file(dir, "frame_write_imm", in_frame(datagram(write))) &&
             write_file(dir, "dgram_data", datagram(data)) && write_file(dir, "dgram_advert", datagram(advert)) &&
+            write_file(dir, "dgram_advert_packed", packed_dgram) &&
             write_file(dir, "dgram_ack", datagram(ack)) && write_file(dir, "dgram_timing_req", datagram(probe));
   // Checked mode, window 64, 512 B packets: side 0 receives 1000 B from side 1.
   ok = ok && write_file(dir, "script_send_recv",

@@ -46,9 +46,15 @@ struct Link {
   std::deque<Pkt> wire;
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> held;  // (packets still to overtake, bytes)
   uint64_t malformed = 0;
+  uint64_t advert_packets = 0, adverts = 0;  // advert packets offered to the link, receives they name
   std::set<uint32_t> drop_once;  // data psns whose first transmission is lost
 
   void send(std::vector<uint8_t> bytes, uint64_t now) {
+    if (wire::Header a; wire::decode(bytes.data(), bytes.size(), 1 << 16, &a) == wire::Reject::kNone &&
+                        a.type == wire::Type::kData && (a.flags & wire::kFlagAdvert) != 0) {
+      ++advert_packets;
+      adverts += 1 + a.payload_len / wire::kAdvertEntryBytes;
+    }
     FaultDecision d = faults.next(static_cast<uint32_t>(bytes.size()));
     if (d.drop) return;
     if (!drop_once.empty()) {
@@ -353,6 +359,44 @@ TEST(ReliableFlow, SoakManySeedsOfMixedFaults) {
 
 namespace grex::reliable {
 namespace {
+
+// Receives posted together are advertised together: 40 receives on two
+// tags leave as two packets (32 + 8). When the first is lost, its resend
+// names the same 32. Every send lands in its own receive, in order per tag;
+// with adverts_per_packet 1 each receive takes a packet of its own.
+TEST(ReliableFlow, ReceivesPostedTogetherShareAnAdvertPacket) {
+  for (const uint32_t pack : {32u, 1u}) {
+    for (const bool lose_first : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "pack " << pack << " lose_first " << lose_first);
+      Config cfg;
+      cfg.adverts_per_packet = pack;
+      Net net(cfg);
+      if (lose_first) net.ba.drop_once.insert(0);  // B's first packet
+      constexpr size_t kMsgs = 40, kLen = 64;
+      std::vector<uint8_t> src(kMsgs * kLen), dst(kMsgs * kLen, 0);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = pattern(i / kLen, i % kLen);
+      TestRegion rs(src.data(), src.size(), 1), rd(dst.data(), dst.size(), 2);
+      for (size_t i = 0; i < kMsgs; ++i) ASSERT_TRUE(net.b->post_recv({&rd, i * kLen, kLen, i % 2, i}));
+      for (size_t i = 0; i < kMsgs; ++i) ASSERT_TRUE(net.a->post_send({&rs, i * kLen, kLen, i % 2, i}));
+      std::vector<Completion> ca, cb;
+      ASSERT_TRUE(net.run(kMsgs, kMsgs, &ca, &cb, 1'000'000)) << "stuck: a " << ca.size() << " b " << cb.size();
+      for (const Completion& c : cb) {
+        EXPECT_EQ(c.status, Status::kSuccess);
+        EXPECT_EQ(c.bytes, kLen);
+      }
+      EXPECT_EQ(src, dst);  // send i (tag i % 2) matched receive i: FIFO per tag held
+      const uint64_t want_packets = pack == 1 ? kMsgs : 2;
+      if (!lose_first) {
+        EXPECT_EQ(net.ba.advert_packets, want_packets);
+        EXPECT_EQ(net.ba.adverts, kMsgs);
+      } else {  // every resend is of the lost packet, with the same receives
+        const uint64_t resends = net.ba.advert_packets - want_packets;
+        EXPECT_GE(resends, 1u);
+        EXPECT_EQ(net.ba.adverts, kMsgs + resends * (pack == 1 ? 1 : 32));
+      }
+    }
+  }
+}
 
 // The receiver got everything but every ACK it sent was lost; its CLOSE
 // carries the ACK state, so the sender's message completes successfully

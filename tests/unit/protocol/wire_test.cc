@@ -57,6 +57,44 @@ TEST(Wire, RoundTripsEveryField) {
   EXPECT_EQ(d.rx_above, 37u);
 }
 
+// An advert's payload carries more receives, 24 bytes each; a payload that
+// is not whole entries, or an entry whose zero field is set, is refused.
+TEST(Wire, AdvertPayloadPacksMoreReceives) {
+  Header h;
+  h.type = Type::kData;
+  h.flags = kFlagAdvert;
+  h.msg_id = 5;
+  h.msg_len = 4096;
+  h.offset = 10;  // ordinal of the first; the entries name 11 and 12
+  h.payload_len = 2 * kAdvertEntryBytes;
+  std::vector<uint8_t> payload(h.payload_len);
+  encode_advert({6, 8192, 0xabcdef0123ull}, payload.data());
+  encode_advert({0xffffffffu, UINT64_MAX, 7}, payload.data() + kAdvertEntryBytes);
+  auto p = packet(h, payload);
+  Header d;
+  ASSERT_EQ(decode(p.data(), p.size(), 9000, &d), Reject::kNone);
+  EXPECT_EQ(d.payload_len, 48u);
+  AdvertEntry e0 = decode_advert(p.data() + kHeaderBytes, 0), e1 = decode_advert(p.data() + kHeaderBytes, 1);
+  EXPECT_EQ(e0.seq, 6u);
+  EXPECT_EQ(e0.len, 8192u);
+  EXPECT_EQ(e0.tag, 0xabcdef0123ull);
+  EXPECT_EQ(e1.seq, 0xffffffffu);
+  EXPECT_EQ(e1.len, UINT64_MAX);
+  EXPECT_EQ(e1.tag, 7u);
+  {
+    Header odd = h;
+    odd.payload_len = 30;
+    auto q = packet(odd, std::vector<uint8_t>(30, 0));
+    EXPECT_EQ(decode(q.data(), q.size(), 9000, &d), Reject::kBadLength);
+  }
+  {
+    std::vector<uint8_t> bad = payload;
+    bad[kAdvertEntryBytes + 5] = 1;  // the second entry's zero field
+    auto q = packet(h, bad);
+    EXPECT_EQ(decode(q.data(), q.size(), 9000, &d), Reject::kBadLength);
+  }
+}
+
 TEST(Wire, RejectsEachMalformation) {
   std::vector<uint8_t> payload(16, 1);
   Header d;
