@@ -274,9 +274,26 @@ struct Communicator::Impl {
   /// waits until every peer published the same call; returns the slot's offset.
   Result<size_t> flat_exchange(const void* data, size_t bytes, uint64_t sig, const char* what);
   Result<void> flat_wait(int peer, uint64_t seq, size_t slot, const char* what);
+  /// Spins until the 64-bit sequence at the start of `line` (in `peer`'s
+  /// area) equals `want` (or is at least `want`), letting the engine notice
+  /// a dead peer and yielding when ranks outnumber cores; kTimeout names the peer.
+  Result<void> wait_line(int peer, uint8_t* line, uint64_t want, bool at_least, const char* what);
   Result<void> flat_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
   /// A barrier through the same slots (no data).
   Result<void> flat_barrier();
+
+  // Staged direct allreduce (staged_allreduce.cc): direct's division of the
+  // work (rank r reduces segment r), with user memory copied block by block
+  // into cache-sized slots of the flat area, which peers read and write with
+  // loads and stores instead of kernel copies. Set up with the flat area.
+  bool staged_on = false;
+  size_t stage_off = 0;    // where the staging part starts in each rank's area
+  uint64_t stage_seq = 0;  // staged blocks so far (every rank counts alike)
+  size_t staged_flags_bytes() const noexcept;
+  size_t staged_area_bytes() const noexcept;
+  /// Same decision on every rank: it depends on the size and options only.
+  bool staged_fits(size_t bytes) const noexcept;
+  Result<void> staged_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
 };
 
 /// kInvalidArgument for a bad call: "what: msg", from `rank`.

@@ -54,6 +54,7 @@ bool Communicator::Impl::direct_ok() const noexcept {
 
 Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                                                   ReduceOp op) {
+  if (staged_fits(count * dtype_size(type))) return staged_allreduce(sendbuf, recvbuf, count, type, op);
   const size_t es = dtype_size(type);
   const int n = size;
   const int r = rank;

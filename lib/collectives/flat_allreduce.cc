@@ -63,17 +63,24 @@ Result<void> Communicator::Impl::setup_flat(bool all_local) {
   // Each rank reads (size - 1) slots per call: the option bounds that sum.
   const uint64_t max = opts.flat_max_bytes / static_cast<uint64_t>(size - 1);
   const size_t stride = slot_stride(max);
-  std::string mine(sizeof(RemoteRegion) + sizeof(uint64_t), '\0');
-  if (max > 0) {
-    auto area = device->allocate(2 * stride);
+  // The staged direct allreduce (staged_allreduce.cc) shares the area: its
+  // flags and slots follow the two flat slots.
+  const uint64_t flat_bytes = max > 0 ? 2 * stride : 0;
+  const uint64_t stage_bytes = opts.stage_sends != "never" ? staged_area_bytes() : 0;
+  std::string mine(sizeof(RemoteRegion) + 2 * sizeof(uint64_t), '\0');
+  if (flat_bytes + stage_bytes > 0) {
+    auto area = device->allocate(flat_bytes + stage_bytes);
     if (area) {
       flat_area = *area;
-      std::memset(flat_area->addr(), 0, 2 * stride);
+      // The flat slots and the staging flags start at zero; the staging
+      // slots are written before they are read.
+      std::memset(flat_area->addr(), 0, flat_bytes + std::min(stage_bytes, staged_flags_bytes()));
       RemoteRegion rr = flat_area->remote();
       std::memcpy(mine.data(), &rr, sizeof rr);
       std::memcpy(mine.data() + sizeof rr, &max, sizeof max);
+      std::memcpy(mine.data() + sizeof rr + sizeof max, &stage_bytes, sizeof stage_bytes);
     } else {
-      GREX_WARN(kSubsys, "flat allreduce off: %s", area.error().message().c_str());
+      GREX_WARN(kSubsys, "flat and staged allreduce off: %s", area.error().message().c_str());
     }
   }
   auto all = GREX_TRY(bootstrap->all_gather(opts.name + "/flat", mine));
@@ -83,11 +90,12 @@ Result<void> Communicator::Impl::setup_flat(bool all_local) {
   for (int p = 0; p < size && usable; ++p) {
     const std::string& rec = all[static_cast<size_t>(p)];
     RemoteRegion rr;
-    uint64_t theirs = 0;
+    uint64_t theirs = 0, their_stage = 0;
     if (rec.size() != mine.size()) return Error(Errc::kProtocol, "flat setup: malformed record").peer(p);
     std::memcpy(&rr, rec.data(), sizeof rr);
     std::memcpy(&theirs, rec.data() + sizeof rr, sizeof theirs);
-    if (theirs != max) {
+    std::memcpy(&their_stage, rec.data() + sizeof rr + sizeof theirs, sizeof their_stage);
+    if (theirs != max || their_stage != stage_bytes) {
       usable = false;
       break;
     }
@@ -113,11 +121,20 @@ Result<void> Communicator::Impl::setup_flat(bool all_local) {
   flat_bases = std::move(bases);
   flat_stride = stride;
   flat_max = max;
+  stage_off = stage_bytes > 0 ? flat_bytes : 0;
+  staged_on = stage_bytes > 0;
   return ok();
 }
 
 Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot, const char* what) {
-  uint8_t* s = flat_bases[static_cast<size_t>(peer)] + slot;
+  return wait_line(peer, flat_bases[static_cast<size_t>(peer)] + slot, seq, false, what);
+}
+
+Result<void> Communicator::Impl::wait_line(int peer, uint8_t* line, uint64_t want, bool at_least, const char* what) {
+  auto arrived = [&]() {
+    const uint64_t v = seq_of(line).load(std::memory_order_acquire);
+    return at_least ? v >= want : v == want;
+  };
   // Spin on the line; between bursts of loads, let the engine notice a dead
   // or aborting peer (and, after a long wait, yield or nap as it does for
   // messages). With more ranks than cores the awaited rank is likely not
@@ -126,7 +143,7 @@ Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot, 
   const bool adaptive = engine->adaptive();
   const uint32_t burst = adaptive ? kAdaptiveBurst : kSpinBurst;
   uint32_t bursts = 0;
-  for (uint32_t spins = 1; seq_of(s).load(std::memory_order_acquire) != seq; ++spins) {
+  for (uint32_t spins = 1; !arrived(); ++spins) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif

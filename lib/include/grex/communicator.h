@@ -57,7 +57,9 @@ struct CommOptions {
   bool spread = true;
   /// Collective sends from user memory: "auto" copies each chunk into shared
   /// staging memory when the backend reads that faster (shm: a cached memcpy
-  /// beats a CMA copy), "always", or "never" [GREX_STAGE_SENDS].
+  /// beats a CMA copy), "always", or "never" [GREX_STAGE_SENDS]. With every
+  /// rank on one host it also decides the staged direct allreduce ("auto":
+  /// from 128 MiB at 2 ranks, 16 MiB at more; docs/collectives.md).
   std::string stage_sends = "auto";
   /// "auto" stages vectors of at least this many bytes (below it data stays
   /// in cache and a direct copy wins) [GREX_STAGE_MIN_BYTES].

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every collective against a reference computed locally, over shm with 1..8
 // ranks: allreduce with each algorithm (ring, Rabenseifner, recursive
-// doubling, tree, direct, flat) x dtypes x ops x counts, in and out of place; reduce,
+// doubling, tree, direct, direct staged through shared slots, flat) x dtypes x ops x
+// counts, in and out of place; reduce,
 // reduce_scatter, allgather, alltoall, alltoallv, broadcast; bitwise-identical repeats;
 // and the non-blocking API (overlapping allreduces complete in order).
 #include <gtest/gtest.h>
@@ -18,11 +19,17 @@
 namespace grex::test {
 namespace {
 
-constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree", "direct", "flat"};
+// "staged": direct with every size staged (GREX_STAGE_SENDS=always), which
+// otherwise takes vectors of 16 MiB (128 MiB at 2 ranks) and more.
+constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree", "direct", "staged", "flat"};
+
+// The algorithm a communicator built by opts_for(label) reports.
+std::string algo_name(const char* label) { return std::strcmp(label, "staged") == 0 ? "direct" : label; }
 
 CommOptions opts_for(const char* algo, int64_t timeout_ms = 60'000) {
   CommOptions o;
-  o.algo = algo;
+  o.algo = algo_name(algo);
+  if (std::strcmp(algo, "staged") == 0) o.stage_sends = "always";
   o.cost = "5,5,5";  // fixed constants: no calibration in every test
   o.timeout_ms = timeout_ms;
   return o;
@@ -102,7 +109,7 @@ TEST_P(Algos, AllreduceEveryAlgorithmDtypeOpAndCount) {
       auto c = make_comm(r, o);
       RANK_CHECK(c != nullptr);
       // (flat needs peers; vectors past its limit take the model's choice)
-      RANK_CHECK(c->allreduce_algorithm(1) == algo || (n == 1 && std::strcmp(algo, "flat") == 0));
+      RANK_CHECK(c->allreduce_algorithm(1) == algo_name(algo) || (n == 1 && std::strcmp(algo, "flat") == 0));
       RANK_CHECK(allreduce_all_ops<float>(*c, DataType::kFloat32) == 0);
       RANK_CHECK(allreduce_all_ops<double>(*c, DataType::kFloat64) == 0);
       RANK_CHECK(allreduce_all_ops<int32_t>(*c, DataType::kInt32) == 0);
@@ -474,6 +481,72 @@ TEST_P(Algos, FlatSlotsReusedOverManyCalls) {
     }
     return 0;
   }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// The staged direct allreduce reuses a few slots and flags across calls by
+// a block sequence every rank counts alike: calls of many sizes (so many
+// block counts and block sizes), in and out of place, dtypes and ops in
+// turn, with other algorithms' calls in between, each give that very
+// call's result.
+TEST_P(Algos, StagedSlotsReusedOverManyCalls) {
+  const int n = GetParam();
+  auto res = run_ranks(n, [n](Rank& r) -> int {
+    CommOptions o = opts_for("staged");
+    o.name = "staged-many";
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    std::mt19937 g(7);  // the same sizes on every rank
+    std::vector<int64_t> v, out;
+    for (int it = 0; it < 300; ++it) {
+      const size_t count = it % 7 == 0 ? g() % 9 : it % 7 == 1 ? (size_t{1} << 18) + g() % 1000 : g() % 20000;
+      const bool in_place = it % 2 == 0;
+      const ReduceOp op = it % 3 == 0 ? ReduceOp::kMax : ReduceOp::kSum;
+      v.assign(count, 0);
+      for (size_t i = 0; i < count; ++i) v[i] = static_cast<int64_t>(i * 3 + static_cast<size_t>(r.rank) + it);
+      out.assign(count, -1);
+      if (in_place)
+        RANK_OK(c->allreduce(v.data(), count, DataType::kInt64, op));
+      else
+        RANK_OK(c->allreduce(v.data(), out.data(), count, DataType::kInt64, op));
+      const int64_t* got = in_place ? v.data() : out.data();
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t base = static_cast<int64_t>(i * 3) + it;
+        const int64_t want = op == ReduceOp::kMax ? base + n - 1 : base * n + n * (n - 1) / 2;
+        if (got[i] != want) {
+          std::fprintf(stderr, "rank %d call %d (count %zu): element %zu got %lld want %lld\n", r.rank, it, count, i,
+                       static_cast<long long>(got[i]), static_cast<long long>(want));
+          return 1;
+        }
+      }
+      if (it % 50 == 25) RANK_OK(c->barrier());
+      if (it % 60 == 30) {  // f32 through the same slots, and a ring call beside them
+        std::vector<float> f(5000, static_cast<float>(r.rank));
+        RANK_OK(c->allreduce(f.data(), f.size(), DataType::kFloat32, ReduceOp::kSum));
+        RANK_CHECK(f[0] == static_cast<float>(n * (n - 1) / 2) && f.back() == f[0]);
+      }
+    }
+    return 0;
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Staged, the signature travels beside every published block: ranks that
+// disagree on the count fail at once, naming both calls.
+TEST(Errors, RanksDisagreeingOnCountFailAtOnceWhenStaged) {
+  auto res = run_ranks(3, [](Rank& r) -> int {
+    CommOptions o = opts_for("staged");
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    const size_t count = r.rank == 1 ? 70'001 : 70'000;
+    std::vector<float> v(count, 1.0f);
+    RANK_OK(c->allreduce(v.data(), 70'000, DataType::kFloat32, ReduceOp::kSum));  // all agree first
+    const auto t0 = std::chrono::steady_clock::now();
+    auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    RANK_CHECK(s < 10);  // not the 60 s timeout
+    return names_both_calls(r.rank, e, "allreduce count=70001 f32 sum", "allreduce count=70000 f32 sum");
+  }, 120);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 

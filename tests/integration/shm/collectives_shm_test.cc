@@ -152,7 +152,8 @@ TEST(Collectives, BadArgumentsRejectedBeforeAnyByteMoves) {
 
 // Rank 2 of 4 is killed during a stream of allreduces: every survivor must
 // return kPeerFailed naming rank 2 within 2x the timeout. Large vectors wait
-// on messages, small ones (the flat algorithm) on a peer's shared slot.
+// on messages, small ones (the flat algorithm) and very large ones (staged
+// direct) on a peer's shared flags.
 void killed_mid_allreduce(size_t count, const char* algo) {
   constexpr int64_t kTimeoutMs = 3000;
   auto res = run_ranks(4, [&](Rank& r) -> int {
@@ -192,6 +193,9 @@ void killed_mid_allreduce(size_t count, const char* algo) {
 
 TEST(Collectives, RankKilledMidAllreduceIsNamedBySurvivors) { killed_mid_allreduce(1 << 20, nullptr); }
 TEST(Collectives, RankKilledMidFlatAllreduceIsNamedBySurvivors) { killed_mid_allreduce(8, "flat"); }
+// 16 MiB at 4 ranks: direct, staged through the shared slots (peers wait on
+// flags there, not on messages).
+TEST(Collectives, RankKilledMidStagedAllreduceIsNamedBySurvivors) { killed_mid_allreduce(1 << 22, "direct"); }
 
 }  // namespace
 }  // namespace grex::test

@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+// Staged direct allreduce, for every rank on this host with load/store
+// access to peers' memory (shm): rank r reduces segment r, as in direct,
+// but no kernel copy is involved. Another process's malloc memory is out
+// of reach of loads and stores, so each rank copies its own input, block by
+// block, into small slots of its shared area, where the peer that reduces
+// the segment reads it; the reducer leaves each finished block in a result
+// slot, from which every rank copies it into its own output. The slots are
+// reused every few blocks, so they stay in cache: the bytes cross between
+// cores through the cache, and memory sees what the bound counts (each
+// input read once, each output written once). A CMA copy does the same
+// move page by page in the kernel, at about half the speed (docs/benchmarks.md).
+//
+// Blocks carry sequence numbers q that every rank counts alike across calls;
+// S slots of each kind (q mod S) let a rank run S blocks ahead. Rank r:
+//   1. publishes block q: for each peer j, waits until j has consumed r's
+//      slot of block q - S (j's flag consumed[r] >= q - S), copies block q of
+//      segment j of its input there, and sets pub[j][q mod S] = q with the
+//      call's signature beside it;
+//   2. reduces block q: waits until every peer has pulled r's result slot of
+//      block q - S (pulled[r] >= q - S), then folds, in rank order, its own
+//      input and each peer's published block (checking its signature) into
+//      the result slot, sets consumed[p] = q for every peer and res = q, and
+//      copies the result into its output;
+//   3. pulls block q: for each peer j, waits for j's res >= q, copies j's
+//      result slot into its output and sets pulled[j] = q.
+// Step i publishes block i, reduces i - 1 and pulls i - 2, so what a step
+// waits for was mostly produced a step earlier. Every flag is a 64-bit
+// sequence in a cache line of its own, written only by its owner (release)
+// and read by peers (acquire). No deadlock: while r waits at step i, each
+// peer can finish its step i - 1, which needs of r only steps before i.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "collectives/comm_impl.h"
+#include "collectives/reduce.h"
+#include "core/copy.h"
+
+namespace grex {
+namespace {
+
+constexpr size_t kSlots = 4;               // blocks a rank may run ahead of the slowest peer
+constexpr size_t kMaxBlock = 256u << 10;   // bytes per block at most (each slot's size)
+constexpr size_t kMinBlock = 16u << 10;
+constexpr size_t kLine = 64;
+// Outputs from this size on are written with streaming stores (as direct).
+constexpr size_t kStreamOutMinBytes = 8u << 20;
+// "auto" stages vectors from these sizes on (grex-perf allreduce with
+// GREX_ALGO=direct, GREX_STAGE_SENDS=never against always, docs/benchmarks.md).
+// Below them the vector stays in cache and the kernel's copies are cheap:
+// at 2 ranks an in-place 32 MiB call took 3.3 ms with CMA and 4.9 staged
+// (out of place 6.5-7.1 against 5.6), even at 128 MiB; at 4 ranks staging
+// wins or ties from 4 MiB (1 MiB in place: 0.27 against 0.32 ms).
+constexpr size_t kStagedMinBytes2 = 128u << 20, kStagedMinBytesN = 16u << 20;
+
+// Flag lines in each rank's staging part: pub[j][slot] (with the call's
+// signature after the sequence: a slot's line holds its own block's, while
+// the next blocks may already carry the next call's), consumed[j], res,
+// pulled[j].
+size_t pub_line(int j, uint64_t q) { return static_cast<size_t>(j) * kSlots + q % kSlots; }
+size_t consumed_line(int n, int j) { return static_cast<size_t>(n) * kSlots + static_cast<size_t>(j); }
+size_t res_line(int n) { return static_cast<size_t>(n) * (kSlots + 1); }
+size_t pulled_line(int n, int j) { return static_cast<size_t>(n) * (kSlots + 1) + 1 + static_cast<size_t>(j); }
+
+std::atomic_ref<uint64_t> flag(uint8_t* line) noexcept {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(line));
+}
+
+uint64_t pack_sig(uint64_t count, DataType type, ReduceOp op) noexcept {
+  return (count & ((uint64_t{1} << 48) - 1)) | (uint64_t{static_cast<uint8_t>(type)} << 48) |
+         (uint64_t{static_cast<uint8_t>(op)} << 56);
+}
+
+}  // namespace
+
+size_t Communicator::Impl::staged_flags_bytes() const noexcept {
+  const size_t lines = static_cast<size_t>(size) * (kSlots + 2) + 1;
+  return (lines * kLine + 4095) / 4096 * 4096;
+}
+
+size_t Communicator::Impl::staged_area_bytes() const noexcept {
+  // A slot per peer and block in flight for published inputs (the own index
+  // unused), and as many result slots.
+  return staged_flags_bytes() + (static_cast<size_t>(size) + 1) * kSlots * kMaxBlock;
+}
+
+bool Communicator::Impl::staged_fits(size_t bytes) const noexcept {
+  if (!staged_on || size < 2) return false;
+  return opts.stage_sends == "always" || bytes >= (size == 2 ? kStagedMinBytes2 : kStagedMinBytesN);
+}
+
+Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                                  ReduceOp op) {
+  const size_t es = dtype_size(type);
+  const int n = size;
+  const int r = rank;
+  const uint64_t sig = pack_sig(count, type, op);
+  auto area = [&](int p) { return flat_bases[static_cast<size_t>(p)] + stage_off; };
+  auto line = [&](int p, size_t i) { return area(p) + i * kLine; };
+  const size_t slots_off = staged_flags_bytes();
+  auto in_slot = [&](int owner, int j, uint64_t q) {  // owner's slot of block q for reducer j
+    return area(owner) + slots_off + (static_cast<size_t>(j) * kSlots + q % kSlots) * kMaxBlock;
+  };
+  auto res_slot = [&](int owner, uint64_t q) {
+    return area(owner) + slots_off + (static_cast<size_t>(n) * kSlots + q % kSlots) * kMaxBlock;
+  };
+
+  // Segment j: elements [first(j), first(j) + len(j)), as direct splits them.
+  auto first = [&](int j) {
+    const size_t u = static_cast<size_t>(j);
+    return count / static_cast<size_t>(n) * u + std::min<size_t>(u, count % static_cast<size_t>(n));
+  };
+  auto len = [&](int j) {
+    return count / static_cast<size_t>(n) + (static_cast<size_t>(j) < count % static_cast<size_t>(n) ? 1 : 0);
+  };
+  // Blocks: at least four per segment where the segment allows, whole
+  // elements and cache lines, within a slot.
+  const size_t seg_max = len(0) * es;
+  const size_t unit = es * kLine;  // a multiple of both the element and the line
+  const size_t block =
+      std::clamp<size_t>((seg_max / 4 + unit - 1) / unit * unit, kMinBlock / unit * unit, kMaxBlock / unit * unit);
+  const uint64_t nblocks = std::max<uint64_t>(1, (seg_max + block - 1) / block);
+  // Bytes of block b of segment j.
+  auto piece = [&](int j, uint64_t b) -> std::pair<size_t, size_t> {
+    const size_t seg = len(j) * es, off = std::min<size_t>(b * block, seg);
+    return {first(j) * es + off, std::min(block, seg - off)};
+  };
+  // In place, each output line was read moments ago (published or reduced):
+  // plain stores hit the cache and write back later; out of place, large
+  // outputs go out with streaming stores, unread.
+  const bool stream_out = sendbuf != recvbuf && count * es >= kStreamOutMinBytes;
+  auto put_out = [&](size_t off, const uint8_t* src, size_t bytes) {
+    if (bytes == 0) return;
+    if (stream_out)
+      detail::copy_streaming(static_cast<uint8_t*>(recvbuf) + off, src, bytes);
+    else
+      std::memcpy(static_cast<uint8_t*>(recvbuf) + off, src, bytes);
+  };
+  const auto* in = static_cast<const uint8_t*>(sendbuf);
+  const char* what = "allreduce (staged)";
+
+  // A peer that published block q under another signature: kMismatch.
+  auto disagrees = [&](int p, uint64_t q) -> std::optional<Error> {
+    uint64_t theirs;
+    std::memcpy(&theirs, line(p, pub_line(r, q)) + 8, sizeof theirs);
+    if (theirs == sig) return std::nullopt;
+    return mismatch(p, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
+                               static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
+  };
+  // A failed wait: name a disagreeing call if any peer published one.
+  auto fail = [&](Error e, uint64_t q) -> Error {
+    for (int p = 0; p < n; ++p)
+      if (p != r && flag(line(p, pub_line(r, q))).load(std::memory_order_acquire) == q)
+        if (auto m = disagrees(p, q)) return std::move(*m);
+    return e;
+  };
+  auto wait = [&](int peer, size_t i, uint64_t want, uint64_t q) -> Result<void> {
+    if (want == 0) return ok();
+    if (auto w = wait_line(peer, line(peer, i), want, true, what); !w) return fail(std::move(w).error(), q);
+    return ok();
+  };
+
+  const uint64_t base = stage_seq;
+  stage_seq += nblocks;
+  // 1. Publish block b of every peer's segment.
+  auto publish = [&](uint64_t b) -> Result<void> {
+    const uint64_t q = base + b + 1;
+    for (int k = 1; k < n; ++k) {
+      const int j = (r + k) % n;
+      GREX_TRY(wait(j, consumed_line(n, r), q > kSlots ? q - kSlots : 0, q));
+      const auto [off, bytes] = piece(j, b);
+      if (bytes > 0) std::memcpy(in_slot(r, j, q), in + off, bytes);
+      std::memcpy(line(r, pub_line(j, q)) + 8, &sig, sizeof sig);
+      flag(line(r, pub_line(j, q))).store(q, std::memory_order_release);
+    }
+    return ok();
+  };
+  // 2. Reduce block b of segment r, in rank order, into the result slot.
+  auto reduce = [&](uint64_t b) -> Result<void> {
+    const uint64_t q = base + b + 1;
+    for (int k = 1; k < n; ++k) GREX_TRY(wait((r + k) % n, pulled_line(n, r), q > kSlots ? q - kSlots : 0, q));
+    const auto [off, bytes] = piece(r, b);
+    uint8_t* acc = res_slot(r, q);
+    auto src = [&](int p) -> const uint8_t* { return p == r ? in + off : in_slot(p, r, q); };
+    for (int p = 0; p < n; ++p) {
+      if (p != r) {
+        GREX_TRY(wait(p, pub_line(r, q), q, q));
+        if (auto m = disagrees(p, q)) return std::move(*m);
+      }
+      if (p > 0 && bytes > 0) detail::reduce(acc, p == 1 ? src(0) : acc, src(p), bytes / es, type, op);
+    }
+    if (op == ReduceOp::kAvg && bytes > 0) detail::scale_avg(acc, bytes / es, type, n);
+    for (int k = 1; k < n; ++k) flag(line(r, consumed_line(n, (r + k) % n))).store(q, std::memory_order_release);
+    flag(line(r, res_line(n))).store(q, std::memory_order_release);
+    put_out(off, acc, bytes);
+    return ok();
+  };
+  // 3. Copy every peer's result of block b into the output.
+  auto pull = [&](uint64_t b) -> Result<void> {
+    const uint64_t q = base + b + 1;
+    for (int k = 1; k < n; ++k) {
+      const int j = (r + k) % n;
+      GREX_TRY(wait(j, res_line(n), q, q));
+      const auto [off, bytes] = piece(j, b);
+      put_out(off, res_slot(j, q), bytes);
+      flag(line(r, pulled_line(n, j))).store(q, std::memory_order_release);
+    }
+    return ok();
+  };
+  // Pipelined a step apart, so what each step waits for was produced a
+  // step earlier: publish b, reduce b - 1, pull b - 2.
+  for (uint64_t i = 0; i < nblocks + 2; ++i) {
+    if (i < nblocks) GREX_TRY(publish(i));
+    if (i >= 1 && i <= nblocks) GREX_TRY(reduce(i - 1));
+    if (i >= 2) GREX_TRY(pull(i - 2));
+  }
+  return ok();
+}
+
+}  // namespace grex
