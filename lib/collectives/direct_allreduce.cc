@@ -35,8 +35,10 @@ struct Descriptor {
   uint64_t out_offset;
   uint64_t count;  // the call as this rank made it: a cheap check that all agree
   int32_t dtype;
-  int32_t op;
+  int16_t op;
+  uint16_t flags;  // kAllocated: both buffers are Communicator::alloc memory
 };
+constexpr uint16_t kAllocated = 1;
 static_assert(sizeof(Descriptor) == 96, "Descriptor is a wire format");
 
 constexpr size_t kSlots = 2;  // landing areas: block b+1 arrives while b is reduced
@@ -54,7 +56,6 @@ bool Communicator::Impl::direct_ok() const noexcept {
 
 Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                                                   ReduceOp op) {
-  if (staged_fits(count * dtype_size(type))) return staged_allreduce(sendbuf, recvbuf, count, type, op);
   const size_t es = dtype_size(type);
   const int n = size;
   const int r = rank;
@@ -80,8 +81,14 @@ Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* rec
   const uint64_t tag = next_tag_base();
   Deadline dl = deadline();
   auto* descs = static_cast<Descriptor*>(scratch->addr());  // [peer]; [r] is ours
+  auto allocated = [&](const MemoryRegion* mr) {
+    for (const auto& [p, a] : user_allocs)
+      if (a == mr) return true;
+    return false;
+  };
+  const uint16_t flags = allocated(sreg.get()) && allocated(rreg.get()) ? kAllocated : 0;
   descs[r] = Descriptor{sreg.get()->remote(), sreg.offset(sendbuf), rreg.get()->remote(), roff,
-                        count, static_cast<int32_t>(type), static_cast<int32_t>(op)};
+                        count, static_cast<int32_t>(type), static_cast<int16_t>(op), flags};
   // The descriptors travel under the sequence number alone (no signature in
   // the tag), so ranks that disagree on count, dtype or op still meet here
   // and fail at once, naming both calls, instead of at the timeout.
@@ -108,9 +115,16 @@ Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* rec
           .rank(r)
           .peer(j);
     const Descriptor& d = descs[j];
-    if (d.count != count || d.dtype != static_cast<int32_t>(type) || d.op != static_cast<int32_t>(op))
+    if (d.count != count || d.dtype != static_cast<int32_t>(type) || d.op != static_cast<int16_t>(op))
       return mismatch(j, CallSig{"allreduce", "count", d.count, d.dtype, d.op, -1});
   }
+  // Every rank decides alike, from every rank's descriptor: peers' allocated
+  // memory is read and written in place through its mapping, which beats
+  // staging; anything else goes through the staging slots where they are
+  // set up (the kernel's copies are slower).
+  bool all_allocated = true;
+  for (int j = 0; j < n; ++j) all_allocated = all_allocated && (descs[j].flags & kAllocated) != 0;
+  if (!all_allocated && staged_fits(count * es)) return staged_allreduce(sendbuf, recvbuf, count, type, op);
 
   // Segment r: elements [first, first + len).
   const size_t first = count / static_cast<size_t>(n) * static_cast<size_t>(r) +

@@ -531,6 +531,48 @@ TEST_P(Algos, StagedSlotsReusedOverManyCalls) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// Direct at 16 MiB and 3 ranks: with every rank's buffers from alloc() the
+// peers' memory is read and written in place; with any rank's from malloc
+// the call is staged (every rank decides alike, from every rank's
+// descriptor). Both give the reference, in and out of place.
+TEST(Algos, DirectWithAllocatedMallocAndMixedBuffers) {
+  auto res = run_ranks(3, [](Rank& r) -> int {
+    CommOptions o = opts_for("direct");
+    o.name = "mixed-buffers";
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    constexpr size_t kCount = size_t{4} << 20;  // 16 MiB of f32: staged at 3 ranks when not all allocated
+    std::vector<float> heap_in(kCount), heap_out(kCount);
+    auto a_in = c->alloc(kCount * 4), a_out = c->alloc(kCount * 4);
+    RANK_CHECK(a_in.ok() && a_out.ok());
+    for (int mode = 0; mode < 3; ++mode) {  // 0: all allocated, 1: rank 1 malloc, 2: all malloc
+      const bool mine_alloc = mode == 0 || (mode == 1 && r.rank != 1);
+      float* in = mine_alloc ? static_cast<float*>(*a_in) : heap_in.data();
+      float* out = mine_alloc ? static_cast<float*>(*a_out) : heap_out.data();
+      for (bool in_place : {false, true}) {
+        for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((i + static_cast<size_t>(r.rank)) % 1000);
+        if (in_place)
+          RANK_OK(c->allreduce(in, kCount, DataType::kFloat32, ReduceOp::kSum));
+        else
+          RANK_OK(c->allreduce(in, out, kCount, DataType::kFloat32, ReduceOp::kSum));
+        const float* got = in_place ? in : out;
+        for (size_t i = 0; i < kCount; i += 997) {
+          const float want = static_cast<float>(i % 1000 + (i + 1) % 1000 + (i + 2) % 1000);
+          if (got[i] != want) {
+            std::fprintf(stderr, "rank %d mode %d in_place %d: element %zu got %g want %g\n", r.rank, mode,
+                         in_place, i, double(got[i]), double(want));
+            return 1;
+          }
+        }
+      }
+    }
+    RANK_OK(c->free(*a_in));
+    RANK_OK(c->free(*a_out));
+    return 0;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 // Staged, the signature travels beside every published block: ranks that
 // disagree on the count fail at once, naming both calls.
 TEST(Errors, RanksDisagreeingOnCountFailAtOnceWhenStaged) {
