@@ -274,6 +274,15 @@ struct Communicator::Impl {
   /// waits until every peer published the same call; returns the slot's offset.
   Result<size_t> flat_exchange(const void* data, size_t bytes, uint64_t sig, const char* what);
   Result<void> flat_wait(int peer, uint64_t seq, size_t slot, const char* what);
+  /// A call's count (low 48 bits), dtype and op in one word, as the
+  /// shared-slot algorithms (flat, staged) publish it beside their data.
+  static uint64_t pack_sig(uint64_t count, DataType type, ReduceOp op) noexcept {
+    return (count & ((uint64_t{1} << 48) - 1)) | (uint64_t{static_cast<uint8_t>(type)} << 48) |
+           (uint64_t{static_cast<uint8_t>(op)} << 56);
+  }
+  /// kMismatch naming both calls, from a peer's packed signature (or the
+  /// flat barrier's).
+  Error packed_mismatch(int peer, uint64_t theirs) const;
   /// Spins until the 64-bit sequence at the start of `line` (in `peer`'s
   /// area) equals `want` (or is at least `want`), letting the engine notice
   /// a dead peer and yielding when ranks outnumber cores; kTimeout names the peer.

@@ -37,11 +37,6 @@ constexpr size_t kHead = 16;  // sequence, signature; the data follows in the sa
 
 size_t slot_stride(size_t max_bytes) noexcept { return (kHead + max_bytes + 63) & ~size_t{63}; }
 
-uint64_t pack_sig(uint64_t count, DataType type, ReduceOp op) noexcept {
-  return (count & ((uint64_t{1} << 48) - 1)) | (uint64_t{static_cast<uint8_t>(type)} << 48) |
-         (uint64_t{static_cast<uint8_t>(op)} << 56);
-}
-
 // Loads of a peer's line between checks: spinning, an engine poll per 64
 // (the line usually arrives first); with more ranks than cores, a yield per
 // 4 and an engine poll per 32 yields.
@@ -180,9 +175,7 @@ Result<size_t> Communicator::Impl::flat_exchange(const void* data, size_t bytes,
     uint64_t theirs;
     std::memcpy(&theirs, theirs_slot + 8, sizeof theirs);
     if (theirs == sig) return std::nullopt;
-    if (theirs == kBarrierSig) return mismatch(p, CallSig{"barrier"});
-    return mismatch(p, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
-                               static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
+    return packed_mismatch(p, theirs);
   };
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
@@ -197,6 +190,12 @@ Result<size_t> Communicator::Impl::flat_exchange(const void* data, size_t bytes,
     if (auto e = disagrees(p)) return std::move(*e);
   }
   return slot;
+}
+
+Error Communicator::Impl::packed_mismatch(int peer, uint64_t theirs) const {
+  if (theirs == kBarrierSig) return mismatch(peer, CallSig{"barrier"});
+  return mismatch(peer, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
+                                static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
 }
 
 Result<void> Communicator::Impl::flat_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,

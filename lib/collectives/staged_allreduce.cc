@@ -69,11 +69,6 @@ std::atomic_ref<uint64_t> flag(uint8_t* line) noexcept {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(line));
 }
 
-uint64_t pack_sig(uint64_t count, DataType type, ReduceOp op) noexcept {
-  return (count & ((uint64_t{1} << 48) - 1)) | (uint64_t{static_cast<uint8_t>(type)} << 48) |
-         (uint64_t{static_cast<uint8_t>(op)} << 56);
-}
-
 }  // namespace
 
 size_t Communicator::Impl::staged_flags_bytes() const noexcept {
@@ -147,8 +142,7 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
     uint64_t theirs;
     std::memcpy(&theirs, line(p, pub_line(r, q)) + 8, sizeof theirs);
     if (theirs == sig) return std::nullopt;
-    return mismatch(p, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
-                               static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
+    return packed_mismatch(p, theirs);
   };
   // A failed wait: name a disagreeing call if any peer published one.
   auto fail = [&](Error e, uint64_t q) -> Error {
