@@ -299,6 +299,7 @@ struct Communicator::Impl {
   size_t stage_off = 0;    // where the staging part starts in each rank's area
   uint64_t stage_seq = 0;  // staged blocks so far (every rank counts alike)
   size_t staged_flags_bytes() const noexcept;
+  size_t staged_slot_bytes() const noexcept;
   size_t staged_area_bytes() const noexcept;
   /// Same decision on every rank: it depends on the size and options only.
   bool staged_fits(size_t bytes) const noexcept;

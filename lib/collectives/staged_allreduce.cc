@@ -43,7 +43,10 @@ namespace grex {
 namespace {
 
 constexpr size_t kSlots = 4;               // blocks a rank may run ahead of the slowest peer
-constexpr size_t kMaxBlock = 256u << 10;   // bytes per block at most (each slot's size)
+constexpr size_t kMaxBlock = 256u << 10;   // bytes per block at most (each slot's size)...
+constexpr size_t kSlotBudget = 2u << 20;   // ... and at most this over the number of ranks, so
+                                           // one rank's slots for all its peers stay about this
+                                           // big (9 MiB per rank at 8 ranks, 8 MiB at 64)
 constexpr size_t kMinBlock = 16u << 10;
 constexpr size_t kLine = 64;
 // Outputs from this size on are written with streaming stores (as direct).
@@ -76,10 +79,15 @@ size_t Communicator::Impl::staged_flags_bytes() const noexcept {
   return (lines * kLine + 4095) / 4096 * 4096;
 }
 
+size_t Communicator::Impl::staged_slot_bytes() const noexcept {
+  const size_t b = kSlotBudget / static_cast<size_t>(std::max(size, 1)) / 4096 * 4096;
+  return std::clamp(b, kMinBlock, kMaxBlock);
+}
+
 size_t Communicator::Impl::staged_area_bytes() const noexcept {
   // A slot per peer and block in flight for published inputs (the own index
   // unused), and as many result slots.
-  return staged_flags_bytes() + (static_cast<size_t>(size) + 1) * kSlots * kMaxBlock;
+  return staged_flags_bytes() + (static_cast<size_t>(size) + 1) * kSlots * staged_slot_bytes();
 }
 
 bool Communicator::Impl::staged_fits(size_t bytes) const noexcept {
@@ -96,11 +104,12 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
   auto area = [&](int p) { return flat_bases[static_cast<size_t>(p)] + stage_off; };
   auto line = [&](int p, size_t i) { return area(p) + i * kLine; };
   const size_t slots_off = staged_flags_bytes();
+  const size_t slot_bytes = staged_slot_bytes();
   auto in_slot = [&](int owner, int j, uint64_t q) {  // owner's slot of block q for reducer j
-    return area(owner) + slots_off + (static_cast<size_t>(j) * kSlots + q % kSlots) * kMaxBlock;
+    return area(owner) + slots_off + (static_cast<size_t>(j) * kSlots + q % kSlots) * slot_bytes;
   };
   auto res_slot = [&](int owner, uint64_t q) {
-    return area(owner) + slots_off + (static_cast<size_t>(n) * kSlots + q % kSlots) * kMaxBlock;
+    return area(owner) + slots_off + (static_cast<size_t>(n) * kSlots + q % kSlots) * slot_bytes;
   };
 
   // Segment j: elements [first(j), first(j) + len(j)), as direct splits them.
@@ -116,7 +125,7 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
   const size_t seg_max = len(0) * es;
   const size_t unit = es * kLine;  // a multiple of both the element and the line
   const size_t block =
-      std::clamp<size_t>((seg_max / 4 + unit - 1) / unit * unit, kMinBlock / unit * unit, kMaxBlock / unit * unit);
+      std::clamp<size_t>((seg_max / 4 + unit - 1) / unit * unit, kMinBlock / unit * unit, slot_bytes / unit * unit);
   const uint64_t nblocks = std::max<uint64_t>(1, (seg_max + block - 1) / block);
   // Bytes of block b of segment j.
   auto piece = [&](int j, uint64_t b) -> std::pair<size_t, size_t> {
