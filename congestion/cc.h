@@ -99,7 +99,7 @@ struct RttccParams {
   /// rarely (a packet per several ms, as at 16 k flows), where max_change
   /// alone lets it grow 6 % per packet; the term is the same per unit time
   /// for every flow, so it is additive and keeps shares fair. 0: off.
-  double time_increase_fraction_per_ms = 1e-6;
+  double time_increase_fraction_per_ms = 1.5e-6;
   /// ztr flow scaling: extra target delay, up to fs_range_ns for a flow at
   /// fs_min_fraction of line rate, shrinking as 1/sqrt(rate) to 0 at line
   /// rate (Swift's flow scaling on rate instead of window). 0: off.

@@ -26,7 +26,7 @@
 //   rtt > max delay, or a NACK: the same proportional cut without the
 //     min_change bound (at most x(1 - gain), x0.75).
 //   Every increase is bounded above by max_change (x1.06) per update or
-//   + 1e-6 of line rate per ms since the previous sample, whichever is
+//   + 1.5e-6 of line rate per ms since the previous sample, whichever is
 //   larger (the second lets a flow that samples once per several ms climb,
 //   additively, so fairly).
 //

@@ -181,9 +181,9 @@ TEST(RttccZtr, FallingRttHoldsTheRateUnlessANackCame) {
 }
 
 // A flow that samples once per 10 ms (a packet per 10 ms at 16 k flows) may
-// grow by 1e-6 of line rate per ms since its previous sample when that is
-// more than max_change allows: the same absolute step for a slow and a
-// slower flow (additive, so shares stay fair).
+// grow by time_increase_fraction_per_ms (1.5e-6) of line rate per ms since
+// its previous sample when that is more than max_change allows: the same
+// absolute step for a slow and a slower flow (additive, so shares stay fair).
 TEST(RttccZtr, RareSamplersClimbByTheSameAmountPerUnitTime) {
   auto flow_at = [](double fraction) {
     Options o = no_flow_scaling();
@@ -191,7 +191,7 @@ TEST(RttccZtr, RareSamplersClimbByTheSameAmountPerUnitTime) {
     return o;
   };
   Harness a("rttcc", flow_at(1e-4)), b("rttcc", flow_at(1e-5));  // 10 and 1 Mbit/s
-  const double step = 1e-6 * kLine * 10;  // 10 ms at 1e-6 of line per ms: 1 Mbit/s
+  const double step = Options{}.rttcc.time_increase_fraction_per_ms * kLine * 10;  // 10 ms: 1.5 Mbit/s
   for (uint64_t t = 10'000 * kUs; t <= 50'000 * kUs; t += 10'000 * kUs) {
     const double ra = a.rate(), rb = b.rate();
     a.rtt(t, 5 * kUs);
