@@ -105,7 +105,7 @@ void encode(const Header& h, uint8_t* out, const uint8_t* payload) noexcept {
   put<uint32_t>(p, 0);  // crc, filled below
   put<uint32_t>(p, h.rx_above);
   uint32_t crc = crc32c(out, kHeaderBytes);
-  if ((h.flags & kFlagPayloadCrc) != 0 && payload != nullptr) crc = crc32c(payload, h.payload_len, crc);
+  if (crc_covers_payload(h) && payload != nullptr) crc = crc32c(payload, h.payload_len, crc);
   uint8_t* c = out + kHeaderBytes - 8;
   put<uint32_t>(c, crc);
 }
@@ -182,7 +182,7 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
   std::memcpy(copy, data, kHeaderBytes);
   std::memset(copy + kHeaderBytes - 8, 0, 4);
   uint32_t crc = crc32c(copy, kHeaderBytes);
-  if ((x.flags & kFlagPayloadCrc) != 0) crc = crc32c(data + kHeaderBytes, x.payload_len, crc);
+  if (crc_covers_payload(x)) crc = crc32c(data + kHeaderBytes, x.payload_len, crc);
   if (crc != x.crc) return Reject::kBadCrc;
   *h = x;
   return Reject::kNone;

@@ -98,8 +98,15 @@ const char* reject_name(Reject r) noexcept;
 /// CRC32C (Castagnoli), continuing from `crc` (start with 0).
 uint32_t crc32c(const uint8_t* data, size_t len, uint32_t crc = 0) noexcept;
 
+/// Whether the CRC covers the payload too: with kFlagPayloadCrc, and always
+/// for an advert, whose payload entries are control data (a flipped bit
+/// there would send a message into the wrong receive).
+inline bool crc_covers_payload(const Header& h) noexcept {
+  return (h.flags & kFlagPayloadCrc) != 0 || (h.type == Type::kData && (h.flags & kFlagAdvert) != 0);
+}
+
 /// Writes h into out[0..kHeaderBytes), with the CRC over the header and, when
-/// h.flags has kFlagPayloadCrc, over `payload` (h.payload_len bytes) too.
+/// crc_covers_payload(h), over `payload` (h.payload_len bytes) too.
 void encode(const Header& h, uint8_t* out, const uint8_t* payload = nullptr) noexcept;
 
 /// Decodes and validates a datagram of `len` bytes. On success *h holds the

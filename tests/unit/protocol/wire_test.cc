@@ -93,6 +93,14 @@ TEST(Wire, AdvertPayloadPacksMoreReceives) {
     auto q = packet(h, bad);
     EXPECT_EQ(decode(q.data(), q.size(), 9000, &d), Reject::kBadLength);
   }
+  // The entries are control data: the CRC covers them without
+  // kFlagPayloadCrc, so a flipped bit anywhere in them is caught.
+  for (size_t bit = 0; bit < payload.size() * 8; bit += 7) {
+    auto q = p;
+    q[kHeaderBytes + bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    const Reject why = decode(q.data(), q.size(), 9000, &d);
+    EXPECT_TRUE(why == Reject::kBadCrc || why == Reject::kBadLength) << bit;  // zero field: refused first
+  }
 }
 
 TEST(Wire, RejectsEachMalformation) {
