@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every collective against a reference computed locally, over shm with 1..8
 // ranks: allreduce with each algorithm (ring, Rabenseifner, recursive
-// doubling, tree, direct, direct staged through shared slots, flat) x dtypes x ops x
-// counts, in and out of place; reduce,
-// reduce_scatter, allgather, alltoall, alltoallv, broadcast; bitwise-identical repeats;
-// and the non-blocking API (overlapping allreduces complete in order).
+// doubling, tree, direct, direct staged through shared slots, flat) x dtypes
+// x ops x counts, in and out of place; reduce, reduce_scatter, allgather,
+// alltoall, alltoallv, broadcast; bitwise-identical repeats; the shared
+// slots reused over many calls; the non-blocking API (overlapping allreduces
+// complete in order); placement and calibration at creation. Calls that
+// disagree between ranks: collectives_errors_test.cc.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <sched.h>
 
 #include "collective_check.h"
+#include "shm_opts.h"
 #include "collectives/reduce.h"
 
 namespace grex::test {
@@ -22,18 +25,6 @@ namespace {
 // "staged": direct with every size staged (GREX_STAGE_SENDS=always), which
 // otherwise takes vectors of 16 MiB (128 MiB at 2 ranks) and more.
 constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree", "direct", "staged", "flat"};
-
-// The algorithm a communicator built by opts_for(label) reports.
-std::string algo_name(const char* label) { return std::strcmp(label, "staged") == 0 ? "direct" : label; }
-
-CommOptions opts_for(const char* algo, int64_t timeout_ms = 60'000) {
-  CommOptions o;
-  o.algo = algo_name(algo);
-  if (std::strcmp(algo, "staged") == 0) o.stage_sends = "always";
-  o.cost = "5,5,5";  // fixed constants: no calibration in every test
-  o.timeout_ms = timeout_ms;
-  return o;
-}
 
 // Inputs that keep every op exact: small integers; products of ones and twos.
 template <class T>
@@ -364,92 +355,6 @@ TEST(NonBlocking, EightOverlappingAllreducesCompleteInOrder) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
-// Ranks that disagree on the dtype (same byte count, so the data alone would
-// not tell): their tags differ, the call times out, and the error names both
-// calls instead of a bare timeout.
-// With the direct algorithm the first message of the call carries count,
-// dtype and op: ranks that disagree fail at once (long before the timeout).
-// At least one rank names both calls; the others name it or the calls too.
-constexpr int kLearnedFromPeer = 7;
-
-// 0 if `e` is a kMismatch whose message names both calls, `a` and `b`.
-int names_both_calls(int rank, const Result<void>& e, const char* a, const char* b) {
-  RANK_CHECK(!e);
-  std::fprintf(stderr, "rank %d: %s\n", rank, e.error().message().c_str());
-  RANK_CHECK(e.error().code() == Errc::kMismatch);
-  RANK_CHECK(e.error().message().find(a) != std::string::npos);
-  RANK_CHECK(e.error().message().find(b) != std::string::npos);
-  return 0;
-}  // exit code: this rank failed through a peer's abort
-
-TEST(Errors, RanksDisagreeingOnCountFailAtOnceWithDirect) {
-  auto res = run_ranks(3, [](Rank& r) -> int {
-    CommOptions o = opts_for("direct");
-    o.timeout_ms = 60'000;
-    auto c = make_comm(r, o);
-    RANK_CHECK(c != nullptr);
-    const size_t count = r.rank == 2 ? 300'000 : 200'000;
-    std::vector<float> v(count, 1.0f);
-    const auto t0 = std::chrono::steady_clock::now();
-    auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    RANK_CHECK(!e);
-    std::fprintf(stderr, "rank %d after %.3f s: %s\n", r.rank, s, e.error().message().c_str());
-    RANK_CHECK(s < 10);  // not the 60 s timeout
-    // A rank that sees the mismatch names both calls. A rank whose peer saw it
-    // first may instead learn of that peer's abort (directly, or reported by
-    // another rank), and names the peer to look at.
-    if (e.error().code() == Errc::kPeerFailed) {
-      RANK_CHECK(e.error().message().find("look at rank ") != std::string::npos);
-      return kLearnedFromPeer;
-    }
-    RANK_CHECK(e.error().code() == Errc::kMismatch);
-    RANK_CHECK(e.error().message().find("allreduce count=300000 f32 sum") != std::string::npos);
-    RANK_CHECK(e.error().message().find("allreduce count=200000 f32 sum") != std::string::npos);
-    return 0;
-  }, 120);
-  int saw = 0;
-  for (int code : res.codes) {
-    EXPECT_TRUE(code == 0 || code == kLearnedFromPeer) << res.describe();
-    saw += code == 0 ? 1 : 0;
-  }
-  EXPECT_GE(saw, 1) << "no rank reported the mismatch itself: " << res.describe();
-}
-
-// Flat reads each peer's count, dtype and op beside its data: ranks that
-// disagree fail at once, every one of them naming both calls.
-TEST(Errors, RanksDisagreeingOnCountFailAtOnceWithFlat) {
-  auto res = run_ranks(3, [](Rank& r) -> int {
-    CommOptions o = opts_for("flat");
-    auto c = make_comm(r, o);
-    RANK_CHECK(c != nullptr);
-    RANK_CHECK(c->allreduce_algorithm(404) == std::string("flat"));
-    const size_t count = r.rank == 2 ? 101 : 100;
-    std::vector<float> v(count, 1.0f);
-    RANK_OK(c->allreduce(v.data(), 100, DataType::kFloat32, ReduceOp::kSum));  // all agree first
-    const auto t0 = std::chrono::steady_clock::now();
-    auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    RANK_CHECK(s < 10);  // not the 60 s timeout
-    return names_both_calls(r.rank, e, "allreduce count=101 f32 sum", "allreduce count=100 f32 sum");
-  }, 120);
-  EXPECT_TRUE(res.all_ok()) << res.describe();
-}
-
-// The flat barrier shares the slots: a rank in a barrier and one in a flat
-// allreduce fail at once, each naming both calls.
-TEST(Errors, BarrierAgainstFlatAllreduceIsNamed) {
-  auto res = run_ranks(2, [](Rank& r) -> int {
-    auto c = make_comm(r, opts_for("auto"));
-    RANK_CHECK(c != nullptr);
-    RANK_OK(c->barrier());
-    float v[4] = {1, 2, 3, 4};
-    auto e = r.rank == 0 ? c->barrier() : c->allreduce(v, 4, DataType::kFloat32, ReduceOp::kSum);
-    return names_both_calls(r.rank, e, "called barrier", "called allreduce count=4 f32 sum");
-  }, 60);
-  EXPECT_TRUE(res.all_ok()) << res.describe();
-}
-
 // Flat's two slots per rank are reused without acknowledgements: many calls
 // in a row, with calls that take other algorithms in between (their own
 // sequence), each give every rank's contribution to that very call.
@@ -570,62 +475,6 @@ TEST(Algos, DirectWithAllocatedMallocAndMixedBuffers) {
     RANK_OK(c->free(*a_out));
     return 0;
   }, 120);
-  EXPECT_TRUE(res.all_ok()) << res.describe();
-}
-
-// Staged, the signature travels beside every published block: ranks that
-// disagree on the count fail at once, naming both calls.
-TEST(Errors, RanksDisagreeingOnCountFailAtOnceWhenStaged) {
-  auto res = run_ranks(3, [](Rank& r) -> int {
-    CommOptions o = opts_for("staged");
-    auto c = make_comm(r, o);
-    RANK_CHECK(c != nullptr);
-    const size_t count = r.rank == 1 ? 70'001 : 70'000;
-    std::vector<float> v(count, 1.0f);
-    RANK_OK(c->allreduce(v.data(), 70'000, DataType::kFloat32, ReduceOp::kSum));  // all agree first
-    const auto t0 = std::chrono::steady_clock::now();
-    auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    RANK_CHECK(s < 10);  // not the 60 s timeout
-    return names_both_calls(r.rank, e, "allreduce count=70001 f32 sum", "allreduce count=70000 f32 sum");
-  }, 120);
-  EXPECT_TRUE(res.all_ok()) << res.describe();
-}
-
-TEST(Errors, RanksDisagreeingOnDtypeAreNamed) {
-  auto res = run_ranks(2, [](Rank& r) -> int {
-    auto c = make_comm(r, opts_for("ring", 1500));
-    RANK_CHECK(c != nullptr);
-    std::vector<int32_t> v(1000, 1);
-    auto e = c->allreduce(v.data(), v.size(), r.rank == 0 ? DataType::kFloat32 : DataType::kInt32, ReduceOp::kSum);
-    return names_both_calls(r.rank, e, "allreduce count=1000 f32 sum", "allreduce count=1000 i32 sum");
-  }, 60);
-  EXPECT_TRUE(res.all_ok()) << res.describe();
-}
-
-// alltoallv: a pair whose counts disagree fails with kMismatch naming both
-// counts (rank 1 expects one element more from rank 0 than rank 0 sends);
-// wrong-length arrays and in-place calls are refused before anything moves.
-TEST(Errors, AlltoallvCountsThatDisagreeAreNamed) {
-  auto res = run_ranks(2, [](Rank& r) -> int {
-    auto c = make_comm(r, opts_for("ring", 5000));
-    RANK_CHECK(c != nullptr);
-    std::vector<float> in(8, 1.0f), out(8, 0.0f);
-    std::vector<size_t> one{1}, sc{2, 2}, sd{0, 2}, rc{2, r.rank == 1 ? size_t{3} : size_t{2}}, rd{0, 4};
-    auto bad = c->alltoallv(in.data(), one, one, out.data(), one, one, DataType::kFloat32);
-    RANK_CHECK(!bad && bad.error().code() == Errc::kInvalidArgument);
-    bad = c->alltoallv(in.data(), sc, sd, in.data(), rc, rd, DataType::kFloat32);
-    RANK_CHECK(!bad && bad.error().code() == Errc::kInvalidArgument);
-    if (r.rank == 1) rc = {3, 2}, rd = {0, 4};  // expects 3 from rank 0, which sends 2
-    auto e = c->alltoallv(in.data(), sc, sd, out.data(), rc, rd, DataType::kFloat32);
-    RANK_CHECK(!e);
-    std::fprintf(stderr, "rank %d: %s\n", r.rank, e.error().message().c_str());
-    if (r.rank == 1) {
-      RANK_CHECK(e.error().code() == Errc::kMismatch);
-      RANK_CHECK(e.error().message().find("rank 0 sends 8 bytes to rank 1, which expects 12") != std::string::npos);
-    }
-    return 0;
-  }, 60);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
