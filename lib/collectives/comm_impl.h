@@ -214,6 +214,12 @@ struct Communicator::Impl {
   /// Whether sends from `mr` should be staged through shared memory (the
   /// backend serves allocate()d memory faster than arbitrary user memory).
   bool should_stage(const MemoryRegion* mr, size_t bytes) const;
+  /// `mr` is memory from Communicator::alloc (peers map it and reach it in place).
+  bool is_user_alloc(const MemoryRegion* mr) const noexcept {
+    for (const auto& [p, a] : user_allocs)
+      if (a == mr) return true;
+    return false;
+  }
   /// Large point-to-point messages travel as a stream of chunks (both ranks
   /// decide alike from the size), so the sender can stage them.
   bool p2p_chunked(size_t bytes) const noexcept {

@@ -448,9 +448,7 @@ bool Communicator::Impl::should_stage(const MemoryRegion* mr, size_t bytes) cons
   if (opts.stage_sends == "always") return true;
   if (bytes < opts.stage_min_bytes) return false;
   // Memory that is already device-allocated is read in place by peers.
-  for (const auto& [p, a] : user_allocs)
-    if (a == mr) return false;
-  return mr != scratch && mr != staging;
+  return !is_user_alloc(mr) && mr != scratch && mr != staging;
 }
 
 Result<void> Communicator::Impl::ensure_staging(size_t bytes) {

@@ -81,12 +81,7 @@ Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* rec
   const uint64_t tag = next_tag_base();
   Deadline dl = deadline();
   auto* descs = static_cast<Descriptor*>(scratch->addr());  // [peer]; [r] is ours
-  auto allocated = [&](const MemoryRegion* mr) {
-    for (const auto& [p, a] : user_allocs)
-      if (a == mr) return true;
-    return false;
-  };
-  const uint16_t flags = allocated(sreg.get()) && allocated(rreg.get()) ? kAllocated : 0;
+  const uint16_t flags = is_user_alloc(sreg.get()) && is_user_alloc(rreg.get()) ? kAllocated : 0;
   descs[r] = Descriptor{sreg.get()->remote(), sreg.offset(sendbuf), rreg.get()->remote(), roff,
                         count, static_cast<int32_t>(type), static_cast<int16_t>(op), flags};
   // The descriptors travel under the sequence number alone (no signature in

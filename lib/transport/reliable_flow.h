@@ -6,8 +6,8 @@
 // Protocol (see wire.h for the header):
 //  - Every posted receive is advertised to the peer (a reliable kData with
 //    kFlagAdvert; receives posted together share one packet, up to
-//    Config::adverts_per_packet). The sender matches its sends to adverts first-in first-out
-//    per tag, then sends the bytes straight into that receive: no unexpected
+//    Config::adverts_per_packet). The sender matches its sends to adverts
+//    first-in first-out per tag, then sends the bytes straight into that receive: no unexpected
 //    messages, no receiver-side buffering, no copy but the one into the
 //    posted buffer. Writes name a registered region (rkey) and an offset.
 //  - Selective repeat: per-flow PSNs; cumulative ACK + 64-bit SACK + a count
@@ -53,7 +53,7 @@ struct Config {
   uint32_t ack_every = 32;               ///< data packets between ACKs within one batch
   uint64_t keepalive_ns = 20'000'000;    ///< probe a silent peer while work is pending
   uint64_t give_up_ns = 10'000'000'000;  ///< declare a silent peer dead
-  bool payload_crc = false;              ///< protect payloads with CRC32C too (headers always are)
+  bool payload_crc = false;              ///< protect payloads with CRC32C too (headers and advert entries always are)
   /// Receives advertised in one packet at most (1: a packet each). Receives
   /// posted between two polls leave together: a receiver that reposts a
   /// burst of completed receives sends one packet back, not one per message.
@@ -68,13 +68,13 @@ struct Config {
   uint64_t pace_burst_ns = 10'000;  ///< tokens saved while idle, as time at the current rate
 };
 
+/// poll_tx() emits at most this many packets per call.
+inline constexpr size_t kMaxTxPerPoll = 64;
+
 /// A packet the flow wants on the wire: header plus a payload pointer into
 /// registered memory `region` (zero-copy TX attaches it as an external
 /// buffer), or, with region nullptr, into the flow's own memory (an advert's
 /// packed receives), valid until the next poll_tx(): copy it before then.
-/// poll_tx() emits at most this many packets per call.
-inline constexpr size_t kMaxTxPerPoll = 64;
-
 struct TxPacket {
   wire::Header hdr;
   const uint8_t* payload = nullptr;

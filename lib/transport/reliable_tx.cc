@@ -27,7 +27,7 @@ Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int pee
       early_(span_of(cfg)),
       txmsgs_(cfg.queue_depth * 3),
       advert_pack_(advert_pack_of(cfg)),
-      advert_wire_(kMaxTxPerPoll * (advert_pack_of(cfg) - 1) * wire::kAdvertEntryBytes),
+      advert_wire_(kMaxTxPerPoll * (advert_pack_ - 1) * wire::kAdvertEntryBytes),  // declared after advert_pack_
       win_(span_of(cfg)),
       span_(span_of(cfg)),
       retx_(span_of(cfg)),
