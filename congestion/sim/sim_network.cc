@@ -40,6 +40,10 @@ void Sim::try_send(uint32_t hi) {
       fs.in_heap = false;
       continue;
     }
+    if (t != fs.eligible_ns) {  // a rate change moved it (refresh): a newer entry stands
+      h.ready.pop();
+      continue;
+    }
     if (t > now_) {
       schedule_wake(hi, t);
       return;

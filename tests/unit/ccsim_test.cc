@@ -60,6 +60,23 @@ TEST(Ccsim, TwoRttccFlowsConvergeToEqualShares) {
   EXPECT_GE(r.window.goodput, 0.95);
 }
 
+// The pacer follows a rate change at once, as the drivers' token bucket
+// does: a flow at 1 Mbit/s whose gap after its first packet would be 33 ms
+// is let grow 100-fold by its first RTT sample, 10 us later; what is left
+// of the gap then runs at 100 Mbit/s, so the second packet leaves about
+// 0.33 ms in and each later one sooner still. A pacer that kept the old
+// gap would send one packet in these 2 ms.
+TEST(Ccsim, ARateChangeAppliesToTheGapAlreadyRunning) {
+  Config c = scenario("rttcc", 1, 2);
+  c.cc_options.rttcc.start_rate_fraction = 1e-5;  // 1 Mbit/s
+  c.cc_options.rttcc.max_change = 100;
+  c.cc_options.rttcc.ai_fraction = 0.5;  // not the binding bound
+  c.warmup_ms = 0;
+  const Result r = simulate(c);
+  EXPECT_GE(r.window.data_packets, 20u);
+  EXPECT_GT(r.window.goodput, 0.1);
+}
+
 // 8 senders at line rate into one port: PFC must hold them 7/8 of the time,
 // without a drop and without the queue passing the buffer.
 TEST(Ccsim, LosslessIncastPausesInsteadOfDropping) {
