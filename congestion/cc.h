@@ -87,8 +87,20 @@ struct RttccParams {
   double max_change = 1.06;                     ///< per update, upper bound of rate'/rate
   uint64_t hyper_increase_period_ns = 200'000;  ///< each period without congestion: + k HAI (k-th in a row)
   double hai_fraction = 0.0005;                 ///< hyper-increase step, of line rate
-  double decrease_gain = 0.25;                  ///< rate *= 1 - gain (rtt - target) / rtt
+  /// rate *= 1 - gain (rtt - target) / max(rtt, time since the previous
+  /// sample): a flow that samples once per RTT cuts by its excess delay; one
+  /// that samples once per 5 ms (a packet per 5 ms at 16 k flows) spreads
+  /// the cut over that interval, as every flow on the queue cuts within it.
+  double decrease_gain = 0.25;
   double first_congestion_factor = 0.5;         ///< the first congestion a flow sees
+  /// ... when that first cut starts from what the flow sent (cut_from_sent_rate:
+  /// held back to its share of the path, which halving would count twice).
+  double first_cut_from_sent_factor = 0.8;
+  /// A flow whose samples are at least this many RTTs apart projects its
+  /// RTT one sample interval ahead: a falling RTT that would reach the
+  /// target by its next sample counts as calm, so the flow grows while the
+  /// queue drains instead of an interval after it emptied. 0: off.
+  double rare_sample_rtts = 4;
   /// A congested sample whose RTT is below hold_ratio x the previous
   /// sample's leaves the rate alone (no NACK with it): the queue is already
   /// draining, and the cuts that drain it have not all shown yet, so another
@@ -204,7 +216,7 @@ class Controller {
 };
 
 /// Bytes every algorithm's state must fit in (checked at build time).
-inline constexpr size_t kStateBytes = 256;
+inline constexpr size_t kStateBytes = 320;
 
 /// A registered algorithm.
 struct Algorithm {

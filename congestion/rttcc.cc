@@ -17,12 +17,16 @@
 //     without congestion also + k HAI for the k-th such period in a row
 //     (hyper-increase, escalating as DCQCN's);
 //   rtt > target for the first time in the flow's life: rate *=
-//     first_congestion_factor (x0.5), like leaving slow start;
+//     first_congestion_factor (x0.5), like leaving slow start (x0.8 when
+//     it cuts from what the flow sent, below);
 //   rtt > target but below 0.98 x the previous sample's RTT: hold (the
 //     queue is draining; the cuts that drain it have not all shown yet);
+//     for a flow whose samples are >= 4 RTTs apart, a falling RTT that
+//     would reach the target by the next sample at the same pace counts
+//     as rtt <= target;
 //   rtt > target otherwise, at most once per RTT:
-//     rate *= 1 - gain (rtt - target) / rtt (gain 0.25), bounded below by
-//     min_change;
+//     rate *= 1 - gain (rtt - target) / max(rtt, time since the previous
+//     sample) (gain 0.25), bounded below by min_change;
 //   rtt > max delay, or a NACK: the same proportional cut without the
 //     min_change bound (at most x(1 - gain), x0.75).
 //   Every increase is bounded above by max_change (x1.06) per update or
@@ -122,7 +126,15 @@ class Rttcc final : public Controller {
       const double a = p_.fs_range_ns / (1 / std::sqrt(p_.fs_min_fraction) - 1);
       target += static_cast<uint64_t>(std::clamp(a / std::sqrt(f) - a, 0.0, p_.fs_range_ns));
     }
-    const bool congested = s.rtt_ns > target || was_cnp_ || was_nack_;
+    bool congested = s.rtt_ns > target || was_cnp_ || was_nack_;
+    // A rare sampler (a packet per several ms) learns of an emptied queue an
+    // interval late: if the RTT, falling as fast as since the previous
+    // sample, would reach the target by the next one, the flow grows now.
+    // (rtt - (prev - rtt) <= target.)
+    if (congested && !was_cnp_ && !was_nack_ && p_.rare_sample_rtts > 0 && s.rtt_ns < prev_rtt_ns &&
+        static_cast<double>(since_ns) >= p_.rare_sample_rtts * static_cast<double>(s.rtt_ns) &&
+        2 * s.rtt_ns <= target + prev_rtt_ns)
+      congested = false;
     if (!congested) {
       double next = rate_bps_ + p_.ai_fraction * line_bps_;
       if (now - last_calm_ns_ >= p_.hyper_increase_period_ns && now - last_hyper_ns_ >= p_.hyper_increase_period_ns) {
@@ -140,9 +152,9 @@ class Rttcc final : public Controller {
     last_calm_ns_ = now;
     hyper_steps_ = 0;
     const double base = base_for_decrease(sent_bps);
-    if (!congested_) {  // first congestion: halve at once
+    if (!congested_) {  // first congestion: halve at once (from the allowance)
       congested_ = true;
-      rate_bps_ = base * p_.first_congestion_factor;
+      rate_bps_ = base * (base < rate_bps_ ? p_.first_cut_from_sent_factor : p_.first_congestion_factor);
       last_decrease_ns_ = now;
       return;
     }
@@ -156,8 +168,12 @@ class Rttcc final : public Controller {
     const bool severe = s.rtt_ns > p_.max_delay_ns || was_nack_;
     // At most once per RTT: the effect of a cut shows an RTT later.
     if (now - last_decrease_ns_ < s.rtt_ns) return;
+    // The excess delay over the time the cut has to act: an RTT for a flow
+    // that samples every RTT, its sample interval for one that samples less
+    // often (all flows on the queue cut within that interval).
     const double rtt = static_cast<double>(std::max<uint64_t>(s.rtt_ns, 1));
-    const double excess = s.rtt_ns > target ? (rtt - static_cast<double>(target)) / rtt : 0.0;
+    const double over = std::max(rtt, static_cast<double>(since_ns));
+    const double excess = s.rtt_ns > target ? (rtt - static_cast<double>(target)) / over : 0.0;
     // A gentle gain (0.25) everywhere: larger gains past the max delay cut
     // deeper during a start-up queue and cost more goodput than they saved
     // (measured with grex-ccsim, docs/congestion.md).

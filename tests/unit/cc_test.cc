@@ -141,16 +141,16 @@ TEST(RttccZtr, FirstCongestionHalvesThenBoundedOncePerRtt) {
   EXPECT_DOUBLE_EQ(h.rate(), r);
   h.rtt(t += 40 * kUs, 14 * kUs);  // RTT fell below 0.98 x 30 us: draining, hold
   EXPECT_DOUBLE_EQ(h.rate(), r);
-  h.rtt(t += 40 * kUs, 14 * kUs);  // not falling: proportional, 1 - gain (14 - 13) / 14
-  EXPECT_NEAR(h.rate(), r * (1 - gain / 14), 1);
+  h.rtt(t += 40 * kUs, 14 * kUs);  // not falling: proportional, over the 40 us since the
+  EXPECT_NEAR(h.rate(), r * (1 - gain / 40), 1);  // previous sample: 1 - gain (14 - 13) / 40
   r = h.rate();
   h.rtt(t += 100 * kUs, 60 * kUs);  // 1 - gain 47/60 = 0.80 -> bounded at 0.97
   EXPECT_NEAR(h.rate(), r * 0.97, 1);
   r = h.rate();
-  h.rtt(t += 400 * kUs, 300 * kUs);  // past max delay: proportional, not bounded by x0.97
+  h.rtt(t += 300 * kUs, 300 * kUs);  // past max delay: proportional, not bounded by x0.97
   EXPECT_NEAR(h.rate(), r * (1 - gain * 287.0 / 300), 1);
   r = h.rate();
-  h.rtt(t += 200'000 * kUs, 100'000 * kUs);  // a huge queue (100 ms): about x(1 - gain)
+  h.rtt(t += 100'000 * kUs, 100'000 * kUs);  // a huge queue (100 ms): about x(1 - gain)
   EXPECT_NEAR(h.rate(), r * (1 - gain * (100'000.0 - 13) / 100'000), 1);
 }
 
@@ -206,6 +206,51 @@ TEST(RttccZtr, RareSamplersClimbByTheSameAmountPerUnitTime) {
   EXPECT_NEAR(c.rate(), rc * Options{}.rttcc.max_change, 1);
 }
 
+// A cut is the excess delay over the time it has to act: max(RTT, time
+// since the previous sample). Every flow on a queue samples within its own
+// interval, so a flow that samples once per 5 ms (a packet per 5 ms at 16 k
+// flows) spreads its cut over those 5 ms; cutting by the excess over the
+// RTT at each of its samples took the aggregate far below the line.
+TEST(RttccZtr, ARareSamplerSpreadsItsCutOverItsSampleInterval) {
+  const double gain = Options{}.rttcc.decrease_gain;
+  for (const uint64_t interval : {200 * kUs, 5'000 * kUs}) {
+    Options o = no_flow_scaling();
+    o.rttcc.start_rate_fraction = 1e-4;
+    Harness h("rttcc", o);
+    uint64_t t = 0;
+    h.rtt(t += interval, 100 * kUs);  // first congestion
+    const double r = h.rate();
+    h.rtt(t += interval, 200 * kUs);  // rising, below the max delay
+    if (interval == 200 * kUs)  // 1 - gain 187/200 = 0.77: bounded at x0.97
+      EXPECT_NEAR(h.rate(), r * Options{}.rttcc.min_change, 1e-3);
+    else  // 1 - gain 187/5000
+      EXPECT_NEAR(h.rate(), r * (1 - gain * 187.0 / 5000), 1e-3);
+  }
+}
+
+// A flow whose samples are >= rare_sample_rtts (4) RTTs apart and whose RTT
+// falls fast enough to reach the target by its next sample grows now
+// (rtt - (previous - rtt) <= target); one that samples every RTT holds, and
+// a NACK still cuts.
+TEST(RttccZtr, ARareSamplerGrowsWhenTheQueueWillHaveDrainedByItsNextSample) {
+  auto run = [](uint64_t interval, bool nack) {
+    Options o = no_flow_scaling();
+    o.rttcc.start_rate_fraction = 1e-4;
+    Harness h("rttcc", o);
+    uint64_t t = 0;
+    h.rtt(t += interval, 300 * kUs);  // first congestion
+    double r = h.rate();
+    h.rtt(t += interval, 160 * kUs);  // falling, but 160 - 140 = 20 us > 13 us: a hold
+    EXPECT_DOUBLE_EQ(h.rate(), r) << interval;
+    if (nack) h.flow->on_nack(t + 1);
+    h.rtt(t += interval, 80 * kUs);  // 80 - 80 = 0 <= 13 us: drained by the next sample
+    return h.rate() / r;
+  };
+  EXPECT_GT(run(5'000 * kUs, false), 1.0);         // rare: grows
+  EXPECT_DOUBLE_EQ(run(100 * kUs, false), 1.0);    // every RTT or so: holds
+  EXPECT_LT(run(5'000 * kUs, true), 1.0);          // a NACK: cuts
+}
+
 // Flow scaling: the same RTT is congestion for a flow near line rate and
 // not for one far below it (its target is higher), so slow flows grow
 // while fast ones cut, whatever their sampling rates.
@@ -231,10 +276,11 @@ TEST(RttccZtr, DecreaseStartsFromWhatTheFlowActuallySent) {
   uint64_t t = 0;
   h.rtt(t += 10 * kUs, 5 * kUs);
   // The flow sent 1 Gbit/s worth over the next 100 us (NIC-limited), far
-  // below its line-rate allowance: the first congestion halves that.
+  // below its line-rate allowance: the first congestion cuts from that, by
+  // first_cut_from_sent_factor (x0.8; halving counts the path's share twice).
   h.flow->on_bytes_sent(t + 50 * kUs, 12'500);
   h.rtt(t += 100 * kUs, 30 * kUs);
-  EXPECT_NEAR(h.rate(), 1e9 * 0.5, 1e6);
+  EXPECT_NEAR(h.rate(), 1e9 * Options{}.rttcc.first_cut_from_sent_factor, 1e6);
 }
 
 TEST(RttccZtr, TimeoutAndNackCut) {
@@ -247,10 +293,10 @@ TEST(RttccZtr, TimeoutAndNackCut) {
   EXPECT_NEAR(h.rate(), kLine * 0.5, 1);
   double r = h.rate();
   h.flow->on_nack(30 * kUs);
-  h.rtt(200 * kUs, 20 * kUs);  // NACK: proportional without the x0.97 bound
+  h.rtt(40 * kUs, 20 * kUs);  // NACK: proportional without the x0.97 bound
   EXPECT_NEAR(h.rate(), r * (1 - gain * 7 / 20), 1);
   r = h.rate();
-  h.rtt(400 * kUs, 20 * kUs);  // no NACK: bounded at x0.97
+  h.rtt(60 * kUs, 20 * kUs);  // no NACK: bounded at x0.97
   EXPECT_NEAR(h.rate(), r * 0.97, 1);
 }
 
