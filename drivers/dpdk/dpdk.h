@@ -10,6 +10,9 @@ namespace grex::dpdk {
 ///   mode       "memif" (a memif port per peer, one host) or "port" [GREX_DPDK_MODE]
 ///   port       port mode: the vdev, e.g. net_af_xdp0,iface=veth0 [GREX_DPDK_PORT]
 ///   ip         port mode: this rank's IPv4 [GREX_DPDK_IP]
+///   mac        port mode: auto (a private MAC on af_packet, so the kernel
+///              drops grex's frames before its IP stack), port, private or
+///              aa:bb:cc:dd:ee:ff [GREX_DPDK_MAC], default auto
 ///   udp_port   UDP port of every rank [GREX_DPDK_UDP_PORT], default 47000
 ///   mtu        [GREX_DPDK_MTU], default 9000 (memif) / 1500 (port)
 ///   memif_dir  where memif sockets live [GREX_DPDK_MEMIF_DIR], default /tmp

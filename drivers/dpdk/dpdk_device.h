@@ -35,6 +35,7 @@ class DpdkDevice;
 struct DpdkOptions {
   std::string mode = "memif";   ///< "memif": a memif port per peer; "port": one shared port
   std::string devargs;          ///< port mode: the vdev ("net_af_packet0,iface=veth0,...")
+  std::string mac = "auto";     ///< port mode: auto, port, private or aa:bb:cc:dd:ee:ff (GREX_DPDK_MAC)
   std::string memif_dir = "/tmp";
   uint32_t ip = 0;              ///< port mode: our IPv4 (host order); 0: 10.77.<rank>
   uint16_t udp_port = 47000;

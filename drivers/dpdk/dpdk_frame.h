@@ -164,4 +164,43 @@ inline const char* parse_error_name(ParseError e) {
   return "?";
 }
 
+/// The MAC grex answers to on a port it shares with the kernel (af_packet):
+/// the port's own with bit 0x40 of the first octet flipped, locally
+/// administered (0x02) and unicast (0x01 clear), so it always differs from
+/// the port's. Frames sent to the interface's own MAC also go up the
+/// kernel's IP stack, which looks up a route for each, finds no UDP socket
+/// and answers with ICMP; frames to another MAC are "other host" there and
+/// dropped at once, while the (promiscuous) packet socket still gets them.
+inline Mac private_mac(const Mac& port_mac) {
+  Mac m = port_mac;
+  m[0] = static_cast<uint8_t>(((m[0] ^ 0x40) | 0x02) & ~0x01);
+  return m;
+}
+
+/// Parses "aa:bb:cc:dd:ee:ff" (hex, either case); false if malformed.
+inline bool parse_mac(const char* text, Mac* out) {
+  Mac m{};
+  for (size_t i = 0; i < 6; ++i) {
+    unsigned v = 0;
+    for (int k = 0; k < 2; ++k) {
+      const char c = *text++;
+      unsigned d;
+      if (c >= '0' && c <= '9')
+        d = static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        d = static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        d = static_cast<unsigned>(c - 'A' + 10);
+      else
+        return false;
+      v = v * 16 + d;
+    }
+    m[i] = static_cast<uint8_t>(v);
+    const char sep = *text++;
+    if (sep != (i < 5 ? ':' : '\0')) return false;
+  }
+  *out = m;
+  return true;
+}
+
 }  // namespace grex::dpdk::frame

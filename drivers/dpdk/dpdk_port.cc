@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "drivers/dpdk/dpdk_eal.h"
+#include "drivers/dpdk/dpdk_frame.h"
 
 #include <rte_alarm.h>
 #include <rte_errno.h>
@@ -188,9 +189,18 @@ Result<void> Port::setup(const PortOptions& opts) {
   started_ = true;
   rc = rte_eth_promiscuous_enable(id_);
   if (rc < 0 && rc != -ENOTSUP) GREX_DEBUG("dpdk", "%s: promiscuous mode: %s", name_.c_str(), rte_strerror(-rc));
+  const bool promiscuous = rc == 0;
 
   rte_ether_addr addr{};
-  if (rte_eth_macaddr_get(id_, &addr) == 0) std::copy(addr.addr_bytes, addr.addr_bytes + 6, mac_.begin());
+  if (rte_eth_macaddr_get(id_, &addr) == 0) std::copy(addr.addr_bytes, addr.addr_bytes + 6, port_mac_.begin());
+  mac_ = port_mac_;
+  if (opts.mac != PortOptions::Mac::kPort) {
+    // Frames to a MAC the port does not own arrive only in promiscuous mode.
+    if (promiscuous)
+      mac_ = opts.mac == PortOptions::Mac::kPrivate ? frame::private_mac(port_mac_) : opts.given_mac;
+    else
+      GREX_WARN("dpdk", "%s: no promiscuous mode, so grex keeps the port's own MAC", name_.c_str());
+  }
   std::string tx_offloads;
   if (offloads_.tx_ip_cksum) tx_offloads += " ipv4-cksum";
   if (offloads_.tx_udp_cksum) tx_offloads += " udp-cksum";

@@ -47,6 +47,13 @@ struct PortOptions {
   /// mbuf data room including RTE_PKTMBUF_HEADROOM; 0 derives it from the MTU
   /// (and af_packet's framesz), capped at 3840 for af_xdp.
   uint16_t data_room = 0;
+  /// The MAC the port answers to (mac()): the port's own (kPort), one
+  /// derived from it for a port shared with the kernel (kPrivate,
+  /// frame::private_mac), or `given`. The last two need promiscuous mode;
+  /// a port that refuses it keeps its own MAC (logged).
+  enum class Mac : uint8_t { kPort, kPrivate, kGiven };
+  Mac mac = Mac::kPort;
+  std::array<uint8_t, 6> given_mac{};
 };
 
 /// Offloads the port offered and that open() enabled.
@@ -78,8 +85,10 @@ class Port {
   uint16_t id() const noexcept { return id_; }
   /// Device name, e.g. "net_memif0".
   const std::string& name() const noexcept { return name_; }
-  /// The port's MAC address.
+  /// The MAC grex sends from and answers to (PortOptions::mac); port_mac()
+  /// is the device's own.
   std::array<uint8_t, 6> mac() const noexcept { return mac_; }
+  std::array<uint8_t, 6> port_mac() const noexcept { return port_mac_; }
   /// The MTU in effect: the requested one if the PMD took it; if it has no
   /// MTU setting (memif) the requested one too (open() checked bsize); if it
   /// refused, the kernel interface's MTU where there is one (af_packet, whose
@@ -133,6 +142,7 @@ class Port {
   uint16_t id_ = 0;
   std::string name_;
   std::array<uint8_t, 6> mac_{};
+  std::array<uint8_t, 6> port_mac_{};
   uint16_t mtu_ = 0;
   uint16_t mbuf_bytes_ = 0;
   Offloads offloads_;

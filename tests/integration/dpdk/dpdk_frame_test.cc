@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -200,6 +201,30 @@ TEST(DpdkFrame, ErrorNames) {
   EXPECT_STREQ(parse_error_name(ParseError::kOk), "ok");
   EXPECT_STREQ(parse_error_name(ParseError::kBadIhl), "bad-ihl");
   EXPECT_STREQ(parse_error_name(ParseError::kWrongPort), "wrong-port");
+}
+
+// The MAC grex answers to on an af_packet port: never the port's own,
+// always locally administered unicast, the rest of the address kept.
+TEST(DpdkFrame, PrivateMacDiffersFromThePortsAndIsLocalUnicast) {
+  for (const Mac port : {Mac{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}, Mac{0x02, 0x00, 0x00, 0x00, 0x00, 0x01},
+                         Mac{0x42, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}, Mac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}) {
+    const Mac m = private_mac(port);
+    EXPECT_NE(m, port);
+    EXPECT_EQ(m[0] & 0x02, 0x02) << "locally administered";
+    EXPECT_EQ(m[0] & 0x01, 0x00) << "unicast";
+    EXPECT_TRUE(std::equal(m.begin() + 1, m.end(), port.begin() + 1));
+    EXPECT_EQ(private_mac(port), m) << "the same port gives the same MAC";
+  }
+  EXPECT_EQ(private_mac(Mac{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}), (Mac{0x12, 0x54, 0x00, 0x12, 0x34, 0x56}));
+}
+
+TEST(DpdkFrame, ParseMac) {
+  Mac m{};
+  ASSERT_TRUE(parse_mac("02:aB:0c:D0:ef:10", &m));
+  EXPECT_EQ(m, (Mac{0x02, 0xab, 0x0c, 0xd0, 0xef, 0x10}));
+  for (const char* bad : {"", "02:ab:0c:d0:ef", "02:ab:0c:d0:ef:10:", "02-ab-0c-d0-ef-10", "02:ab:0c:d0:ef:1",
+                          "02:ab:0c:d0:ef:1g", "2:ab:0c:d0:ef:10", "02:ab:0c:d0:ef:100"})
+    EXPECT_FALSE(parse_mac(bad, &m)) << bad;
 }
 
 }  // namespace
