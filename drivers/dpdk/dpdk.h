@@ -18,6 +18,8 @@ namespace grex::dpdk {
 ///   memif_dir  where memif sockets live [GREX_DPDK_MEMIF_DIR], default /tmp
 ///   window     packets in flight per flow [GREX_DPDK_WINDOW], default 1024
 ///   give_up_ms a silent peer is declared gone after this [GREX_DPDK_GIVE_UP_MS], default 10000
+///   tx_backlog packets a port's software TX queue holds before flows wait
+///              [GREX_DPDK_TX_BACKLOG], default 32
 ///   crc        header | payload: what CRC32C covers [GREX_DPDK_CRC], default header
 ///   faults     drop=P,dup=P,reorder=P,window=N,corrupt=P,seed=S [GREX_DPDK_FAULTS]
 ///   cc         congestion control per flow: rttcc, rttcc-template, dcqcn, dcqcn-mlx5,

@@ -336,13 +336,13 @@ void DpdkDevice::flush_tx() noexcept {
 }
 
 // Room for one flow's packets this poll: what keeps the port's software
-// queue under kTxBacklog packets (never less than a couple, so ACKs and probe
+// queue under tx_backlog_ packets (never less than a couple, so ACKs and probe
 // replies still leave). Packets a flow builds are stamped as sent; a deep
 // queue behind a full ring would only age them before they reach the wire.
 std::span<reliable::TxPacket> DpdkDevice::tx_room(const Port* port) noexcept {
   const std::vector<rte_mbuf*>* q = txq_of(port);
   const size_t queued = q != nullptr ? q->size() : 0;
-  const size_t room = queued >= kTxBacklog ? kTxMinRoom : std::max(kTxMinRoom, kTxBacklog - queued);
+  const size_t room = queued >= tx_backlog_ ? kTxMinRoom : std::max(kTxMinRoom, tx_backlog_ - queued);
   return std::span<reliable::TxPacket>(txpk_).first(std::min(room, txpk_.size()));
 }
 

@@ -43,6 +43,9 @@ struct DpdkOptions {
   uint32_t mbufs = 16383;
   uint32_t window = 1024;
   uint32_t adverts_per_packet = 32;  ///< receives advertised in one packet at most
+  /// Packets a port's software TX queue may hold before flows wait (what
+  /// one pass of the flows hands the PMD at most); 0: 32 [GREX_DPDK_TX_BACKLOG].
+  uint32_t tx_backlog = 0;
   int64_t give_up_ms = 10'000;
   bool payload_crc = false;
   FaultConfig faults;
@@ -183,7 +186,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   std::vector<Held> held_;                   // reordered packets waiting for their turn
   std::vector<uint8_t> linear_;              // RX bounce for multi-segment mbufs
   static constexpr size_t kTxPerPoll = 64;   // packets one flow may emit per poll
-  static constexpr size_t kTxBacklog = 32;   // software TX queue a port may hold before flows wait
+  size_t tx_backlog_ = 32;                   // software TX queue a port may hold before flows wait
   static constexpr size_t kTxMinRoom = 2;    // ... except for this many (ACKs, probe replies)
   size_t tx_start_ = 0;                      // the flow that builds packets first this poll
   std::vector<reliable::TxPacket> txpk_;     // poll_tx scratch, allocated once (no per-poll zeroing)
