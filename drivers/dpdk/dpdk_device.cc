@@ -121,13 +121,21 @@ Result<void> DpdkDevice::parse_options() {
     return Error(Errc::kInvalidArgument, "dpdk port mode needs a device")
         .hint("set GREX_DPDK_PORT, e.g. net_af_packet0,iface=veth0 or net_af_xdp0,iface=veth0");
   if (auto v = detail::param(opts_, "memif_dir", "GREX_DPDK_MEMIF_DIR"); !v.empty()) d.memif_dir = v;
-  if (auto v = detail::param(opts_, "mac", "GREX_DPDK_MAC"); !v.empty()) {
-    frame::Mac m;
-    if (v != "auto" && v != "port" && v != "private" && (!frame::parse_mac(v.c_str(), &m) || (m[0] & 1) != 0))
-      return Error(Errc::kInvalidArgument, "GREX_DPDK_MAC='" + v + "' is not auto, port, private or a unicast MAC")
-          .hint("e.g. GREX_DPDK_MAC=02:00:00:00:00:01");
-    d.mac = v;
-  }
+  // af_packet shares its interface with the kernel, whose IP stack would
+  // take every frame sent to the interface's MAC too: "auto" answers to
+  // another there (docs/dpdk.md).
+  std::string mac = detail::param(opts_, "mac", "GREX_DPDK_MAC");
+  if (mac.empty() || mac == "auto")
+    d.mac = d.devargs.rfind("net_af_packet", 0) == 0 ? PortOptions::Mac::kPrivate : PortOptions::Mac::kPort;
+  else if (mac == "port")
+    d.mac = PortOptions::Mac::kPort;
+  else if (mac == "private")
+    d.mac = PortOptions::Mac::kPrivate;
+  else if (frame::parse_mac(mac.c_str(), &d.given_mac) && (d.given_mac[0] & 1) == 0)
+    d.mac = PortOptions::Mac::kGiven;
+  else
+    return Error(Errc::kInvalidArgument, "GREX_DPDK_MAC='" + mac + "' is not auto, port, private or a unicast MAC")
+        .hint("e.g. GREX_DPDK_MAC=02:00:00:00:00:01");
   if (auto v = detail::param(opts_, "ip", "GREX_DPDK_IP"); !v.empty()) {
     in_addr a;
     if (inet_pton(AF_INET, v.c_str(), &a) != 1)
@@ -212,12 +220,8 @@ Result<void> DpdkDevice::init() {
   if (dopts_.mode == "port") {
     PortOptions po;
     po.devargs = dopts_.devargs;
-    // af_packet shares its interface with the kernel, whose IP stack would
-    // take every frame sent to the interface's MAC too: answer to another.
-    if (dopts_.mac == "private" || (dopts_.mac == "auto" && dopts_.devargs.rfind("net_af_packet", 0) == 0))
-      po.mac = PortOptions::Mac::kPrivate;
-    else if (dopts_.mac != "auto" && dopts_.mac != "port" && frame::parse_mac(dopts_.mac.c_str(), &po.given_mac))
-      po.mac = PortOptions::Mac::kGiven;
+    po.mac = dopts_.mac;
+    po.given_mac = dopts_.given_mac;
     po.mtu = dopts_.mtu;
     po.mbufs = dopts_.mbufs;
     auto port = Port::open(po);

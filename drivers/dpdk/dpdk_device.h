@@ -35,7 +35,10 @@ class DpdkDevice;
 struct DpdkOptions {
   std::string mode = "memif";   ///< "memif": a memif port per peer; "port": one shared port
   std::string devargs;          ///< port mode: the vdev ("net_af_packet0,iface=veth0,...")
-  std::string mac = "auto";     ///< port mode: auto, port, private or aa:bb:cc:dd:ee:ff (GREX_DPDK_MAC)
+  /// port mode: the MAC the port answers to, from GREX_DPDK_MAC (auto, port,
+  /// private or aa:bb:cc:dd:ee:ff; auto is private on af_packet)
+  PortOptions::Mac mac = PortOptions::Mac::kPort;
+  std::array<uint8_t, 6> given_mac{};
   std::string memif_dir = "/tmp";
   uint32_t ip = 0;              ///< port mode: our IPv4 (host order); 0: 10.77.<rank>
   uint16_t udp_port = 47000;

@@ -192,12 +192,11 @@ Result<void> Port::setup(const PortOptions& opts) {
   const bool promiscuous = rc == 0;
 
   rte_ether_addr addr{};
-  if (rte_eth_macaddr_get(id_, &addr) == 0) std::copy(addr.addr_bytes, addr.addr_bytes + 6, port_mac_.begin());
-  mac_ = port_mac_;
+  if (rte_eth_macaddr_get(id_, &addr) == 0) std::copy(addr.addr_bytes, addr.addr_bytes + 6, mac_.begin());
   if (opts.mac != PortOptions::Mac::kPort) {
     // Frames to a MAC the port does not own arrive only in promiscuous mode.
     if (promiscuous)
-      mac_ = opts.mac == PortOptions::Mac::kPrivate ? frame::private_mac(port_mac_) : opts.given_mac;
+      mac_ = opts.mac == PortOptions::Mac::kPrivate ? frame::private_mac(mac_) : opts.given_mac;
     else
       GREX_WARN("dpdk", "%s: no promiscuous mode, so grex keeps the port's own MAC", name_.c_str());
   }

@@ -85,10 +85,8 @@ class Port {
   uint16_t id() const noexcept { return id_; }
   /// Device name, e.g. "net_memif0".
   const std::string& name() const noexcept { return name_; }
-  /// The MAC grex sends from and answers to (PortOptions::mac); port_mac()
-  /// is the device's own.
+  /// The MAC grex sends from and answers to (PortOptions::mac).
   std::array<uint8_t, 6> mac() const noexcept { return mac_; }
-  std::array<uint8_t, 6> port_mac() const noexcept { return port_mac_; }
   /// The MTU in effect: the requested one if the PMD took it; if it has no
   /// MTU setting (memif) the requested one too (open() checked bsize); if it
   /// refused, the kernel interface's MTU where there is one (af_packet, whose
@@ -142,7 +140,6 @@ class Port {
   uint16_t id_ = 0;
   std::string name_;
   std::array<uint8_t, 6> mac_{};
-  std::array<uint8_t, 6> port_mac_{};
   uint16_t mtu_ = 0;
   uint16_t mbuf_bytes_ = 0;
   Offloads offloads_;

@@ -289,6 +289,9 @@ struct Communicator::Impl {
   /// kMismatch naming both calls, from a peer's packed signature (or the
   /// flat barrier's).
   Error packed_mismatch(int peer, uint64_t theirs) const;
+  /// The packed signature `peer` published at `line` + 8 (beside the
+  /// sequence), if it differs from `sig`: kMismatch naming both calls.
+  std::optional<Error> published_mismatch(int peer, const uint8_t* line, uint64_t sig) const;
   /// Spins until the 64-bit sequence at the start of `line` (in `peer`'s
   /// area) equals `want` (or is at least `want`), letting the engine notice
   /// a dead peer and yielding when ranks outnumber cores; kTimeout names the peer.

@@ -172,10 +172,7 @@ Result<size_t> Communicator::Impl::flat_exchange(const void* data, size_t bytes,
   auto disagrees = [&](int p) -> std::optional<Error> {
     uint8_t* theirs_slot = flat_bases[static_cast<size_t>(p)] + slot;
     if (seq_of(theirs_slot).load(std::memory_order_acquire) != seq) return std::nullopt;
-    uint64_t theirs;
-    std::memcpy(&theirs, theirs_slot + 8, sizeof theirs);
-    if (theirs == sig) return std::nullopt;
-    return packed_mismatch(p, theirs);
+    return published_mismatch(p, theirs_slot, sig);
   };
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
@@ -190,6 +187,13 @@ Result<size_t> Communicator::Impl::flat_exchange(const void* data, size_t bytes,
     if (auto e = disagrees(p)) return std::move(*e);
   }
   return slot;
+}
+
+std::optional<Error> Communicator::Impl::published_mismatch(int peer, const uint8_t* line, uint64_t sig) const {
+  uint64_t theirs;
+  std::memcpy(&theirs, line + 8, sizeof theirs);
+  if (theirs == sig) return std::nullopt;
+  return packed_mismatch(peer, theirs);
 }
 
 Error Communicator::Impl::packed_mismatch(int peer, uint64_t theirs) const {

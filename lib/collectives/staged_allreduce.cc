@@ -32,7 +32,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <optional>
 #include <string>
 
 #include "collectives/comm_impl.h"
@@ -147,12 +146,7 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
   const char* what = "allreduce (staged)";
 
   // A peer that published block q under another signature: kMismatch.
-  auto disagrees = [&](int p, uint64_t q) -> std::optional<Error> {
-    uint64_t theirs;
-    std::memcpy(&theirs, line(p, pub_line(r, q)) + 8, sizeof theirs);
-    if (theirs == sig) return std::nullopt;
-    return packed_mismatch(p, theirs);
-  };
+  auto disagrees = [&](int p, uint64_t q) { return published_mismatch(p, line(p, pub_line(r, q)), sig); };
   // A failed wait: name a disagreeing call if any peer published one.
   auto fail = [&](Error e, uint64_t q) -> Error {
     for (int p = 0; p < n; ++p)
