@@ -106,12 +106,13 @@ struct RttccParams {
   /// draining, and the cuts that drain it have not all shown yet, so another
   /// cut would undershoot. 0: off.
   double hold_ratio = 0.98;
-  /// Besides max_change, an increase may reach + this fraction of line rate
-  /// per ms since the previous sample. Matters only to a flow that samples
-  /// rarely (a packet per several ms, as at 16 k flows), where max_change
-  /// alone lets it grow 6 % per packet; the term is the same per unit time
-  /// for every flow, so it is additive and keeps shares fair. 0: off.
-  double time_increase_fraction_per_ms = 1.5e-6;
+  /// Besides max_change, an increase may reach + k x this fraction of line
+  /// rate per ms since the previous sample, for the k-th calm sample in a
+  /// row. Matters only to a flow that samples rarely (a packet per several
+  /// ms, as at 16 k flows), where max_change alone lets it grow 6 % per
+  /// packet; the term is the same per unit time for every flow, so it is
+  /// additive and keeps shares fair. 0: off.
+  double time_increase_fraction_per_ms = 0.6e-6;
   /// ztr flow scaling: extra target delay, up to fs_range_ns for a flow at
   /// fs_min_fraction of line rate, shrinking as 1/sqrt(rate) to 0 at line
   /// rate (Swift's flow scaling on rate instead of window). 0: off.

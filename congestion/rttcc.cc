@@ -30,9 +30,9 @@
 //   rtt > max delay, or a NACK: the same proportional cut without the
 //     min_change bound (at most x(1 - gain), x0.75).
 //   Every increase is bounded above by max_change (x1.06) per update or
-//   + 1.5e-6 of line rate per ms since the previous sample, whichever is
-//   larger (the second lets a flow that samples once per several ms climb,
-//   additively, so fairly).
+//   + k x 0.6e-6 of line rate per ms since the previous sample for the
+//   k-th calm sample in a row, whichever is larger (the second lets a flow
+//   that samples once per several ms climb, additively, so fairly).
 //
 // Both decrease from the rate the flow actually sent when that is lower
 // than its allowed rate (a flow limited by its NIC share or by the
@@ -144,8 +144,15 @@ class Rttcc final : public Controller {
         next += hyper_steps_ * p_.hai_fraction * line_bps_;
         last_hyper_ns_ = now;
       }
+      // The time term grows with the run of calm samples (the k-th calm
+      // period in a row allows k times it): a rare sampler near its share
+      // creeps up, so the queue its 16 k peers build between samples stays
+      // short, while one that keeps finding the queue empty (after a drain)
+      // climbs back within a few samples.
+      const double calm_run = std::max<double>(1, hyper_steps_);
       const double cap = std::max(rate_bps_ * p_.max_change,
-                                  rate_bps_ + p_.time_increase_fraction_per_ms * line_bps_ * static_cast<double>(since_ns) / 1e6);
+                                  rate_bps_ + calm_run * p_.time_increase_fraction_per_ms * line_bps_ *
+                                                  static_cast<double>(since_ns) / 1e6);
       rate_bps_ = std::min(next, cap);
       return;
     }

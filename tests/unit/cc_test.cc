@@ -181,9 +181,11 @@ TEST(RttccZtr, FallingRttHoldsTheRateUnlessANackCame) {
 }
 
 // A flow that samples once per 10 ms (a packet per 10 ms at 16 k flows) may
-// grow by time_increase_fraction_per_ms (1.5e-6) of line rate per ms since
-// its previous sample when that is more than max_change allows: the same
-// absolute step for a slow and a slower flow (additive, so shares stay fair).
+// grow, at its k-th calm sample in a row, by k x time_increase_fraction_per_ms
+// of line rate per ms since its previous sample when that is more than
+// max_change allows: the same absolute step for a slow and a slower flow
+// (additive, so shares stay fair), small near the share and faster once the
+// queue keeps reading empty. A congested sample starts the run again.
 TEST(RttccZtr, RareSamplersClimbByTheSameAmountPerUnitTime) {
   auto flow_at = [](double fraction) {
     Options o = no_flow_scaling();
@@ -191,14 +193,19 @@ TEST(RttccZtr, RareSamplersClimbByTheSameAmountPerUnitTime) {
     return o;
   };
   Harness a("rttcc", flow_at(1e-4)), b("rttcc", flow_at(1e-5));  // 10 and 1 Mbit/s
-  const double step = Options{}.rttcc.time_increase_fraction_per_ms * kLine * 10;  // 10 ms: 1.5 Mbit/s
-  for (uint64_t t = 10'000 * kUs; t <= 50'000 * kUs; t += 10'000 * kUs) {
+  const double step = Options{}.rttcc.time_increase_fraction_per_ms * kLine * 10;  // 10 ms: 0.6 Mbit/s
+  uint64_t t = 0;
+  for (int k = 1; k <= 5; ++k) {
     const double ra = a.rate(), rb = b.rate();
-    a.rtt(t, 5 * kUs);
+    a.rtt(t += 10'000 * kUs, 5 * kUs);
     b.rtt(t, 5 * kUs);
-    EXPECT_NEAR(a.rate() - ra, step, 1) << t;
-    EXPECT_NEAR(b.rate() - rb, step, 1) << t;
+    EXPECT_NEAR(a.rate() - ra, k * step, 1) << k;
+    EXPECT_NEAR(b.rate() - rb, k * step, 1) << k;
   }
+  a.rtt(t += 10'000 * kUs, 100 * kUs);  // congested (the first time: a cut)
+  const double ra = a.rate();
+  a.rtt(t += 10'000 * kUs, 5 * kUs);  // calm again: the run starts at 1
+  EXPECT_NEAR(a.rate() - ra, step, 1);
   // Sampling every 10 us, the same flow is bounded by max_change alone.
   Harness c("rttcc", flow_at(1e-4));
   const double rc = c.rate();
