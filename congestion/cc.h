@@ -92,6 +92,11 @@ struct RttccParams {
   /// that samples once per 5 ms (a packet per 5 ms at 16 k flows) spreads
   /// the cut over that interval, as every flow on the queue cuts within it.
   double decrease_gain = 0.25;
+  /// The gain past the max delay or with a NACK. use_software_timestamps()
+  /// (the drivers) sets 0.5: without cut_from_sent_rate a flow that starts
+  /// at line rate into a slower bottleneck comes down by these cuts alone,
+  /// one per RTT.
+  double severe_decrease_gain = 0.25;
   double first_congestion_factor = 0.5;         ///< the first congestion a flow sees
   /// ... when that first cut starts from what the flow sent (cut_from_sent_rate:
   /// held back to its share of the path, which halving would count twice).
@@ -348,12 +353,14 @@ class TokenBucket {
 /// (the DPDK and verbs drivers): the target is `target_ns` and at least 1.25 x
 /// the smallest RTT seen (host polling jitter is in every sample), the max
 /// delay at least 4 targets, and cuts start from the allowed rate (collectives
-/// are on/off traffic: an idle gap must not read as a low sending rate).
+/// are on/off traffic: an idle gap must not read as a low sending rate), so
+/// past the max delay they cut with gain 0.5 instead of 0.25.
 inline void use_software_timestamps(RttccParams* p, uint64_t target_ns) noexcept {
   p->target_delay_ns = target_ns;
   p->max_delay_ns = p->max_delay_ns > 4 * target_ns ? p->max_delay_ns : 4 * target_ns;
   p->min_rtt_target_factor = 1.25;
   p->cut_from_sent_rate = false;
+  p->severe_decrease_gain = 0.5;
 }
 
 /// DCQCN notification point, per flow at the receiver: a CE-marked packet

@@ -27,8 +27,9 @@
 //   rtt > target otherwise, at most once per RTT:
 //     rate *= 1 - gain (rtt - target) / max(rtt, time since the previous
 //     sample) (gain 0.25), bounded below by min_change;
-//   rtt > max delay, or a NACK: the same proportional cut without the
-//     min_change bound (at most x(1 - gain), x0.75).
+//   rtt > max delay, or a NACK: the same proportional cut with the severe
+//     gain (0.25, so at most x0.75; 0.5 on the drivers, which do not cut
+//     from the sent rate) and without the min_change bound.
 //   Every increase is bounded above by max_change (x1.06) per update or
 //   + k x 0.6e-6 of line rate per ms since the previous sample for the
 //   k-th calm sample in a row, whichever is larger (the second lets a flow
@@ -181,10 +182,13 @@ class Rttcc final : public Controller {
     const double rtt = static_cast<double>(std::max<uint64_t>(s.rtt_ns, 1));
     const double over = std::max(rtt, static_cast<double>(since_ns));
     const double excess = s.rtt_ns > target ? (rtt - static_cast<double>(target)) / over : 0.0;
-    // A gentle gain (0.25) everywhere: larger gains past the max delay cut
-    // deeper during a start-up queue and cost more goodput than they saved
-    // (measured with grex-ccsim, docs/congestion.md).
-    double factor = 1 - p_.decrease_gain * excess;
+    // A gentle gain (0.25): larger gains past the max delay cut deeper
+    // during a start-up queue and cost more goodput than they saved where a
+    // flow cuts from what it sent (grex-ccsim, docs/congestion.md). Without
+    // that rule (the drivers) a flow comes down from line rate by these cuts
+    // alone, once per RTT, and a queue of milliseconds makes that slow: the
+    // severe gain is 0.5 there (x0.5 per RTT at most, Swift's max_mdf).
+    double factor = 1 - (severe ? p_.severe_decrease_gain : p_.decrease_gain) * excess;
     // Near the target the step is bounded by min_change; past the max delay
     // (or on a loss) by the first-congestion factor, as Swift bounds its
     // multiplicative decrease by max_mdf.

@@ -154,6 +154,29 @@ TEST(RttccZtr, FirstCongestionHalvesThenBoundedOncePerRtt) {
   EXPECT_NEAR(h.rate(), r * (1 - gain * (100'000.0 - 13) / 100'000), 1);
 }
 
+// Past the max delay the drivers' settings (use_software_timestamps: no cut
+// from the sent rate) cut with the severe gain, 0.5: a flow that starts at
+// line rate into a much slower bottleneck comes down by these cuts alone,
+// about x0.5 per (millisecond) RTT, where the default 0.25 gives x0.75.
+// Below the max delay both use decrease_gain.
+TEST(RttccZtr, DriverSettingsCutHarderPastTheMaxDelay) {
+  for (const bool driver : {false, true}) {
+    Options o = no_flow_scaling();
+    if (driver) cc::use_software_timestamps(&o.rttcc, 13'000);
+    o.rttcc.min_rtt_target_factor = 0;  // the plain 13 us target either way
+    Harness h("rttcc", o);
+    uint64_t t = 0;
+    h.rtt(t += 10 * kUs, 30 * kUs);  // first congestion
+    double r = h.rate();
+    h.rtt(t += 100 * kUs, 100 * kUs);  // rising, below the max delay: the x0.97 bound for both
+    EXPECT_NEAR(h.rate(), r * Options{}.rttcc.min_change, 1) << driver;
+    r = h.rate();
+    h.rtt(t += 5'000 * kUs, 5'000 * kUs);  // 5 ms of queue, 5 ms since the previous sample
+    const double gain = driver ? 0.5 : Options{}.rttcc.decrease_gain;
+    EXPECT_NEAR(h.rate(), r * (1 - gain * (5'000.0 - 13) / 5'000), 1) << driver;
+  }
+}
+
 // A congested sample whose RTT fell since the previous one holds the rate
 // (the queue is draining), unless a NACK came with it; the hold is off with
 // hold_ratio 0.
