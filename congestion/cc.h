@@ -187,16 +187,36 @@ struct SwiftParams {
 };
 
 /// Everything a flow's controller may need; each algorithm reads its part.
+/// The defaults of an RTTCC parameter set.
+inline RttccParams rttcc_params(RttccSet set) noexcept {
+  RttccParams d;  // ztr defaults
+  if (set == RttccSet::kTemplate) {
+    // DOCA PCC rtt_template (rtt_template_algo_params.h): BASE_RTT 13 us,
+    // MAX_DELAY 150 us, AI 5 % of line rate, UPDATE_FACTOR 0.1, NEW_FLOW_RATE
+    // = line rate, MIN_RATE = 2^-14 of it; decreases doubled above 85 % port
+    // utilisation (HIGH_UTIL_THRESHOLD).
+    d.set = RttccSet::kTemplate;
+    d.target_delay_ns = 13'000;
+    d.max_delay_ns = 150'000;
+    d.ai_fraction = 0.05;
+    d.update_factor = 0.1;
+    d.high_utilization = 0.85;
+    d.min_rate_fraction = 1.0 / 16384;
+  }
+  return d;
+}
+
 struct Options {
   std::string algorithm = "rttcc";
-  RttccParams rttcc;
+  RttccParams rttcc;  ///< rttcc (the ztr set)
+  /// rttcc-template (DOCA PCC rtt_template's set). Its base RTT and max
+  /// delay are settings of the path, as the ztr set's target is: a caller
+  /// that sets those (use_software_timestamps) sets them on both.
+  RttccParams rttcc_template = rttcc_params(RttccSet::kTemplate);
   DcqcnParams dcqcn;
   TimelyParams timely;
   SwiftParams swift;
 };
-
-/// Resets *p to the defaults of a parameter set.
-void apply_rttcc_set(RttccParams* p, RttccSet set) noexcept;
 
 // ---------------------------------------------------------------- controllers
 
@@ -361,6 +381,11 @@ inline void use_software_timestamps(RttccParams* p, uint64_t target_ns) noexcept
   p->min_rtt_target_factor = 1.25;
   p->cut_from_sent_rate = false;
   p->severe_decrease_gain = 0.5;
+}
+/// The same for both RTTCC sets: the template's base RTT is `target_ns` too.
+inline void use_software_timestamps(Options* o, uint64_t target_ns) noexcept {
+  use_software_timestamps(&o->rttcc, target_ns);
+  use_software_timestamps(&o->rttcc_template, target_ns);
 }
 
 /// DCQCN notification point, per flow at the receiver: a CE-marked packet

@@ -21,7 +21,8 @@ class NoneController final : public Controller {
 
 Controller* make_rttcc_template(void* storage, const Options& opts, const PathInfo& path, uint64_t now_ns) noexcept {
   Options o = opts;
-  apply_rttcc_set(&o.rttcc, RttccSet::kTemplate);
+  o.rttcc = opts.rttcc_template;
+  o.rttcc.set = RttccSet::kTemplate;
   return detail::construct_rttcc(storage, o, path, now_ns);
 }
 
@@ -61,24 +62,6 @@ std::string algorithm_names() {
   std::string s;
   for (const Algorithm& a : kAlgorithms) s += std::string(s.empty() ? "" : ", ") + a.name;
   return s;
-}
-
-void apply_rttcc_set(RttccParams* p, RttccSet set) noexcept {
-  RttccParams d;  // ztr defaults
-  if (set == RttccSet::kTemplate) {
-    // DOCA PCC rtt_template (rtt_template_algo_params.h): BASE_RTT 13 us,
-    // MAX_DELAY 150 us, AI 5 % of line rate, UPDATE_FACTOR 0.1, NEW_FLOW_RATE
-    // = line rate, MIN_RATE = 2^-14 of it; decreases doubled above 85 % port
-    // utilisation (HIGH_UTIL_THRESHOLD).
-    d.set = RttccSet::kTemplate;
-    d.target_delay_ns = 13'000;
-    d.max_delay_ns = 150'000;
-    d.ai_fraction = 0.05;
-    d.update_factor = 0.1;
-    d.high_utilization = 0.85;
-    d.min_rate_fraction = 1.0 / 16384;
-  }
-  *p = d;
 }
 
 void apply_dcqcn_set(DcqcnParams* p, DcqcnSet set) noexcept {

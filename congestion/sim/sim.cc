@@ -21,6 +21,19 @@ Sim::Sim(const Config& cfg, const cc::Algorithm& algo) : cfg_(cfg), algo_(algo),
   back_ = base - 2 * prop_;
   jitter_ns_ = cfg.jitter_ns;
   tau_ns_ = static_cast<double>(std::max<uint64_t>(base, 1000));
+  // RTTCC's target belongs to the fabric (DOCA's rtt_template takes its base
+  // RTT as a setting). 13 us suits the default path (idle probe RTT
+  // 10.34 us); on a longer one it is 1.25 x the idle probe RTT, as an
+  // operator would set it (the drivers derive it from the smallest RTT seen
+  // instead). A target below the path's RTT reads every sample as congested.
+  // The template's base RTT likewise.
+  const double idle_ns = static_cast<double>(base) + 8.0 * (mtu_ + hdr_ + probe_bytes_) * ns_per_bit_;
+  for (cc::RttccParams* rt : {&opts_.rttcc, &opts_.rttcc_template}) {
+    rt->target_delay_ns = cfg.rttcc_target_us > 0
+                              ? us_to_ns(cfg.rttcc_target_us)
+                              : std::max(rt->target_delay_ns, static_cast<uint64_t>(1.25 * idle_ns));
+    rt->max_delay_ns = std::max(rt->max_delay_ns, 4 * rt->target_delay_ns);
+  }
   buffer_ = static_cast<uint64_t>(cfg.buffer_mb * 1e6);
   kmin_ = cfg.kmin_kb * 1e3;
   kmax_ = cfg.kmax_kb * 1e3;

@@ -39,6 +39,9 @@ struct Config {
   uint32_t header_bytes = 64;  ///< added to every data packet on the wire
   uint32_t probe_bytes = 64;   ///< a timing probe on the wire
   double base_rtt_us = 10;     ///< propagation only: host->switch and switch->receiver base/4 each, back base/2
+  /// RTTCC's target delay, a setting of the fabric; 0: the larger of
+  /// cc_options' (13 us) and 1.25 x the idle probe RTT.
+  double rttcc_target_us = 0;
   bool pace_wire_bytes = false;  ///< the pacer meters wire bytes (payload + header), not payload
   uint32_t jitter_ns = 4;      ///< host->switch: up to this much random extra delay per packet (order kept)
   double buffer_mb = 32;       ///< switch buffer, wire bytes
@@ -123,6 +126,7 @@ struct Result {
   double warmup_ms = 0;
   uint32_t hosts = 0;
   double idle_probe_rtt_us = 0;  ///< a probe's RTT right behind one data packet on an empty path
+  double rttcc_target_us = 0;    ///< the target delay RTTCC ran with
   double cnp_interval_us = -1;   ///< the CnpPacer's interval (-1: the algorithm takes no CNPs)
   uint64_t pfc_xoff_bytes = 0;
   uint64_t pfc_xon_bytes = 0;

@@ -50,6 +50,7 @@ std::string usage() {
          "  --gbps G             line rate of every link, Gbit/s (default 100)\n"
          "  --mtu B              data payload per packet (default 4096; +64 B header on the wire)\n"
          "  --base-rtt-us T      propagation RTT (default 10: idle probe RTT 10.34 us at 100G)\n"
+         "  --rttcc-target-us T  RTTCC's target delay (default: max(13, 1.25 x the idle probe RTT))\n"
          "  --buffer-mb M        switch buffer, MB = 1e6 B (default 32)\n"
          "  --ecn                RED-like ECN marking at the switch\n"
          "  --kmin-kb K --kmax-kb K --pmax P   marking (default 100, 400, 0.2)\n"
@@ -116,6 +117,8 @@ bool parse_args(int argc, const char* const* argv, Cli* out, std::string* error)
       ok = parse_u32(val, &c.mtu_bytes);
     } else if (opt == "--base-rtt-us") {
       ok = parse_double(val, &c.base_rtt_us);
+    } else if (opt == "--rttcc-target-us") {
+      ok = parse_double(val, &c.rttcc_target_us) && c.rttcc_target_us > 0;
     } else if (opt == "--buffer-mb") {
       ok = parse_double(val, &c.buffer_mb);
     } else if (opt == "--kmin-kb") {

@@ -133,6 +133,7 @@ std::string to_json(const Config& cfg, const Result& r, bool with_wall_time) {
   j.num("gbps", cfg.gbps);
   j.u64("mtu", cfg.mtu_bytes);
   j.num("base_rtt_us", cfg.base_rtt_us);
+  j.num("rttcc_target_us", r.rttcc_target_us);
   j.num("buffer_mb", cfg.buffer_mb);
   j.boolean("lossy", cfg.lossy);
   j.boolean("ecn", cfg.ecn);

@@ -206,7 +206,7 @@ Result<void> DpdkDevice::init() {
   // Software timestamps: the unloaded RTT includes both hosts' polling, and
   // their jitter is tens of microseconds, not the 13 us a NIC's timestamps
   // allow: RTTCC's target here is cc_target_us (50 by default).
-  cc::use_software_timestamps(&flow_cfg_.cc_options.rttcc, dopts_.cc_target_us * 1000);
+  cc::use_software_timestamps(&flow_cfg_.cc_options, dopts_.cc_target_us * 1000);
   faults_ = FaultInjector(dopts_.faults);
   ip_ = dopts_.ip != 0 ? dopts_.ip : (0x0a4d0000u | static_cast<uint32_t>(opts_.rank + 1));  // 10.77.x.y
   by_rank_.assign(static_cast<size_t>(opts_.world_size), nullptr);

@@ -19,7 +19,7 @@ bool VerbsEndpoint::pace_allows(uint64_t now_ns) noexcept {
   const double mtu = path_mtu_ > 0 ? path_mtu_ : 4096;
   if (!cc_.active()) {  // starts with the first paced post
     cc::Options o;
-    cc::use_software_timestamps(&o.rttcc, dev_->vopts().cc_target_us * 1000);  // the probe's time includes CQ polling
+    cc::use_software_timestamps(&o, dev_->vopts().cc_target_us * 1000);  // the probe's time includes CQ polling
     cc_.reset(*algo, o, cc::PathInfo{line_rate_bps(), static_cast<uint32_t>(mtu)}, now_ns);
     bucket_.reset(now_ns, 2.0 * mtu);
   }

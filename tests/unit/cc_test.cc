@@ -91,6 +91,26 @@ TEST(RttccTemplate, StaysWithinMinAndLineRate) {
   EXPECT_DOUBLE_EQ(h.rate(), kLine);
 }
 
+// The base RTT is a setting of the path: the template takes it from
+// Options::rttcc_template, which use_software_timestamps() (the drivers) sets
+// as it sets the ztr set's target. A 40 us sample is congestion against the
+// default 13 us, and calm against a 50 us base.
+TEST(RttccTemplate, TakesItsBaseRttFromThePathSettings) {
+  Harness plain("rttcc-template");
+  Options o;
+  cc::use_software_timestamps(&o, 50'000);
+  EXPECT_EQ(o.rttcc.target_delay_ns, 50'000u);
+  EXPECT_EQ(o.rttcc_template.target_delay_ns, 50'000u);
+  EXPECT_EQ(o.rttcc_template.max_delay_ns, 200'000u);  // 4 targets, above the template's 150 us
+  o.rttcc_template.start_rate_fraction = 0.5;
+  Harness path("rttcc-template", o);
+  const double r0 = plain.rate(), r1 = path.rate();
+  plain.rtt(10 * kUs, 40 * kUs);
+  path.rtt(10 * kUs, 40 * kUs);
+  EXPECT_NEAR(plain.rate(), r0 * 0.9, 1);            // above 13 us: x0.9
+  EXPECT_NEAR(path.rate(), r1 + 0.05 * kLine, 1);    // below 50 us: + 5 % of line rate
+}
+
 // ---------------------------------------------------------------- RTTCC ztr
 
 TEST(RttccZtr, IncreasesAreBoundedAndHyperIncreaseNeedsCalm) {

@@ -50,6 +50,22 @@ TEST(Ccsim, ProbeRttOfAnIdlePathIsPropagationPlusSerialisation) {
   EXPECT_GE(r.window.goodput, 0.99);
 }
 
+// RTTCC's target is a setting of the fabric: on a 40 us path the simulator
+// sets 1.25 x the idle probe RTT for both sets; a fixed 13 us read every
+// sample as congestion there and left the link at 0.01 of its rate.
+TEST(Ccsim, RttccTargetFollowsALongerPath) {
+  for (const char* cc : {"rttcc", "rttcc-template"}) {
+    Config c = scenario(cc, 8, 50);
+    c.base_rtt_us = 40;
+    const Result r = simulate(c);
+    EXPECT_NEAR(r.rttcc_target_us, 1.25 * r.idle_probe_rtt_us, 0.01) << cc;
+    EXPECT_GE(r.window.goodput, 0.9) << cc;
+    c.rttcc_target_us = 13;  // the fixed default: every sample congested
+    EXPECT_LT(simulate(c).window.goodput, 0.2) << cc;
+  }
+  EXPECT_NEAR(simulate(scenario("rttcc", 2, 5)).rttcc_target_us, 13, 1e-9);  // the default path keeps 13 us
+}
+
 TEST(Ccsim, TwoRttccFlowsConvergeToEqualShares) {
   Config c = scenario("rttcc", 2, 40);
   c.hosts = 2;
