@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <thread>
 
 #include "../shm/collective_check.h"
 #include "congestion/cc.h"
@@ -70,14 +69,14 @@ TEST_P(DpdkAllreduce, EveryCollectiveWithEachAlgorithm) {
 // Congestion control chosen per communicator (CommOptions::cc): every
 // collective stays correct while each flow is paced by its controller, the
 // controller's rate and probes show in the device counters; a name that is
-// not a controller fails creation naming the ones that are.
+// not a controller fails creation naming the ones that are. With more ranks
+// than cores (4 on 2) the probe RTTs carry the scheduler's delays and the
+// delay-based controllers pace low, yet every collective completes (2-3 s
+// for all five controllers).
 TEST_P(DpdkAllreduce, PacedByEachCongestionController) {
   bool have = false;
   for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
   if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
-  if (GetParam() > static_cast<int>(std::thread::hardware_concurrency()))
-    GTEST_SKIP() << "more ranks than cores: probe RTTs would measure the scheduler, and the delay-based "
-                    "controllers pace down to their floor (docs/congestion.md)";
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
     for (const char* cc : {"rttcc", "rttcc-template", "dcqcn", "timely", "swift"}) {
       CommOptions o;
