@@ -186,7 +186,6 @@ struct SwiftParams {
   uint64_t base_rtt_ns = 13'000;       ///< for the starting window and pacing before samples
 };
 
-/// Everything a flow's controller may need; each algorithm reads its part.
 /// The defaults of an RTTCC parameter set.
 inline RttccParams rttcc_params(RttccSet set) noexcept {
   RttccParams d;  // ztr defaults
@@ -206,6 +205,7 @@ inline RttccParams rttcc_params(RttccSet set) noexcept {
   return d;
 }
 
+/// Everything a flow's controller may need; each algorithm reads its part.
 struct Options {
   std::string algorithm = "rttcc";
   RttccParams rttcc;  ///< rttcc (the ztr set)
@@ -382,6 +382,7 @@ inline void use_software_timestamps(RttccParams* p, uint64_t target_ns) noexcept
   p->cut_from_sent_rate = false;
   p->severe_decrease_gain = 0.5;
 }
+
 /// The same for both RTTCC sets: the template's base RTT is `target_ns` too.
 inline void use_software_timestamps(Options* o, uint64_t target_ns) noexcept {
   use_software_timestamps(&o->rttcc, target_ns);

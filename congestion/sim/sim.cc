@@ -27,11 +27,11 @@ Sim::Sim(const Config& cfg, const cc::Algorithm& algo) : cfg_(cfg), algo_(algo),
   // operator would set it (the drivers derive it from the smallest RTT seen
   // instead). A target below the path's RTT reads every sample as congested.
   // The template's base RTT likewise.
-  const double idle_ns = static_cast<double>(base) + 8.0 * (mtu_ + hdr_ + probe_bytes_) * ns_per_bit_;
+  idle_rtt_ns_ = static_cast<double>(base) + 8.0 * (mtu_ + hdr_ + probe_bytes_) * ns_per_bit_;
   for (cc::RttccParams* rt : {&opts_.rttcc, &opts_.rttcc_template}) {
     rt->target_delay_ns = cfg.rttcc_target_us > 0
                               ? us_to_ns(cfg.rttcc_target_us)
-                              : std::max(rt->target_delay_ns, static_cast<uint64_t>(1.25 * idle_ns));
+                              : std::max(rt->target_delay_ns, static_cast<uint64_t>(1.25 * idle_rtt_ns_));
     rt->max_delay_ns = std::max(rt->max_delay_ns, 4 * rt->target_delay_ns);
   }
   buffer_ = static_cast<uint64_t>(cfg.buffer_mb * 1e6);

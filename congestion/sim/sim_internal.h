@@ -411,6 +411,7 @@ class Sim {
   uint32_t probe_bytes_ = 0;
   uint64_t prop_ = 0;  // host->switch and switch->receiver
   uint64_t back_ = 0;  // receiver->sender
+  double idle_rtt_ns_ = 0;  // a probe's RTT right behind one data packet on an empty path
   uint64_t jitter_ns_ = 0;
   uint64_t cnp_interval_ns_ = 0;
   double tau_ns_ = 0;

@@ -96,8 +96,7 @@ void Sim::finish(Result* r) {
   r->whole = metrics(whole_, 0, end_ns_, false);
   r->warmup_ms = static_cast<double>(warmup_ns_) / 1e6;
   r->hosts = h_;
-  r->idle_probe_rtt_us =
-      static_cast<double>(2 * prop_ + back_) / 1e3 + 8.0 * (mtu_ + hdr_ + probe_bytes_) * ns_per_bit_ / 1e3;
+  r->idle_probe_rtt_us = idle_rtt_ns_ / 1e3;
   r->rttcc_target_us = static_cast<double>(opts_.rttcc.target_delay_ns) / 1e3;
   r->cnp_interval_us = algo_.wants_cnp ? static_cast<double>(cnp_interval_ns_) / 1e3 : -1;
   r->pfc_xoff_bytes = cfg_.lossy ? 0 : xoff_;
