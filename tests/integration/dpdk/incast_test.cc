@@ -83,7 +83,7 @@ struct Outcome {
 };
 
 // Receiver: posts every receive, then waits for all of them; checks the bytes.
-int receive(Rank& r, const std::string& job, const std::string& cc, const std::string& out_path) {
+int incast_receiver(Rank& r, const std::string& job, const std::string& cc, const std::string& out_path) {
   auto dev = Device::open(incast_opts(0, job, cc));
   RANK_OK(dev);
   auto mine = (*dev)->local_address();
@@ -134,7 +134,7 @@ int receive(Rank& r, const std::string& job, const std::string& cc, const std::s
   o.p99_us = counter(**dev, "bn_delay_p99_us");
   o.drops = counter(**dev, "bn_drops");
   std::vector<uint8_t> want(kMsgBytes);
-  for (uint64_t m = 0; m < static_cast<uint64_t>(kSenders) * kMsgs; m += 17) {  // a sample of the messages
+  for (uint64_t m = 0; m < static_cast<uint64_t>(kSenders) * kMsgs; ++m) {
     fill(want.data(), kMsgBytes, m);
     RANK_CHECK(checksum(buf.data() + m * kMsgBytes, kMsgBytes) == checksum(want.data(), kMsgBytes));
   }
@@ -157,7 +157,7 @@ int receive(Rank& r, const std::string& job, const std::string& cc, const std::s
 
 // The three senders: one device each, kDepth messages in flight per device,
 // all polled in turn by this thread.
-int send(Rank& r, const std::string& job, const std::string& cc) {
+int incast_senders(Rank& r, const std::string& job, const std::string& cc) {
   std::vector<std::unique_ptr<Device>> devs;
   std::vector<std::string> addrs;
   for (int s = 1; s <= kSenders; ++s) {
@@ -233,7 +233,7 @@ Outcome run(const std::string& cc) {
     auto ids = r.bootstrap->all_gather("incast/" + cc + "/id", std::to_string(::getpid()));
     RANK_OK(ids);
     const std::string job = "i" + (*ids)[0] + "-" + cc;
-    return r.rank == 0 ? receive(r, job, cc, path) : send(r, job, cc);
+    return r.rank == 0 ? incast_receiver(r, job, cc, path) : incast_senders(r, job, cc);
   }, 240);
   EXPECT_TRUE(res.all_ok()) << res.describe();
   if (FILE* f = std::fopen(path.c_str(), "r")) {
