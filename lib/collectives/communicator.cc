@@ -138,6 +138,10 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 Communicator::~Communicator() {
   if (!impl_) return;
   impl_->stop_worker();
+  // Endpoints first: closing one still makes progress on its flow, and after a
+  // failed collective that flow may hold operations on the registrations and
+  // buffers released below (a DPDK flow matched a send against a freed region).
+  impl_->endpoints.clear();
   for (auto& c : impl_->reg_cache) (void)impl_->device->deregister_memory(c.mr);
   impl_->reg_cache.clear();
   for (auto& [p, mr] : impl_->user_allocs) (void)impl_->device->free(mr);
@@ -145,7 +149,6 @@ Communicator::~Communicator() {
   if (impl_->staging != nullptr) (void)impl_->device->free(impl_->staging);
   if (impl_->work != nullptr) (void)impl_->device->free(impl_->work);
   if (impl_->flat_area != nullptr) (void)impl_->device->free(impl_->flat_area);
-  impl_->endpoints.clear();
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::from_env(CommOptions opts) {

@@ -234,7 +234,10 @@ class Device {
   /// deregister_memory. Deregister before freeing the memory.
   Result<MemoryRegion*> register_memory(void* addr, size_t length,
                                         MemoryDomain domain = MemoryDomain::kHost);
-  /// Drops one reference taken by register_memory.
+  /// Drops one reference taken by register_memory. Every operation posted
+  /// on the region must have completed, or its endpoint been destroyed, by
+  /// the time the last reference goes: drivers that move bytes in software
+  /// (shm, dpdk) read the region through pending operations.
   Result<void> deregister_memory(MemoryRegion* region);
 
   /// Allocates `length` bytes of registered memory the device serves best
