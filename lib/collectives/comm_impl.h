@@ -169,6 +169,11 @@ struct Communicator::Impl {
     uint64_t last_use;
   };
   std::vector<CachedRegistration> reg_cache;
+  // Registrations made for one call only (registration_pins_pages), retired
+  // by their ScopedRegistration. A successful finish() releases them; after a
+  // failure the flows may still hold operations on them, so they stay until
+  // ~Communicator has destroyed the endpoints.
+  std::vector<MemoryRegion*> retired;
   uint64_t reg_clock = 0;
   static constexpr size_t kMaxCachedRegistrations = 32;
   /// A registration covering [p, p+n), from the cache or new. *transient is

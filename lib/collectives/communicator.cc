@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "collectives/comm_impl.h"
 #include "collectives/reduce.h"
@@ -142,6 +143,8 @@ Communicator::~Communicator() {
   // failed collective that flow may hold operations on the registrations and
   // buffers released below (a DPDK flow matched a send against a freed region).
   impl_->endpoints.clear();
+  for (MemoryRegion* mr : impl_->retired) (void)impl_->device->deregister_memory(mr);
+  impl_->retired.clear();
   for (auto& c : impl_->reg_cache) (void)impl_->device->deregister_memory(c.mr);
   impl_->reg_cache.clear();
   for (auto& [p, mr] : impl_->user_allocs) (void)impl_->device->free(mr);
@@ -393,6 +396,8 @@ Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
     broken = e;
     return e;
   }
+  for (MemoryRegion* mr : retired) (void)device->deregister_memory(mr);
+  retired.clear();
   ++stats.collectives;
   return ok();
 }
@@ -432,7 +437,7 @@ Result<MemoryRegion*> Communicator::Impl::registration(const void* p, size_t n, 
 }
 
 ScopedRegistration::~ScopedRegistration() {
-  if (transient_ && mr_ != nullptr) (void)c_.device->deregister_memory(mr_);
+  if (transient_ && mr_ != nullptr) c_.retired.push_back(mr_);
 }
 
 void Communicator::Impl::evict_registrations(const MemoryRegion* mr) {
@@ -477,9 +482,10 @@ Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_
   Impl& c = *impl_;
   return c.run([&]() -> Result<void> {
     GREX_TRY(c.check_p2p("send", buf, bytes, peer));
-    ScopedRegistration reg(c);
-    GREX_TRY(reg.acquire(buf, bytes));
-    auto go = [&]() -> Result<void> {
+    // The registration ends before finish(), which releases it on success.
+    auto reg = std::make_optional<ScopedRegistration>(c);
+    GREX_TRY(reg->acquire(buf, bytes));
+    auto go = [&, &reg = *reg]() -> Result<void> {
       if (c.p2p_chunked(bytes)) {
         bool stage = c.should_stage(reg.get(), bytes);
         if (stage) GREX_TRY(c.ensure_staging(c.opts.chunk_bytes * detail::kStreamWindow));
@@ -490,7 +496,9 @@ Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_
       auto id = GREX_TRY(c.engine->send(peer, reg.get(), reg.offset(buf), bytes, tag));
       return c.engine->wait(id, c.deadline(), "send");
     };
-    return c.finish(go(), "send");
+    Result<void> r = go();
+    reg.reset();
+    return c.finish(std::move(r), "send");
   });
 }
 
@@ -498,9 +506,9 @@ Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag)
   Impl& c = *impl_;
   return c.run([&]() -> Result<void> {
     GREX_TRY(c.check_p2p("recv", buf, bytes, peer));
-    ScopedRegistration reg(c);
-    GREX_TRY(reg.acquire(buf, bytes));
-    auto go = [&]() -> Result<void> {
+    auto reg = std::make_optional<ScopedRegistration>(c);
+    GREX_TRY(reg->acquire(buf, bytes));
+    auto go = [&, &reg = *reg]() -> Result<void> {
       if (c.p2p_chunked(bytes)) {
         detail::StreamSide rcv{peer, reg.get(), reg.offset(buf), bytes};
         return detail::stream(c, detail::StreamSide{}, rcv, c.opts.chunk_bytes, tag,
@@ -515,7 +523,9 @@ Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag)
             .peer(peer);
       return ok();
     };
-    return c.finish(go(), "recv");
+    Result<void> r = go();
+    reg.reset();
+    return c.finish(std::move(r), "recv");
   });
 }
 
