@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "../shm/collective_check.h"
 #include "congestion/cc.h"
@@ -89,6 +90,9 @@ TEST_P(DpdkAllreduce, PacedByEachCongestionController) {
   bool have = false;
   for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
   if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (kSanitized && GetParam() > static_cast<int>(std::thread::hardware_concurrency()))
+    GTEST_SKIP() << "sanitizer build with more ranks than cores: in about 1 run in 30 a rank declared a live "
+                    "peer failed (docs/congestion.md)";
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
     for (const char* cc : {"rttcc", "rttcc-template", "dcqcn", "timely", "swift"}) {
       CommOptions o;

@@ -150,8 +150,8 @@ int incast_receiver(Rank& r, const std::string& job, const std::string& cc, cons
                  static_cast<unsigned long long>(o.drops));
     std::fclose(f);
   }
+  eps.clear();  // endpoints before the memory their flows used
   (void)(*dev)->deregister_memory(*mr);
-  eps.clear();
   return 0;
 }
 
@@ -220,8 +220,8 @@ int incast_senders(Rank& r, const std::string& job, const std::string& cc) {
                 static_cast<double>(counter(d, "cc_min_rate_kbps")) / 1e6,
                 static_cast<unsigned long long>(counter(d, "retransmits")));
   }
+  eps.clear();  // endpoints before the memory their flows used
   for (int s = 0; s < kSenders; ++s) (void)devs[static_cast<size_t>(s)]->deregister_memory(mrs[static_cast<size_t>(s)]);
-  eps.clear();
   return 0;
 }
 
