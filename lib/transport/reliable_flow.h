@@ -254,7 +254,8 @@ class Flow {
   bool ack_due_ = false;
   uint32_t nacked_psn_ = UINT32_MAX;
   uint64_t nack_ns_ = 0;
-  uint64_t last_rx_ns_ = 0;
+  uint64_t last_rx_ns_ = 0;  // the peer's last packet, or when we began to wait on it
+  bool waiting_ = false;     // pending work at the previous poll_tx
   std::vector<Ctrl> ctrl_;  // control packets to send (ring)
   size_t ctrl_head_ = 0, ctrl_n_ = 0;
 

@@ -404,8 +404,14 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     }
     return n;
   }
-  // A peer silent for too long while we wait on it is gone.
-  if (pending_work() && now_ns - last_rx_ns_ > cfg_.give_up_ns) {
+  // A peer silent for too long while we wait on it is gone. Only the time we
+  // wait counts: work posted after an idle spell (a long compute phase, or a
+  // step of the algorithm that talks to other peers) starts the clock anew,
+  // else the first poll after it would call a live peer gone.
+  const bool waiting = pending_work();
+  if (waiting && !waiting_) last_rx_ns_ = std::max(last_rx_ns_, now_ns);
+  waiting_ = waiting;
+  if (waiting && now_ns - last_rx_ns_ > cfg_.give_up_ns) {
     fail_all(Status::kPeerGone);
     return 0;
   }
@@ -435,7 +441,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     out[n++] = TxPacket{h, nullptr, nullptr};
     probe_due_ = false;
     ++stats_.probes_sent;
-  } else if (n < out.size() && pending_work() && now_ns - last_rx_ns_ > cfg_.keepalive_ns &&
+  } else if (n < out.size() && waiting && now_ns - last_rx_ns_ > cfg_.keepalive_ns &&
              now_ns - keepalive_sent_ns_ > cfg_.keepalive_ns) {
     wire::Header h = make(wire::Type::kTimingReq);
     h.psn = 0;  // a keepalive: its reply only shows the peer is alive

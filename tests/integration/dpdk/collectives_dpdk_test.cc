@@ -91,8 +91,8 @@ TEST_P(DpdkAllreduce, PacedByEachCongestionController) {
   for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
   if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
   if (kSanitized && GetParam() > static_cast<int>(std::thread::hardware_concurrency()))
-    GTEST_SKIP() << "sanitizer build with more ranks than cores: in about 1 run in 30 a rank declared a live "
-                    "peer failed (docs/congestion.md)";
+    GTEST_SKIP() << "sanitizer build with more ranks than cores: Swift, whose target delay is fixed, can pace "
+                    "a 1 MiB allreduce past the 60 s timeout there (docs/congestion.md)";
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
     for (const char* cc : {"rttcc", "rttcc-template", "dcqcn", "timely", "swift"}) {
       CommOptions o;

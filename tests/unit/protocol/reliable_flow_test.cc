@@ -280,6 +280,46 @@ TEST(ReliableFlow, SilentPeerIsDeclaredGone) {
   EXPECT_FALSE(net.a->post_send({&r, 0, 1, 1, 1}));
 }
 
+// Silence counts only while a flow waits on its peer. A flow idle for longer
+// than give_up (a long compute phase between collectives, or a step of the
+// algorithm that talks to other peers) then given work must not call its
+// live peer gone at the first poll; a peer that then stays silent still is.
+TEST(ReliableFlow, AnIdleSpellIsNotSilence) {
+  Config cfg;
+  cfg.give_up_ns = 50'000'000;
+  cfg.keepalive_ns = 5'000'000;
+  Net net(cfg);
+  std::vector<uint8_t> src(100, 7), dst(100);
+  TestRegion rs(src.data(), src.size(), 1), rd(dst.data(), dst.size(), 2);
+  std::vector<Completion> ca, cb;
+  ASSERT_TRUE(net.a->post_send({&rs, 0, 100, 1, 1}));
+  ASSERT_TRUE(net.b->post_recv({&rd, 0, 100, 1, 2}));
+  ASSERT_TRUE(net.run(1, 1, &ca, &cb, 100'000));
+  for (int i = 0; i < 30; ++i) {  // 3 x give_up without work: both sides poll, nothing to say
+    net.now += 5'000'000;
+    net.step();
+  }
+  ASSERT_TRUE(net.a->post_send({&rs, 0, 100, 1, 3}));
+  ASSERT_TRUE(net.b->post_recv({&rd, 0, 100, 1, 4}));
+  ca.clear();
+  cb.clear();
+  ASSERT_TRUE(net.run(1, 1, &ca, &cb, 100'000));
+  EXPECT_EQ(ca[0].status, Status::kSuccess);
+  EXPECT_EQ(cb[0].status, Status::kSuccess);
+  EXPECT_FALSE(net.a->failed());
+  // Now a waits on b, which never answers: gone after give_up of waiting.
+  ASSERT_TRUE(net.a->post_recv({&rd, 0, 100, 5, 6}));
+  net.ba.faults = FaultInjector([] { FaultConfig f; f.drop = 1.0; return f; }());
+  net.ab.faults = FaultInjector([] { FaultConfig f; f.drop = 1.0; return f; }());
+  net.step_ns = 100'000;
+  const uint64_t t0 = net.now;
+  ca.clear();
+  ASSERT_TRUE(net.run(1, 0, &ca, &cb, 10'000));
+  EXPECT_EQ(ca[0].status, Status::kPeerGone);
+  EXPECT_GE(net.now - t0, 50'000'000u);
+  EXPECT_LT(net.now - t0, 60'000'000u);
+}
+
 TEST(ReliableFlow, ProbesMeasureRttMinusDwell) {
   Net net(Config{});
   net.ab.latency_ns = net.ba.latency_ns = 20'000;  // 20 us each way
