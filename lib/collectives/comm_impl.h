@@ -174,6 +174,10 @@ struct Communicator::Impl {
   // failure the flows may still hold operations on them, so they stay until
   // ~Communicator has destroyed the endpoints.
   std::vector<MemoryRegion*> retired;
+  void release_retired() {
+    for (MemoryRegion* mr : retired) (void)device->deregister_memory(mr);
+    retired.clear();
+  }
   uint64_t reg_clock = 0;
   static constexpr size_t kMaxCachedRegistrations = 32;
   /// A registration covering [p, p+n), from the cache or new. *transient is

@@ -143,8 +143,7 @@ Communicator::~Communicator() {
   // failed collective that flow may hold operations on the registrations and
   // buffers released below (a DPDK flow matched a send against a freed region).
   impl_->endpoints.clear();
-  for (MemoryRegion* mr : impl_->retired) (void)impl_->device->deregister_memory(mr);
-  impl_->retired.clear();
+  impl_->release_retired();
   for (auto& c : impl_->reg_cache) (void)impl_->device->deregister_memory(c.mr);
   impl_->reg_cache.clear();
   for (auto& [p, mr] : impl_->user_allocs) (void)impl_->device->free(mr);
@@ -396,8 +395,7 @@ Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
     broken = e;
     return e;
   }
-  for (MemoryRegion* mr : retired) (void)device->deregister_memory(mr);
-  retired.clear();
+  release_retired();
   ++stats.collectives;
   return ok();
 }

@@ -388,7 +388,6 @@ void Flow::paced(uint32_t payload_len, uint64_t now_ns) noexcept {
 size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   out = out.first(std::min(out.size(), kMaxTxPerPoll));  // advert_wire_ has a slice for each
   tx_out_ = out.data();
-  if (last_rx_ns_ == 0) last_rx_ns_ = now_ns;
   if (cfg_.cc != nullptr && !cc_.active()) {  // the controller starts with the flow's first poll
     cc_.reset(*cfg_.cc, cfg_.cc_options, cc::PathInfo{cfg_.line_rate_bps, cfg_.max_payload}, now_ns);
     bucket_.reset(now_ns, 2.0 * (cfg_.max_payload + wire::kHeaderBytes));
@@ -409,7 +408,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   // step of the algorithm that talks to other peers) starts the clock anew,
   // else the first poll after it would call a live peer gone.
   const bool waiting = pending_work();
-  if (waiting && !waiting_) last_rx_ns_ = std::max(last_rx_ns_, now_ns);
+  if (waiting && !waiting_) last_rx_ns_ = now_ns;
   waiting_ = waiting;
   if (waiting && now_ns - last_rx_ns_ > cfg_.give_up_ns) {
     fail_all(Status::kPeerGone);
