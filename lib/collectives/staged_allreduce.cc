@@ -21,11 +21,13 @@
 //      block q - S (pulled[r] >= q - S), then folds, in rank order, its own
 //      input and each peer's published block (checking its signature) into
 //      the result slot, sets consumed[p] = q for every peer and res = q, and
-//      copies the result into its output;
+//      copies the result into its output (out of place, during the next
+//      step's copies);
 //   3. pulls block q: for each peer j, waits for j's res >= q, copies j's
 //      result slot into its output and sets pulled[j] = q.
-// Step i publishes block i, reduces i - 1 and pulls i - 2, so what a step
-// waits for was mostly produced a step earlier. Every flag is a 64-bit
+// Step i publishes block i and pulls block i - 2, peer by peer, each pair of
+// copies in one interleaved pass, then reduces i - 1, so what a step waits
+// for was mostly produced a step earlier. Every flag is a 64-bit
 // sequence in a cache line of its own, written only by its owner (release)
 // and read by peers (acquire). No deadlock: while r waits at step i, each
 // peer can finish its step i - 1, which needs of r only steps before i.
@@ -135,13 +137,6 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
   // plain stores hit the cache and write back later; out of place, large
   // outputs go out with streaming stores, unread.
   const bool stream_out = sendbuf != recvbuf && count * es >= kStreamOutMinBytes;
-  auto put_out = [&](size_t off, const uint8_t* src, size_t bytes) {
-    if (bytes == 0) return;
-    if (stream_out)
-      detail::copy_streaming(static_cast<uint8_t*>(recvbuf) + off, src, bytes);
-    else
-      std::memcpy(static_cast<uint8_t*>(recvbuf) + off, src, bytes);
-  };
   const auto* in = static_cast<const uint8_t*>(sendbuf);
   const char* what = "allreduce (staged)";
 
@@ -160,21 +155,11 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
     return ok();
   };
 
+  // Out of place: the own result of the block reduced last, still to be
+  // copied out (its slot is rewritten only after the next reduce).
+  detail::CopyJob own{};
   const uint64_t base = stage_seq;
   stage_seq += nblocks;
-  // 1. Publish block b of every peer's segment.
-  auto publish = [&](uint64_t b) -> Result<void> {
-    const uint64_t q = base + b + 1;
-    for (int k = 1; k < n; ++k) {
-      const int j = (r + k) % n;
-      GREX_TRY(wait(j, consumed_line(n, r), q > kSlots ? q - kSlots : 0, q));
-      const auto [off, bytes] = piece(j, b);
-      if (bytes > 0) std::memcpy(in_slot(r, j, q), in + off, bytes);
-      std::memcpy(line(r, pub_line(j, q)) + 8, &sig, sizeof sig);
-      flag(line(r, pub_line(j, q))).store(q, std::memory_order_release);
-    }
-    return ok();
-  };
   // 2. Reduce block b of segment r, in rank order, into the result slot.
   auto reduce = [&](uint64_t b) -> Result<void> {
     const uint64_t q = base + b + 1;
@@ -192,27 +177,54 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
     if (op == ReduceOp::kAvg && bytes > 0) detail::scale_avg(acc, bytes / es, type, n);
     for (int k = 1; k < n; ++k) flag(line(r, consumed_line(n, (r + k) % n))).store(q, std::memory_order_release);
     flag(line(r, res_line(n))).store(q, std::memory_order_release);
-    put_out(off, acc, bytes);
+    // Out of place, the own result goes out in the next pass, beside the
+    // next blocks' copies; in place its lines were just read, and a plain
+    // copy now is faster (docs/benchmarks.md).
+    if (stream_out)
+      own = {static_cast<uint8_t*>(recvbuf) + off, acc, bytes, true};
+    else if (bytes > 0)
+      std::memcpy(static_cast<uint8_t*>(recvbuf) + off, acc, bytes);
     return ok();
   };
-  // 3. Copy every peer's result of block b into the output.
-  auto pull = [&](uint64_t b) -> Result<void> {
-    const uint64_t q = base + b + 1;
+  // 1 and 3. For each peer j, publish block b of j's segment (when b <
+  // nblocks) and copy j's result of block b - 2 into the output (when b >=
+  // 2), in one pass, a line of each in turn (out of place with the own
+  // result of block b - 1 alongside the first peer's). One copy loads from
+  // memory, the others from the cache of j's core or this one's:
+  // interleaved, their misses overlap (at 2 ranks and 256 MiB 44 against
+  // 49-50 ms one copy after the other, docs/benchmarks.md).
+  auto publish_and_pull = [&](uint64_t b) -> Result<void> {
+    const uint64_t qp = base + b + 1;  // the block published
+    const uint64_t ql = base + b - 1;  // the block pulled (b >= 2)
     for (int k = 1; k < n; ++k) {
       const int j = (r + k) % n;
-      GREX_TRY(wait(j, res_line(n), q, q));
-      const auto [off, bytes] = piece(j, b);
-      put_out(off, res_slot(j, q), bytes);
-      flag(line(r, pulled_line(n, j))).store(q, std::memory_order_release);
+      detail::CopyJob jobs[3] = {own, {}, {}};
+      own = {};
+      if (b < nblocks) {
+        GREX_TRY(wait(j, consumed_line(n, r), qp > kSlots ? qp - kSlots : 0, qp));
+        const auto [off, bytes] = piece(j, b);
+        jobs[1] = {in_slot(r, j, qp), in + off, bytes, false};
+      }
+      if (b >= 2) {
+        GREX_TRY(wait(j, res_line(n), ql, ql));
+        const auto [off, bytes] = piece(j, b - 2);
+        jobs[2] = {static_cast<uint8_t*>(recvbuf) + off, res_slot(j, ql), bytes, stream_out};
+      }
+      detail::copy_together(jobs, 3);
+      if (b < nblocks) {
+        std::memcpy(line(r, pub_line(j, qp)) + 8, &sig, sizeof sig);
+        flag(line(r, pub_line(j, qp))).store(qp, std::memory_order_release);
+      }
+      if (b >= 2) flag(line(r, pulled_line(n, j))).store(ql, std::memory_order_release);
     }
     return ok();
   };
   // Pipelined a step apart, so what each step waits for was produced a
-  // step earlier: publish b, reduce b - 1, pull b - 2.
+  // step earlier: publish b and pull b - 2 (and copy out b - 1's own
+  // result), then reduce b - 1.
   for (uint64_t i = 0; i < nblocks + 2; ++i) {
-    if (i < nblocks) GREX_TRY(publish(i));
+    GREX_TRY(publish_and_pull(i));
     if (i >= 1 && i <= nblocks) GREX_TRY(reduce(i - 1));
-    if (i >= 2) GREX_TRY(pull(i - 2));
   }
   return ok();
 }

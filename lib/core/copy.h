@@ -13,6 +13,22 @@ namespace grex::detail {
 /// less memory traffic than memcpy's ordinary stores. Ends with a store fence.
 void copy_streaming(void* dst, const void* src, size_t n) noexcept;
 
+/// One copy of a copy_together() call.
+struct CopyJob {
+  void* dst;
+  const void* src;
+  size_t bytes;
+  bool streaming;  ///< streaming stores for dst (as copy_streaming), or ordinary ones
+};
+inline constexpr size_t kMaxCopyJobs = 3;
+
+/// Up to kMaxCopyJobs independent copies in one pass, a cache line of each
+/// in turn, then what is left of each. Where the sources are slow to load
+/// (one from memory, another from a peer core's cache), the misses of all
+/// of them are in flight at once, and the pass beats the copies one after
+/// the other. Ends with a store fence when any job streams.
+void copy_together(const CopyJob* jobs, size_t count) noexcept;
+
 /// Copies at or above this size are worth streaming stores; below it the
 /// destination is likely to be read from cache soon and memcpy is better.
 inline constexpr size_t kStreamingCopyMinBytes = 64 * 1024;

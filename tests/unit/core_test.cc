@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Config/env parsing, the replaceable clock and Deadline, log level parsing.
+// Config/env parsing, the replaceable clock and Deadline, log level parsing, the copies of core/copy.h.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "core/clock.h"
+#include "core/copy.h"
 #include "core/config.h"
 #include "core/log.h"
 
@@ -131,3 +135,60 @@ TEST(Log, LinesCarryRankAndSubsystem) {
 
 }  // namespace
 }  // namespace grex
+
+namespace {
+// A byte pattern that differs for every offset of every buffer.
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 8));
+  return v;
+}
+}  // namespace
+
+TEST(Copy, StreamingCopiesEveryByteAtAnyAlignment) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, size_t{70000}})
+    for (size_t shift : {0, 1, 16, 33}) {
+      auto src = pattern(n + 64, 3);
+      std::vector<uint8_t> dst(n + 128, 0xee);
+      grex::detail::copy_streaming(dst.data() + shift, src.data() + 5, n);
+      for (size_t i = 0; i < dst.size(); ++i) {
+        const bool inside = i >= shift && i < shift + n;
+        ASSERT_EQ(dst[i], inside ? src[i - shift + 5] : 0xee) << "n " << n << " shift " << shift << " at " << i;
+      }
+    }
+}
+
+// Every job's bytes land, and nothing around them is touched, whatever the
+// lengths (equal, unequal, zero, below a line), the alignments and which
+// jobs stream, with up to one job beyond the interleaved ones.
+TEST(Copy, TogetherCopiesEachJobExactly) {
+  using grex::detail::CopyJob;
+  const size_t lengths[][4] = {{4096, 4096, 4096, 0}, {70000, 1000, 65, 0}, {0, 300, 0, 0}, {63, 64, 65, 0},
+                               {262144, 262144, 131072, 0}, {5000, 0, 7000, 9000}, {129, 4000, 4000, 4000}};
+  int round = 0;
+  for (const auto& len : lengths)
+    for (unsigned streaming = 0; streaming < 16; streaming += 5) {
+      ++round;
+      std::vector<std::vector<uint8_t>> src, dst;
+      CopyJob jobs[4];
+      size_t count = 0;
+      for (size_t j = 0; j < 4; ++j) {
+        const size_t shift = (j * 17 + static_cast<size_t>(round)) % 64;  // dst offset
+        src.push_back(pattern(len[j] + 64, static_cast<uint8_t>(round * 4 + static_cast<int>(j))));
+        dst.emplace_back(len[j] + 128, 0xee);
+        jobs[j] = {dst[j].data() + shift, src[j].data() + j, len[j], ((streaming >> j) & 1) != 0};
+        if (len[j] > 0 || j < 3) count = j + 1;
+      }
+      grex::detail::copy_together(jobs, count);
+      for (size_t j = 0; j < count; ++j) {
+        const auto* d = static_cast<const uint8_t*>(jobs[j].dst);
+        const size_t shift = static_cast<size_t>(d - dst[j].data());
+        for (size_t i = 0; i < dst[j].size(); ++i) {
+          const bool inside = i >= shift && i < shift + len[j];
+          ASSERT_EQ(dst[j][i], inside ? src[j][i - shift + j] : 0xee)
+              << "round " << round << " job " << j << " of " << count << " (" << len[j] << " B, streaming "
+              << jobs[j].streaming << ") at " << i;
+        }
+      }
+    }
+}
