@@ -27,24 +27,21 @@
 //
 // What the ratio does not show: bytes are counted as the program asks for
 // them, not as DRAM moves them. A store to a line that is not in cache first
-// reads the line (read for ownership), so a kernel writing a separate dst really
-// moves 4 x size, not 3 x. glibc's memcpy switches to non-temporal stores from
-// about 3/4 of the shared cache per thread (here 181 MiB, see
-// `ld.so --list-diagnostics | grep non_temporal`), which skip that read: at
-// 256 MiB memcpy moves 2 x size and its counted rate is its DRAM rate, while
-// the kernel's counted rate is 3/4 of its DRAM rate. The kernels keep ordinary
-// stores on purpose (the collectives read the result again soon), so at sizes
-// past the memcpy threshold vs_memcpy near 0.75 already means the core moves
-// DRAM as fast as memcpy does. Two more counters show this:
-//   vs_cached_copy  kernel vs a copy loop with ordinary stores (same store kind,
-//                   so both pay the read for ownership);
+// reads the line (read for ownership), so a kernel writing a separate dst with
+// ordinary stores really moves 4 x size, not 3 x. glibc's memcpy switches to
+// non-temporal stores from about 3/4 of the shared cache per thread (here
+// 181 MiB, see `ld.so --list-diagnostics | grep non_temporal`), which skip that
+// read; the kernels do the same from the same size on
+// (detail::reduce_streaming_min_bytes()), so at 256 MiB both sides stream and
+// vs_memcpy compares like with like. Below it both use ordinary stores.
+// Two more counters:
+//   vs_cached_copy  kernel vs a copy loop with ordinary stores (at 256 MiB the
+//                   copy pays the read for ownership and the kernel does not);
 //   reduce_sum_inplace writes into a, whose lines it has just read: no extra read.
-// Measured on the 2-core Sapphire Rapids VM (AVX-512, F16C; 2026-11-22, load
-// average about 1), 256 MiB, every dtype at the AVX-512 level: 14.5-15.2 GiB/s
-// against memcpy's 18.6-20.9 GiB/s, vs_memcpy 0.70-0.80 (run to run noise),
-// vs_cached_copy 1.07-1.14, in place vs_memcpy 1.10-1.19. At 16 MiB, where
-// memcpy still uses ordinary stores, vs_memcpy is 0.98-1.00. A variant of the f32
-// kernel with non-temporal stores (not used, see above) measured 0.94-0.96.
+// Measured on the 2-core Sapphire Rapids VM (AVX-512, F16C; 2026-11-23, load
+// average about 1.5), 256 MiB: 19.6-19.9 GiB/s for f32, f64, i32, i64 and u8
+// against memcpy's 19.0, vs_memcpy 1.01-1.03; f16 and bf16 0.93-0.95; AVX2
+// 0.87-0.97. Before the kernels streamed, 0.70-0.80 (docs/benchmarks.md).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

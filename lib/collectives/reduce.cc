@@ -23,6 +23,13 @@
 // reduced data is sent or reduced again soon, so non-temporal stores would only
 // push it out to DRAM. Pieces shorter than a vector (head and tail) go through
 // a vector-sized buffer on the stack, so they take exactly the same arithmetic.
+// The exception is a dst too big for this core's share of the last-level
+// cache, from where glibc's memcpy also turns to non-temporal stores (3/4 of
+// that share, its default): no one reads it from cache soon anyway, and
+// ordinary stores would read every dst line from DRAM for ownership first, a
+// quarter of the traffic for nothing. Such a call (dst apart from a and b)
+// runs the reduce_streaming table: the same loop and arithmetic with
+// streaming stores in the vector-aligned middle, then a store fence.
 #include "collectives/reduce.h"
 
 #include <algorithm>
@@ -30,6 +37,8 @@
 #include <bit>
 #include <cstring>
 #include <type_traits>
+
+#include <unistd.h>
 
 #include "collectives/reduce_simd.h"
 
@@ -168,6 +177,16 @@ constexpr Kernels kKernels = {
     },
     {scale_native<float>, scale_native<double>, nullptr, nullptr, nullptr, scale_half<f16_to_f32, f32_to_f16>,
      scale_half<bf16_to_f32, f32_to_bf16>},
+    {
+        // No streaming stores in portable C++: the same loops.
+        GREX_SCALAR_ROW(NativeRow<float>::fn),
+        GREX_SCALAR_ROW(NativeRow<double>::fn),
+        GREX_SCALAR_ROW(NativeRow<int32_t>::fn),
+        GREX_SCALAR_ROW(NativeRow<int64_t>::fn),
+        GREX_SCALAR_ROW(NativeRow<uint8_t>::fn),
+        GREX_SCALAR_ROW(HalfRow<f16_to_f32, f32_to_f16>::template fn),
+        GREX_SCALAR_ROW(HalfRow<bf16_to_f32, f32_to_bf16>::template fn),
+    },
 };
 
 }  // namespace scalar
@@ -228,12 +247,34 @@ std::string_view simd_level_name(SimdLevel level) noexcept {
   return "?";
 }
 
+size_t reduce_streaming_min_bytes() noexcept {
+  static const size_t bytes = [] {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const size_t shared = l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
+    return std::max<size_t>(size_t{8} << 20, shared / static_cast<size_t>(std::max(1L, cpus)) * 3 / 4);
+  }();
+  return bytes;
+}
+
 void reduce_at(SimdLevel level, void* dst, const void* a, const void* b, size_t count, DataType type,
                ReduceOp op) noexcept {
   auto t = static_cast<size_t>(type);
   auto o = op == ReduceOp::kAvg ? size_t{0} : static_cast<size_t>(op);
   if (t >= kDataTypes || o >= kOps || count == 0) return;
-  kernels(level).reduce[t][o](dst, a, b, count);
+  // A dst too big for this core's share of the cache, apart from both
+  // inputs, gets streaming stores (in place, its lines were just read).
+  const bool stream = count * dtype_size(type) >= reduce_streaming_min_bytes() && dst != a && dst != b;
+  const Kernels& k = kernels(level);
+  (stream ? k.reduce_streaming : k.reduce)[t][o](dst, a, b, count);
+}
+
+void reduce_streaming_at(SimdLevel level, void* dst, const void* a, const void* b, size_t count, DataType type,
+                         ReduceOp op) noexcept {
+  auto t = static_cast<size_t>(type);
+  auto o = op == ReduceOp::kAvg ? size_t{0} : static_cast<size_t>(op);
+  if (t >= kDataTypes || o >= kOps || count == 0) return;
+  kernels(level).reduce_streaming[t][o](dst, a, b, count);
 }
 
 void scale_avg_at(SimdLevel level, void* buf, size_t count, DataType type, int n) noexcept {
@@ -248,6 +289,7 @@ void scale_avg_at(SimdLevel level, void* buf, size_t count, DataType type, int n
     case DataType::kBFloat16: return kernels(level).scale[static_cast<size_t>(type)](buf, count, n);
   }
 }
+
 
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op) noexcept {
   reduce_at(simd_level(), dst, a, b, count, type, op);

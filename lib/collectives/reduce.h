@@ -21,8 +21,13 @@
 namespace grex::detail {
 
 /// dst[i] = a[i] op b[i] for count elements (dst may alias a or b).
-/// kAvg reduces as kSum; call scale_avg() on the final result.
+/// kAvg reduces as kSum; call scale_avg() on the final result. A dst of at
+/// least reduce_streaming_min_bytes() apart from a and b is written with
+/// streaming stores, as memcpy writes one that large.
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op) noexcept;
+/// 3/4 of this core's share of the last-level cache (glibc's memcpy
+/// threshold for non-temporal stores), at least 8 MiB.
+size_t reduce_streaming_min_bytes() noexcept;
 /// buf[i] *= 1/n (floats: the reciprocal rounded to f32 for f32, f16 and bf16,
 /// to f64 for f64), buf[i] /= n (integers).
 void scale_avg(void* buf, size_t count, DataType type, int n) noexcept;
@@ -35,11 +40,16 @@ enum class SimdLevel : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 SimdLevel simd_level() noexcept;
 /// "scalar", "avx2", "avx512".
 std::string_view simd_level_name(SimdLevel level) noexcept;
-/// reduce() and scale_avg() at a chosen level, for tests and benchmarks; a
-/// level above simd_level() runs at simd_level().
+/// reduce() and scale_avg() at a chosen level (streaming a large dst as
+/// reduce() does), for tests and benchmarks; a level above simd_level() runs
+/// at simd_level().
 void reduce_at(SimdLevel level, void* dst, const void* a, const void* b, size_t count, DataType type,
                ReduceOp op) noexcept;
 void scale_avg_at(SimdLevel level, void* buf, size_t count, DataType type, int n) noexcept;
+/// reduce_at() with the streaming stores of a large dst whatever count is
+/// (dst apart from a and b), for tests: the same bits as reduce_at().
+void reduce_streaming_at(SimdLevel level, void* dst, const void* a, const void* b, size_t count, DataType type,
+                         ReduceOp op) noexcept;
 
 /// The scalar conversions the kScalar kernels use; they match x86 F16C bit for
 /// bit: subnormals kept, round to nearest even, overflow to infinity, NaN made

@@ -60,22 +60,44 @@ inline __m256i iop(__m256i x, __m256i y) {
   }
 }
 
+// Ordinary or streaming (nt) stores; a streaming one needs dst aligned to its size.
+template <bool nt>
+inline void put(float* d, __m256 v) {
+  if constexpr (nt) _mm256_stream_ps(d, v);
+  else _mm256_storeu_ps(d, v);
+}
+template <bool nt>
+inline void put(double* d, __m256d v) {
+  if constexpr (nt) _mm256_stream_pd(d, v);
+  else _mm256_storeu_pd(d, v);
+}
+template <bool nt>
+inline void put(void* d, __m256i v) {
+  if constexpr (nt) _mm256_stream_si256(static_cast<__m256i*>(d), v);
+  else _mm256_storeu_si256(static_cast<__m256i*>(d), v);
+}
+template <bool nt>
+inline void put(void* d, __m128i v) {
+  if constexpr (nt) _mm_stream_si128(static_cast<__m128i*>(d), v);
+  else _mm_storeu_si128(static_cast<__m128i*>(d), v);
+}
+
 template <class E>
 struct Native {
   using T = E;
   using Inv = std::conditional_t<std::is_same_v<E, double>, double, float>;
   static constexpr size_t kLanes = kVecBytes / sizeof(E);
   static constexpr bool kPrefetch = false;
-  template <Op op>
+  template <Op op, bool nt = false>
   static void block(T* d, const T* a, const T* b) {
     if constexpr (std::is_same_v<E, float>) {
-      _mm256_storeu_ps(d, fop<op>(_mm256_loadu_ps(a), _mm256_loadu_ps(b)));
+      put<nt>(d, fop<op>(_mm256_loadu_ps(a), _mm256_loadu_ps(b)));
     } else if constexpr (std::is_same_v<E, double>) {
-      _mm256_storeu_pd(d, fop<op>(_mm256_loadu_pd(a), _mm256_loadu_pd(b)));
+      put<nt>(d, fop<op>(_mm256_loadu_pd(a), _mm256_loadu_pd(b)));
     } else {
       __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
       __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), iop<op, E>(x, y));
+      put<nt>(static_cast<void*>(d), iop<op, E>(x, y));
     }
   }
   static void scale_block(T* p, Inv inv) {
@@ -91,15 +113,16 @@ struct F16 {
   static constexpr size_t kLanes = 16;
   static constexpr bool kPrefetch = true;
   static __m256 load(const T* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  template <bool nt = false>
   static void store(T* p, __m256 v) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    put<nt>(static_cast<void*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
-  template <Op op>
+  template <Op op, bool nt = false>
   static void block(T* d, const T* a, const T* b) {
     __m256 lo = fop<op>(load(a), load(b));
     __m256 hi = fop<op>(load(a + 8), load(b + 8));
-    store(d, lo);
-    store(d + 8, hi);
+    store<nt>(d, lo);
+    store<nt>(d + 8, hi);
   }
   static void scale_block(T* p, float inv) {
     __m256 v = _mm256_set1_ps(inv);
@@ -131,11 +154,11 @@ struct BF16 {
   static __m256i pack(__m256 ev, __m256 od) {
     return _mm256_or_si256(_mm256_srli_epi32(round(ev), 16), _mm256_and_si256(round(od), top_half()));
   }
-  template <Op op>
+  template <Op op, bool nt = false>
   static void block(T* d, const T* a, const T* b) {
     __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
     __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), pack(fop<op>(even(x), even(y)), fop<op>(odd(x), odd(y))));
+    put<nt>(static_cast<void*>(d), pack(fop<op>(even(x), even(y)), fop<op>(odd(x), odd(y))));
   }
   static void scale_block(T* p, float inv) {
     __m256 v = _mm256_set1_ps(inv);

@@ -55,20 +55,42 @@ inline __m512i iop(__m512i x, __m512i y) {
   }
 }
 
+// Ordinary or streaming (nt) stores; a streaming one needs dst aligned to its size.
+template <bool nt>
+inline void put(float* d, __m512 v) {
+  if constexpr (nt) _mm512_stream_ps(d, v);
+  else _mm512_storeu_ps(d, v);
+}
+template <bool nt>
+inline void put(double* d, __m512d v) {
+  if constexpr (nt) _mm512_stream_pd(d, v);
+  else _mm512_storeu_pd(d, v);
+}
+template <bool nt>
+inline void put(void* d, __m512i v) {
+  if constexpr (nt) _mm512_stream_si512(static_cast<__m512i*>(d), v);
+  else _mm512_storeu_si512(d, v);
+}
+template <bool nt>
+inline void put(void* d, __m256i v) {
+  if constexpr (nt) _mm256_stream_si256(static_cast<__m256i*>(d), v);
+  else _mm256_storeu_si256(static_cast<__m256i*>(d), v);
+}
+
 template <class E>
 struct Native {
   using T = E;
   using Inv = std::conditional_t<std::is_same_v<E, double>, double, float>;
   static constexpr size_t kLanes = kVecBytes / sizeof(E);
   static constexpr bool kPrefetch = false;
-  template <Op op>
+  template <Op op, bool nt = false>
   static void block(T* d, const T* a, const T* b) {
     if constexpr (std::is_same_v<E, float>) {
-      _mm512_storeu_ps(d, fop<op>(_mm512_loadu_ps(a), _mm512_loadu_ps(b)));
+      put<nt>(d, fop<op>(_mm512_loadu_ps(a), _mm512_loadu_ps(b)));
     } else if constexpr (std::is_same_v<E, double>) {
-      _mm512_storeu_pd(d, fop<op>(_mm512_loadu_pd(a), _mm512_loadu_pd(b)));
+      put<nt>(d, fop<op>(_mm512_loadu_pd(a), _mm512_loadu_pd(b)));
     } else {
-      _mm512_storeu_si512(d, iop<op, E>(_mm512_loadu_si512(a), _mm512_loadu_si512(b)));
+      put<nt>(static_cast<void*>(d), iop<op, E>(_mm512_loadu_si512(a), _mm512_loadu_si512(b)));
     }
   }
   static void scale_block(T* p, Inv inv) {
@@ -84,15 +106,16 @@ struct F16 {
   static constexpr size_t kLanes = 32;
   static constexpr bool kPrefetch = true;
   static __m512 load(const T* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  template <bool nt = false>
   static void store(T* p, __m512 v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    put<nt>(static_cast<void*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
-  template <Op op>
+  template <Op op, bool nt = false>
   static void block(T* d, const T* a, const T* b) {
     __m512 lo = fop<op>(load(a), load(b));
     __m512 hi = fop<op>(load(a + 16), load(b + 16));
-    store(d, lo);
-    store(d + 16, hi);
+    store<nt>(d, lo);
+    store<nt>(d + 16, hi);
   }
   static void scale_block(T* p, float inv) {
     __m512 v = _mm512_set1_ps(inv);
@@ -121,11 +144,11 @@ struct BF16 {
   static __m512i pack(__m512 ev, __m512 od) {
     return _mm512_or_si512(_mm512_srli_epi32(round(ev), 16), _mm512_and_si512(round(od), top_half()));
   }
-  template <Op op>
+  template <Op op, bool nt = false>
   static void block(T* d, const T* a, const T* b) {
     __m512i x = _mm512_loadu_si512(a);
     __m512i y = _mm512_loadu_si512(b);
-    _mm512_storeu_si512(d, pack(fop<op>(even(x), even(y)), fop<op>(odd(x), odd(y))));
+    put<nt>(static_cast<void*>(d), pack(fop<op>(even(x), even(y)), fop<op>(odd(x), odd(y))));
   }
   static void scale_block(T* p, float inv) {
     __m512 v = _mm512_set1_ps(inv);

@@ -44,6 +44,9 @@ using ScaleFn = void (*)(void* p, size_t n, int group);
 struct Kernels {
   ReduceFn reduce[kDataTypes][kOps];
   ScaleFn scale[kDataTypes];
+  /// The same arithmetic with streaming stores for dst (the SIMD levels; the
+  /// scalar level repeats reduce), for a dst too big to stay in cache.
+  ReduceFn reduce_streaming[kDataTypes][kOps];
 };
 
 #if GREX_REDUCE_X86
@@ -96,7 +99,7 @@ constexpr size_t kPrefetchMinBytes = size_t{1} << 20;
     K::template block<op>(z, x, y);                                                                    \
     std::memcpy(d, z, n * sizeof(T));                                                                  \
   }                                                                                                    \
-  template <class K, Op op>                                                                            \
+  template <class K, Op op, bool nt = false>                                                           \
   void run(void* dv, const void* av, const void* bv, size_t n) {                                       \
     using T = typename K::T;                                                                           \
     constexpr size_t L = K::kLanes;                                                                    \
@@ -104,28 +107,32 @@ constexpr size_t kPrefetchMinBytes = size_t{1} << 20;
     const auto* a = static_cast<const T*>(av);                                                         \
     const auto* b = static_cast<const T*>(bv);                                                         \
     size_t i = head_elems(d, n);                                                                       \
+    if constexpr (nt) {                                                                                \
+      if (reinterpret_cast<uintptr_t>(d + i) % kVecBytes != 0) return run<K, op>(dv, av, bv, n);       \
+    }                                                                                                  \
     if (i != 0) part<K, op>(d, a, b, i);                                                               \
     if (K::kPrefetch && n * sizeof(T) >= kPrefetchMinBytes) {                                          \
       for (; i + 4 * L <= n; i += 4 * L) {                                                             \
         for (size_t k = 0; k < 4 * kVecBytes; k += 64) {                                               \
           _mm_prefetch(reinterpret_cast<const char*>(a + i) + kPrefetchBytes + k, _MM_HINT_T0);        \
           _mm_prefetch(reinterpret_cast<const char*>(b + i) + kPrefetchBytes + k, _MM_HINT_T0);        \
-          _mm_prefetch(reinterpret_cast<const char*>(d + i) + kPrefetchBytes + k, _MM_HINT_T0);        \
+          if (!nt) _mm_prefetch(reinterpret_cast<const char*>(d + i) + kPrefetchBytes + k, _MM_HINT_T0); \
         }                                                                                              \
-        K::template block<op>(d + i, a + i, b + i);                                                    \
-        K::template block<op>(d + i + L, a + i + L, b + i + L);                                        \
-        K::template block<op>(d + i + 2 * L, a + i + 2 * L, b + i + 2 * L);                            \
-        K::template block<op>(d + i + 3 * L, a + i + 3 * L, b + i + 3 * L);                            \
+        K::template block<op, nt>(d + i, a + i, b + i);                                                \
+        K::template block<op, nt>(d + i + L, a + i + L, b + i + L);                                    \
+        K::template block<op, nt>(d + i + 2 * L, a + i + 2 * L, b + i + 2 * L);                        \
+        K::template block<op, nt>(d + i + 3 * L, a + i + 3 * L, b + i + 3 * L);                        \
       }                                                                                                \
     }                                                                                                  \
     for (; i + 4 * L <= n; i += 4 * L) {                                                               \
-      K::template block<op>(d + i, a + i, b + i);                                                      \
-      K::template block<op>(d + i + L, a + i + L, b + i + L);                                          \
-      K::template block<op>(d + i + 2 * L, a + i + 2 * L, b + i + 2 * L);                              \
-      K::template block<op>(d + i + 3 * L, a + i + 3 * L, b + i + 3 * L);                              \
+      K::template block<op, nt>(d + i, a + i, b + i);                                                  \
+      K::template block<op, nt>(d + i + L, a + i + L, b + i + L);                                      \
+      K::template block<op, nt>(d + i + 2 * L, a + i + 2 * L, b + i + 2 * L);                          \
+      K::template block<op, nt>(d + i + 3 * L, a + i + 3 * L, b + i + 3 * L);                          \
     }                                                                                                  \
-    for (; i + L <= n; i += L) K::template block<op>(d + i, a + i, b + i);                             \
+    for (; i + L <= n; i += L) K::template block<op, nt>(d + i, a + i, b + i);                         \
     if (i < n) part<K, op>(d + i, a + i, b + i, n - i);                                                \
+    if constexpr (nt) _mm_sfence();                                                                    \
   }                                                                                                    \
   template <class K>                                                                                   \
   void scale_part(typename K::T* p, size_t n, typename K::Inv inv) {                                   \
@@ -153,19 +160,24 @@ constexpr size_t kPrefetchMinBytes = size_t{1} << 20;
     for (; i + L <= n; i += L) K::scale_block(p + i, inv);                                             \
     if (i < n) scale_part<K>(p + i, n - i, inv);                                                       \
   }                                                                                                    \
-  template <class K>                                                                                   \
+  template <class K, bool nt>                                                                          \
   constexpr auto row() {                                                                               \
-    return std::array<ReduceFn, kOps>{run<K, Op::kSum>, run<K, Op::kProd>, run<K, Op::kMin>,           \
-                                      run<K, Op::kMax>};                                               \
+    return std::array<ReduceFn, kOps>{run<K, Op::kSum, nt>, run<K, Op::kProd, nt>, run<K, Op::kMin, nt>, \
+                                      run<K, Op::kMax, nt>};                                           \
+  }                                                                                                    \
+  template <bool nt>                                                                                   \
+  constexpr void fill(ReduceFn (&table)[kDataTypes][kOps]) {                                           \
+    std::array<ReduceFn, kOps> rows[kDataTypes] = {row<Native<float>, nt>(),   row<Native<double>, nt>(), \
+                                                   row<Native<int32_t>, nt>(), row<Native<int64_t>, nt>(), \
+                                                   row<Native<uint8_t>, nt>(), row<F16, nt>(),         \
+                                                   row<BF16, nt>()};                                   \
+    for (int t = 0; t < kDataTypes; ++t)                                                               \
+      for (int o = 0; o < kOps; ++o) table[t][o] = rows[t][static_cast<size_t>(o)];                    \
   }                                                                                                    \
   constexpr Kernels make_kernels() {                                                                   \
-    std::array<ReduceFn, kOps> rows[kDataTypes] = {row<Native<float>>(),   row<Native<double>>(),      \
-                                                   row<Native<int32_t>>(), row<Native<int64_t>>(),     \
-                                                   row<Native<uint8_t>>(), row<F16>(),                 \
-                                                   row<BF16>()};                                       \
     Kernels k{};                                                                                       \
-    for (int t = 0; t < kDataTypes; ++t)                                                               \
-      for (int o = 0; o < kOps; ++o) k.reduce[t][o] = rows[t][static_cast<size_t>(o)];                 \
+    fill<false>(k.reduce);                                                                             \
+    fill<true>(k.reduce_streaming);                                                                    \
     k.scale[0] = scale<Native<float>>;                                                                 \
     k.scale[1] = scale<Native<double>>;                                                                \
     k.scale[5] = scale<F16>;                                                                           \

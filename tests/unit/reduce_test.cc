@@ -6,6 +6,7 @@
 // NaNs, subnormals, overflow).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -180,21 +181,25 @@ std::string where(SimdLevel level, ReduceOp op, size_t n, size_t i, const char* 
 }
 
 // reduce_at(level) on a and b into a separate dst, into a (dst == a) and into
-// b (dst == b), against the reference; for kAvg also scale_avg_at.
+// b (dst == b), and reduce_streaming_at into a separate dst, against the
+// reference; for kAvg also scale_avg_at.
 template <class Tr>
 void check_level(SimdLevel level, ReduceOp op, const std::vector<typename Tr::T>& a,
                  const std::vector<typename Tr::T>& b, const std::vector<typename Tr::T>& want, size_t n) {
   using T = typename Tr::T;
-  std::vector<T> d(n + 1, T{}), in_a = a, in_b = b;
+  std::vector<T> d(n + 1, T{}), streamed(n + 1, T{}), in_a = a, in_b = b;
   reduce_at(level, d.data(), a.data(), b.data(), n, Tr::kType, op);
   reduce_at(level, in_a.data(), in_a.data(), b.data(), n, Tr::kType, op);
   reduce_at(level, in_b.data(), a.data(), in_b.data(), n, Tr::kType, op);
+  reduce_streaming_at(level, streamed.data(), a.data(), b.data(), n, Tr::kType, op);
   for (size_t i = 0; i < n; ++i) {
     ASSERT_TRUE(same<Tr>(d[i], want[i], a[i], b[i])) << where(level, op, n, i, "dst");
     ASSERT_TRUE(same<Tr>(in_a[i], want[i], a[i], b[i])) << where(level, op, n, i, "dst==a");
     ASSERT_TRUE(same<Tr>(in_b[i], want[i], a[i], b[i])) << where(level, op, n, i, "dst==b");
+    ASSERT_EQ(Tr::bits(streamed[i]), Tr::bits(d[i])) << where(level, op, n, i, "streamed");
   }
   ASSERT_EQ(Tr::bits(d[n]), Tr::bits(T{})) << "wrote past the end " << where(level, op, n, n, "");
+  ASSERT_EQ(Tr::bits(streamed[n]), Tr::bits(T{})) << "streamed past the end " << where(level, op, n, n, "");
   if (op != ReduceOp::kAvg) return;
   for (int group : {3, 8}) {
     std::vector<T> s = d;
@@ -254,6 +259,53 @@ TEST(Reduce, Int64) { check_random<I64>(); }
 TEST(Reduce, Uint8) { check_random<U8>(); }
 TEST(Reduce, Float16) { check_random<F16>(); }
 TEST(Reduce, BFloat16) { check_random<BF16>(); }
+
+// A dst whose address is not a multiple of the element size cannot be
+// vector-aligned: the streaming kernels must fall back to ordinary stores
+// (a streaming store there would fault) and give the same bytes.
+TEST(Reduce, StreamingToAMisalignedDstFallsBack) {
+  const size_t n = 4099;
+  std::vector<float> a(n), b(n), want(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<float>(i) * 0.5f;
+    b[i] = 1.0f / static_cast<float>(i + 1);
+    want[i] = a[i] + b[i];
+  }
+  std::vector<uint8_t> raw(n * sizeof(float) + 64, 0xee);
+  for (SimdLevel level : levels())
+    for (size_t shift : {1, 2, 3, 4, 12}) {
+      std::fill(raw.begin(), raw.end(), 0xee);
+      reduce_streaming_at(level, raw.data() + shift, a.data(), b.data(), n, DataType::kFloat32, ReduceOp::kSum);
+      for (size_t i = 0; i < raw.size(); ++i) {
+        uint8_t expect = 0xee;
+        if (i >= shift && i < shift + n * sizeof(float)) {
+          const size_t k = (i - shift) / sizeof(float);
+          expect = reinterpret_cast<const uint8_t*>(&want[k])[(i - shift) % sizeof(float)];
+        }
+        ASSERT_EQ(raw[i], expect) << simd_level_name(level) << " shift " << shift << " byte " << i;
+      }
+    }
+}
+
+// reduce() streams a dst from reduce_streaming_min_bytes() on: one call that
+// large (out of place and in place) gives the reference, and nothing past it.
+TEST(Reduce, CallsPastTheStreamingSizeAreExact) {
+  const size_t bytes = reduce_streaming_min_bytes() + 4096 + 4;
+  ASSERT_GE(bytes, size_t{8} << 20);
+  if (bytes > (size_t{1} << 30))
+    GTEST_SKIP() << "this core's share of the last-level cache is over 1 GiB: too slow a test";
+  const size_t n = bytes / sizeof(int32_t);
+  std::vector<int32_t> a(n), b(n), d(n + 1, 7);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<int32_t>(i * 2654435761u);
+    b[i] = static_cast<int32_t>(i ^ 0x5a5a5a5au);
+  }
+  reduce(d.data(), a.data(), b.data(), n, DataType::kInt32, ReduceOp::kMax);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(d[i], std::max(a[i], b[i])) << "at " << i;
+  ASSERT_EQ(d[n], 7) << "wrote past the end";
+  reduce(a.data(), a.data(), b.data(), n, DataType::kInt32, ReduceOp::kMax);
+  ASSERT_EQ(std::memcmp(a.data(), d.data(), n * sizeof(int32_t)), 0) << "in place differs";
+}
 
 TEST(Reduce, Uint8Wraps) {
   uint8_t a = 200, b = 100, d = 0;
