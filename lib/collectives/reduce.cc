@@ -165,29 +165,27 @@ struct HalfRow {
   static void fn(void* d, const void* a, const void* b, size_t n) { half<W, N, op>(d, a, b, n); }
 };
 
-constexpr Kernels kKernels = {
-    {
-        GREX_SCALAR_ROW(NativeRow<float>::fn),
-        GREX_SCALAR_ROW(NativeRow<double>::fn),
-        GREX_SCALAR_ROW(NativeRow<int32_t>::fn),
-        GREX_SCALAR_ROW(NativeRow<int64_t>::fn),
-        GREX_SCALAR_ROW(NativeRow<uint8_t>::fn),
-        GREX_SCALAR_ROW(HalfRow<f16_to_f32, f32_to_f16>::template fn),
-        GREX_SCALAR_ROW(HalfRow<bf16_to_f32, f32_to_bf16>::template fn),
-    },
-    {scale_native<float>, scale_native<double>, nullptr, nullptr, nullptr, scale_half<f16_to_f32, f32_to_f16>,
-     scale_half<bf16_to_f32, f32_to_bf16>},
-    {
-        // No streaming stores in portable C++: the same loops.
-        GREX_SCALAR_ROW(NativeRow<float>::fn),
-        GREX_SCALAR_ROW(NativeRow<double>::fn),
-        GREX_SCALAR_ROW(NativeRow<int32_t>::fn),
-        GREX_SCALAR_ROW(NativeRow<int64_t>::fn),
-        GREX_SCALAR_ROW(NativeRow<uint8_t>::fn),
-        GREX_SCALAR_ROW(HalfRow<f16_to_f32, f32_to_f16>::template fn),
-        GREX_SCALAR_ROW(HalfRow<bf16_to_f32, f32_to_bf16>::template fn),
-    },
-};
+constexpr Kernels make_kernels() {
+  Kernels k = {
+      {
+          GREX_SCALAR_ROW(NativeRow<float>::fn),
+          GREX_SCALAR_ROW(NativeRow<double>::fn),
+          GREX_SCALAR_ROW(NativeRow<int32_t>::fn),
+          GREX_SCALAR_ROW(NativeRow<int64_t>::fn),
+          GREX_SCALAR_ROW(NativeRow<uint8_t>::fn),
+          GREX_SCALAR_ROW(HalfRow<f16_to_f32, f32_to_f16>::template fn),
+          GREX_SCALAR_ROW(HalfRow<bf16_to_f32, f32_to_bf16>::template fn),
+      },
+      {scale_native<float>, scale_native<double>, nullptr, nullptr, nullptr, scale_half<f16_to_f32, f32_to_f16>,
+       scale_half<bf16_to_f32, f32_to_bf16>},
+      {},
+  };
+  // No streaming stores in portable C++: the same loops.
+  for (int t = 0; t < kDataTypes; ++t)
+    for (int o = 0; o < kOps; ++o) k.reduce_streaming[t][o] = k.reduce[t][o];
+  return k;
+}
+constexpr Kernels kKernels = make_kernels();
 
 }  // namespace scalar
 
