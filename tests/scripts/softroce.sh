@@ -25,8 +25,10 @@
 #
 # Environment: SOFTROCE_CACHE (default <repo>/build-softroce-cache),
 # SOFTROCE_ACCEL (tcg, default; kvm on hosts whose KVM runs a stock kernel),
-# SOFTROCE_TIMEOUT (seconds for the whole VM, default 900), SOFTROCE_CPU (qemu CPU
-# model, default Nehalem = -march=corei7; "max" for binaries built for newer CPUs).
+# SOFTROCE_TIMEOUT (seconds for the whole VM, default 900), SOFTROCE_BOOT_TIMEOUT
+# (seconds for a guest to boot and start COMMAND, default 180; past it the guest is
+# killed and booted once more, within SOFTROCE_TIMEOUT; one guest only), SOFTROCE_CPU
+# (qemu CPU model, default Nehalem = -march=corei7; "max" for binaries built for newer CPUs).
 # Exit status: COMMAND's; 77 when Soft-RoCE cannot be provided (callers count a skip);
 # 124 when the VM ran past SOFTROCE_TIMEOUT; 2 on a usage error. With --hosts 2:
 # 0 when both commands exit 0, else the first non-zero status, guest 0's first (when
@@ -38,6 +40,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cache=${SOFTROCE_CACHE:-$root/build-softroce-cache}
 vm_timeout_s=${SOFTROCE_TIMEOUT:-900}
+vm_boot_timeout_s=${SOFTROCE_BOOT_TIMEOUT:-180}
 vm_mem_mib=512
 vm_cpus=2
 vm_cpu_model=${SOFTROCE_CPU:-Nehalem}
@@ -352,8 +355,9 @@ start_vm() {
     qemu_rc=0
     timeout -k 10 "$limit_s" "${qemu[@]}" </dev/null 2>&1 || qemu_rc=$?
     echo "$qemu_rc" >"$qemu_rc_file"
-  } | "${awk[@]}" -v m="$marker" -v out="$guest_rc_file" -v p="$prefix" '
+  } | "${awk[@]}" -v m="$marker" -v out="$guest_rc_file" -v p="$prefix" -v go="$guest_rc_file.started" '
       { sub(/\r$/, "") }
+      $0 ~ m "started$" { printf "" > go; close(go); next }
       (i = index($0, m "info ")) > 0 {
         if (i > 1) print p substr($0, 1, i - 1)
         print "softroce: " p substr($0, i + length(m) + 5) > "/dev/stderr"; fflush("/dev/stderr"); next
@@ -368,7 +372,7 @@ start_vm() {
 }
 
 run_in_vm() {
-  local cwd marker start qemu_rc guest_rc shares qemu
+  local cwd marker start qemu_rc guest_rc shares qemu attempt left
   vm_shares
   marker="softroce-exit-$RANDOM$RANDOM="
   write_job "$tmp/job" "" "$@"
@@ -376,9 +380,27 @@ run_in_vm() {
   log "path=vm: kernel $kver under qemu ${vm_accel^^} ($vm_cpus vCPU $vm_cpu_model, $vm_mem_mib MiB), rxe0 on dum0 (10.77.0.1), shared rw: ${shares[*]}"
   start=$SECONDS
   vm_pidfiles=("$tmp/qemu.pid")
-  start_vm "$tmp/qemu.rc" "$tmp/guest.rc" "" "$vm_timeout_s"
-  wait "${vm_pipe_pids[0]}"
-  vm_pipe_pids=()
+  # A guest boots and starts the command in 5-20 s under TCG. One that has not
+  # within SOFTROCE_BOOT_TIMEOUT (a boot that hung: seen once, with no console
+  # output at all) is killed and booted once more, within SOFTROCE_TIMEOUT.
+  for attempt in 1 2; do
+    rm -f "$tmp/qemu.rc" "$tmp/guest.rc" "$tmp/guest.rc.started" "$tmp/qemu.pid"
+    left=$((vm_timeout_s - (SECONDS - start)))
+    ((left > 0)) || left=1
+    start_vm "$tmp/qemu.rc" "$tmp/guest.rc" "" "$left"
+    while [[ ! -e "$tmp/guest.rc.started" ]] && kill -0 "${vm_pipe_pids[0]}" 2>/dev/null; do
+      if ((attempt == 1 && SECONDS - start >= vm_boot_timeout_s)); then
+        log "the guest did not start the command within SOFTROCE_BOOT_TIMEOUT=$vm_boot_timeout_s s: booting it once more"
+        kill_guests TERM 0
+        break
+      fi
+      sleep 1
+    done
+    wait "${vm_pipe_pids[0]}"
+    vm_pipe_pids=()
+    [[ -e "$tmp/guest.rc.started" || $attempt == 2 ]] && break
+    [[ -s "$tmp/guest.rc" ]] && break  # ended (e.g. a die() in the guest) before starting: no retry
+  done
   qemu_rc=$(cat "$tmp/qemu.rc" 2>/dev/null || echo 1)
   guest_rc=$(cat "$tmp/guest.rc" 2>/dev/null || true)
   if [[ "$qemu_rc" == 124 || "$qemu_rc" == 137 ]]; then

@@ -101,6 +101,7 @@ else
     ip addr add "$softroce_ip/24" dev "$softroce_netdev" &&
     rdma link add "$softroce_rxe" type rxe netdev "$softroce_netdev" || die "creating $softroce_rxe failed"
 fi
+echo "${softroce_marker}started"  # the host's boot watchdog stands down
 (softroce_command) </dev/null
 rc=$?
 echo "$softroce_marker$rc"
