@@ -319,8 +319,9 @@ struct Communicator::Impl {
   size_t staged_flags_bytes() const noexcept;
   size_t staged_slot_bytes() const noexcept;
   size_t staged_area_bytes() const noexcept;
-  /// Same decision on every rank: it depends on the size and options only.
-  bool staged_fits(size_t bytes) const noexcept;
+  /// Same decision on every rank: it depends on the size, the options and
+  /// whether any rank runs in place (from the descriptors every rank has).
+  bool staged_fits(size_t bytes, bool any_in_place) const noexcept;
   Result<void> staged_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
 };
 

@@ -36,9 +36,10 @@ struct Descriptor {
   uint64_t count;  // the call as this rank made it: a cheap check that all agree
   int32_t dtype;
   int16_t op;
-  uint16_t flags;  // kAllocated: both buffers are Communicator::alloc memory
+  uint16_t flags;  // kAllocated: both buffers are Communicator::alloc memory; kInPlace
 };
 constexpr uint16_t kAllocated = 1;
+constexpr uint16_t kInPlace = 2;  // sendbuf == recvbuf
 static_assert(sizeof(Descriptor) == 96, "Descriptor is a wire format");
 
 constexpr size_t kSlots = 2;  // landing areas: block b+1 arrives while b is reduced
@@ -81,7 +82,8 @@ Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* rec
   const uint64_t tag = next_tag_base();
   Deadline dl = deadline();
   auto* descs = static_cast<Descriptor*>(scratch->addr());  // [peer]; [r] is ours
-  const uint16_t flags = is_user_alloc(sreg.get()) && is_user_alloc(rreg.get()) ? kAllocated : 0;
+  const uint16_t flags = static_cast<uint16_t>((is_user_alloc(sreg.get()) && is_user_alloc(rreg.get()) ? kAllocated : 0) |
+                                              (sendbuf == recvbuf ? kInPlace : 0));
   descs[r] = Descriptor{sreg.get()->remote(), sreg.offset(sendbuf), rreg.get()->remote(), roff,
                         count, static_cast<int32_t>(type), static_cast<int16_t>(op), flags};
   // The descriptors travel under the sequence number alone (no signature in
@@ -117,9 +119,13 @@ Result<void> Communicator::Impl::direct_allreduce(const void* sendbuf, void* rec
   // memory is read and written in place through its mapping, which beats
   // staging; anything else goes through the staging slots where they are
   // set up (the kernel's copies are slower).
-  bool all_allocated = true;
-  for (int j = 0; j < n; ++j) all_allocated = all_allocated && (descs[j].flags & kAllocated) != 0;
-  if (!all_allocated && staged_fits(count * es)) return staged_allreduce(sendbuf, recvbuf, count, type, op);
+  bool all_allocated = true, any_in_place = false;
+  for (int j = 0; j < n; ++j) {
+    all_allocated = all_allocated && (descs[j].flags & kAllocated) != 0;
+    any_in_place = any_in_place || (descs[j].flags & kInPlace) != 0;
+  }
+  if (!all_allocated && staged_fits(count * es, any_in_place))
+    return staged_allreduce(sendbuf, recvbuf, count, type, op);
 
   // Segment r: elements [first, first + len).
   const size_t first = count / static_cast<size_t>(n) * static_cast<size_t>(r) +

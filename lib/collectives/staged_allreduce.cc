@@ -53,12 +53,15 @@ constexpr size_t kLine = 64;
 // Outputs from this size on are written with streaming stores (as direct).
 constexpr size_t kStreamOutMinBytes = 8u << 20;
 // "auto" stages vectors from these sizes on (grex-perf allreduce with
-// GREX_ALGO=direct, GREX_STAGE_SENDS=never against always, docs/benchmarks.md).
-// Below them the vector stays in cache and the kernel's copies are cheap:
-// at 2 ranks an in-place 32 MiB call took 3.3 ms with CMA and 4.9 staged
-// (out of place 6.5-7.1 against 5.6), even at 128 MiB; at 4 ranks staging
-// wins or ties from 4 MiB (1 MiB in place: 0.27 against 0.32 ms).
-constexpr size_t kStagedMinBytes2 = 128u << 20, kStagedMinBytesN = 16u << 20;
+// GREX_ALGO=direct, GREX_STAGE_SENDS=never against always, docs/benchmarks.md),
+// out of place, and where any rank runs in place. Below them the vector
+// stays in cache and the kernel's copies are cheap, in place above all: at
+// 2 ranks and 32 MiB a call took 3.0-3.2 ms in place with CMA and 4.3-4.4
+// staged, but 6.5-7.5 out of place against 4.9; 64 MiB in place ties
+// (10.1-10.8 against 10.1-10.2), 16 MiB out of place too. At 4 ranks (on 2
+// cores) staging wins from 8 MiB out of place and 16 MiB in place.
+constexpr size_t kStagedMinBytes2 = 32u << 20, kStagedMinBytes2InPlace = 128u << 20;
+constexpr size_t kStagedMinBytesN = 8u << 20, kStagedMinBytesNInPlace = 16u << 20;
 
 // Flag lines in each rank's staging part: pub[j][slot] (with the call's
 // signature after the sequence: a slot's line holds its own block's, while
@@ -91,9 +94,11 @@ size_t Communicator::Impl::staged_area_bytes() const noexcept {
   return staged_flags_bytes() + (static_cast<size_t>(size) + 1) * kSlots * staged_slot_bytes();
 }
 
-bool Communicator::Impl::staged_fits(size_t bytes) const noexcept {
+bool Communicator::Impl::staged_fits(size_t bytes, bool any_in_place) const noexcept {
   if (!staged_on || size < 2) return false;
-  return opts.stage_sends == "always" || bytes >= (size == 2 ? kStagedMinBytes2 : kStagedMinBytesN);
+  if (opts.stage_sends == "always") return true;
+  if (size == 2) return bytes >= (any_in_place ? kStagedMinBytes2InPlace : kStagedMinBytes2);
+  return bytes >= (any_in_place ? kStagedMinBytesNInPlace : kStagedMinBytesN);
 }
 
 Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,

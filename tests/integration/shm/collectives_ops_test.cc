@@ -23,7 +23,7 @@ namespace grex::test {
 namespace {
 
 // "staged": direct with every size staged (GREX_STAGE_SENDS=always), which
-// otherwise takes vectors of 16 MiB (128 MiB at 2 ranks) and more.
+// otherwise takes vectors of 8 MiB (32 MiB at 2 ranks) and more, in place 16 MiB (128 MiB).
 constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree", "direct", "staged", "flat"};
 
 // Inputs that keep every op exact: small integers; products of ones and twos.

@@ -11,7 +11,7 @@
 namespace grex::test {
 
 // "staged": direct with every size staged (GREX_STAGE_SENDS=always), which
-// otherwise takes vectors of 16 MiB (128 MiB at 2 ranks) and more.
+// otherwise takes vectors of 8 MiB (32 MiB at 2 ranks) and more, in place 16 MiB (128 MiB).
 // The algorithm a communicator built by opts_for(label) reports.
 inline std::string algo_name(const char* label) { return std::strcmp(label, "staged") == 0 ? "direct" : label; }
 
