@@ -59,7 +59,8 @@ struct CommOptions {
   /// staging memory when the backend reads that faster (shm: a cached memcpy
   /// beats a CMA copy), "always", or "never" [GREX_STAGE_SENDS]. With every
   /// rank on one host it also decides the staged direct allreduce ("auto":
-  /// from 128 MiB at 2 ranks, 16 MiB at more; docs/collectives.md).
+  /// from 32 MiB at 2 ranks, 8 MiB at more; 128 and 16 MiB where any rank
+  /// runs in place; docs/collectives.md).
   std::string stage_sends = "auto";
   /// "auto" stages vectors of at least this many bytes (below it data stays
   /// in cache and a direct copy wins) [GREX_STAGE_MIN_BYTES].
