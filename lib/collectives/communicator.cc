@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 
 #include "collectives/comm_impl.h"
 #include "collectives/reduce.h"
@@ -480,22 +479,24 @@ Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_
   Impl& c = *impl_;
   return c.run([&]() -> Result<void> {
     GREX_TRY(c.check_p2p("send", buf, bytes, peer));
-    // The registration ends before finish(), which releases it on success.
-    auto reg = std::make_optional<ScopedRegistration>(c);
-    GREX_TRY(reg->acquire(buf, bytes));
-    auto go = [&, &reg = *reg]() -> Result<void> {
-      if (c.p2p_chunked(bytes)) {
-        bool stage = c.should_stage(reg.get(), bytes);
-        if (stage) GREX_TRY(c.ensure_staging(c.opts.chunk_bytes * detail::kStreamWindow));
-        detail::StreamSide snd{peer, reg.get(), reg.offset(buf), bytes, stage};
-        return detail::stream(c, snd, detail::StreamSide{}, c.opts.chunk_bytes, tag,
-                              [](size_t, const uint8_t*, uint64_t, uint64_t) {});
-      }
-      auto id = GREX_TRY(c.engine->send(peer, reg.get(), reg.offset(buf), bytes, tag));
-      return c.engine->wait(id, c.deadline(), "send");
-    };
-    Result<void> r = go();
-    reg.reset();
+    // The registration ends (with its scope) before finish(), which releases
+    // it on success, as a collective's does.
+    Result<void> r = ok();
+    {
+      ScopedRegistration reg(c);
+      GREX_TRY(reg.acquire(buf, bytes));
+      r = [&]() -> Result<void> {
+        if (c.p2p_chunked(bytes)) {
+          bool stage = c.should_stage(reg.get(), bytes);
+          if (stage) GREX_TRY(c.ensure_staging(c.opts.chunk_bytes * detail::kStreamWindow));
+          detail::StreamSide snd{peer, reg.get(), reg.offset(buf), bytes, stage};
+          return detail::stream(c, snd, detail::StreamSide{}, c.opts.chunk_bytes, tag,
+                                [](size_t, const uint8_t*, uint64_t, uint64_t) {});
+        }
+        auto id = GREX_TRY(c.engine->send(peer, reg.get(), reg.offset(buf), bytes, tag));
+        return c.engine->wait(id, c.deadline(), "send");
+      }();
+    }
     return c.finish(std::move(r), "send");
   });
 }
@@ -504,25 +505,26 @@ Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag)
   Impl& c = *impl_;
   return c.run([&]() -> Result<void> {
     GREX_TRY(c.check_p2p("recv", buf, bytes, peer));
-    auto reg = std::make_optional<ScopedRegistration>(c);
-    GREX_TRY(reg->acquire(buf, bytes));
-    auto go = [&, &reg = *reg]() -> Result<void> {
-      if (c.p2p_chunked(bytes)) {
-        detail::StreamSide rcv{peer, reg.get(), reg.offset(buf), bytes};
-        return detail::stream(c, detail::StreamSide{}, rcv, c.opts.chunk_bytes, tag,
-                              [](size_t, const uint8_t*, uint64_t, uint64_t) {});
-      }
-      auto id = GREX_TRY(c.engine->recv(peer, reg.get(), reg.offset(buf), bytes, tag));
-      GREX_TRY(c.engine->wait(id, c.deadline(), "recv"));
-      if (c.engine->bytes(id) != bytes)
-        return Error(Errc::kMismatch, "expected " + std::to_string(bytes) + " bytes, got " +
-                                          std::to_string(c.engine->bytes(id)))
-            .rank(c.rank)
-            .peer(peer);
-      return ok();
-    };
-    Result<void> r = go();
-    reg.reset();
+    Result<void> r = ok();
+    {
+      ScopedRegistration reg(c);  // ends before finish(), as in send()
+      GREX_TRY(reg.acquire(buf, bytes));
+      r = [&]() -> Result<void> {
+        if (c.p2p_chunked(bytes)) {
+          detail::StreamSide rcv{peer, reg.get(), reg.offset(buf), bytes};
+          return detail::stream(c, detail::StreamSide{}, rcv, c.opts.chunk_bytes, tag,
+                                [](size_t, const uint8_t*, uint64_t, uint64_t) {});
+        }
+        auto id = GREX_TRY(c.engine->recv(peer, reg.get(), reg.offset(buf), bytes, tag));
+        GREX_TRY(c.engine->wait(id, c.deadline(), "recv"));
+        if (c.engine->bytes(id) != bytes)
+          return Error(Errc::kMismatch, "expected " + std::to_string(bytes) + " bytes, got " +
+                                            std::to_string(c.engine->bytes(id)))
+              .rank(c.rank)
+              .peer(peer);
+        return ok();
+      }();
+    }
     return c.finish(std::move(r), "recv");
   });
 }

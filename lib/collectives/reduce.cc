@@ -255,24 +255,29 @@ size_t reduce_streaming_min_bytes() noexcept {
   return bytes;
 }
 
-void reduce_at(SimdLevel level, void* dst, const void* a, const void* b, size_t count, DataType type,
-               ReduceOp op) noexcept {
+namespace {
+// Runs the (type, op) kernel of one of a level's tables; kAvg reduces as kSum.
+void run_kernel(const ReduceFn (&table)[kDataTypes][kOps], void* dst, const void* a, const void* b, size_t count,
+                DataType type, ReduceOp op) noexcept {
   auto t = static_cast<size_t>(type);
   auto o = op == ReduceOp::kAvg ? size_t{0} : static_cast<size_t>(op);
   if (t >= kDataTypes || o >= kOps || count == 0) return;
+  table[t][o](dst, a, b, count);
+}
+}  // namespace
+
+void reduce_at(SimdLevel level, void* dst, const void* a, const void* b, size_t count, DataType type,
+               ReduceOp op) noexcept {
   // A dst too big for this core's share of the cache, apart from both
   // inputs, gets streaming stores (in place, its lines were just read).
   const bool stream = count * dtype_size(type) >= reduce_streaming_min_bytes() && dst != a && dst != b;
   const Kernels& k = kernels(level);
-  (stream ? k.reduce_streaming : k.reduce)[t][o](dst, a, b, count);
+  run_kernel(stream ? k.reduce_streaming : k.reduce, dst, a, b, count, type, op);
 }
 
 void reduce_streaming_at(SimdLevel level, void* dst, const void* a, const void* b, size_t count, DataType type,
                          ReduceOp op) noexcept {
-  auto t = static_cast<size_t>(type);
-  auto o = op == ReduceOp::kAvg ? size_t{0} : static_cast<size_t>(op);
-  if (t >= kDataTypes || o >= kOps || count == 0) return;
-  kernels(level).reduce_streaming[t][o](dst, a, b, count);
+  run_kernel(kernels(level).reduce_streaming, dst, a, b, count, type, op);
 }
 
 void scale_avg_at(SimdLevel level, void* buf, size_t count, DataType type, int n) noexcept {
