@@ -4,6 +4,10 @@
 //   dpdk_raw --role server --socket /tmp/d/memif.sock --size 8192 --seconds 3   (receiver, lcore 0)
 //   dpdk_raw --role client --socket /tmp/d/memif.sock --size 8192               (sender, lcore 1)
 //
+// With --zero-copy 1 on both, the receiver is memif's client in zero-copy
+// mode (GREX_DPDK_HUGE=1 and reserved hugepages) and the sender, memif's
+// server, starts first. --rsize sets memif's ring size on both.
+//
 // The receiver prints one line "frame_bytes pps gbit_per_s", measured from its
 // first packet over --seconds. Frames are Ethernet/IPv4/UDP with a 64-bit
 // sequence number after the headers (the receiver counts gaps); the rest of
@@ -51,12 +55,14 @@ struct Args {
   double seconds = 3;
   int lcore = -1;
   uint32_t bsize = 0;  // memif buffer size; 0: derived from --size
+  bool zero_copy = false;  // the receiver is memif's client, in zero-copy mode
+  int rsize = 0;           // log2 of memif's ring slots; 0: memif's default (10)
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "dpdk_raw: %s\nusage: dpdk_raw --role server|client --socket PATH [--size FRAME_BYTES (%u..%u)] "
-               "[--seconds S] [--lcore N] [--bsize MEMIF_BUFFER_BYTES]\n",
+               "[--seconds S] [--lcore N] [--bsize MEMIF_BUFFER_BYTES] [--zero-copy 0|1] [--rsize LOG2_SLOTS]\n",
                why, kMinFrameBytes, kMaxFrameBytes);
   std::exit(2);
 }
@@ -73,12 +79,15 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--seconds") a.seconds = std::strtod(v, nullptr);
     else if (k == "--lcore") a.lcore = std::atoi(v);
     else if (k == "--bsize") a.bsize = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+    else if (k == "--zero-copy") a.zero_copy = std::strcmp(v, "1") == 0;
+    else if (k == "--rsize") a.rsize = std::atoi(v);
     else usage(("unknown option " + k).c_str());
   }
   if (a.role != "server" && a.role != "client") usage("--role must be server or client");
   if (a.socket.empty()) usage("--socket is required");
   if (a.size < kMinFrameBytes || a.size > kMaxFrameBytes) usage("--size out of range");
   if (a.seconds <= 0) usage("--seconds must be > 0");
+  if (a.rsize != 0 && (a.rsize < 1 || a.rsize > 14)) usage("--rsize must be 1..14");
   if (a.lcore < 0) a.lcore = a.role == "server" ? 0 : 1;
   return a;
 }
@@ -221,7 +230,14 @@ int main(int argc, char** argv) {
   }
   const uint32_t bsize = a.bsize != 0 ? a.bsize : std::max<uint32_t>(2048, (a.size + 1023) / 1024 * 1024 + 1024);
   grex::dpdk::PortOptions po;
-  po.devargs = "net_memif0,role=" + a.role + ",socket=" + a.socket + ",id=0,bsize=" + std::to_string(bsize);
+  // --role names the receiver (server) and the sender (client). With
+  // --zero-copy the receiver takes memif's client side in zero-copy mode
+  // (frames land in its own mbufs; needs hugepages, GREX_DPDK_HUGE=1) and the
+  // sender serves the socket, so the sender must start first.
+  const bool memif_server = (a.role == "server") != a.zero_copy;
+  po.devargs = std::string("net_memif0,role=") + (memif_server ? "server" : "client") + ",socket=" + a.socket +
+               ",id=0,bsize=" + std::to_string(bsize) + (a.zero_copy ? ",zero-copy=yes" : "") +
+               (a.rsize != 0 ? ",rsize=" + std::to_string(a.rsize) : "");
   po.mtu = static_cast<uint16_t>(std::clamp<uint32_t>(a.size - frame::kEthHeaderBytes, 68, 9000));
   auto port = Port::open(po);
   if (!port.ok()) {
