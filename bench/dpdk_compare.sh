@@ -17,13 +17,25 @@
 #   $BUILD/bench/dpdk_raw (server lcore 0, client lcore 1, --size 9000, 3 s), see bench/dpdk_raw.sh
 #   iperf3 -s -1 -p P & iperf3 -c 127.0.0.1 -p P -t 3 -J [-l S]
 #   $BUILD/bench/udp_pingpong 20000
-# Usage: bench/dpdk_compare.sh            (env: BUILD, REPEAT=3)
+# ZERO_COPY=1 runs grex on hugepages (GREX_DPDK_HUGE=1: the receiving rank,
+# memif's client, takes its link in zero-copy mode; reserve hugepages first,
+# e.g. echo 256 > /proc/sys/vm/nr_hugepages) and measures raw memif in
+# zero-copy mode too (ZERO_COPY=1 RSIZE=7 bench/dpdk_raw.sh), as an extra row.
+# The ratios stay against raw memif in copy mode, which like grex in
+# zero-copy mode copies each byte once on each side.
+# Usage: bench/dpdk_compare.sh            (env: BUILD, REPEAT=3, ZERO_COPY=0)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 REPEAT=${REPEAT:-3}
+ZERO_COPY=${ZERO_COPY:-0}
 RUN="$BUILD/apps/grex-run/grex-run -n 2 --backend dpdk --no-tag-output --"
+if [[ $ZERO_COPY = 1 ]]; then
+  free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
+  [[ ${free:-0} -ge 64 ]] || { echo "dpdk_compare: ZERO_COPY=1 needs 64+ free hugepages (echo 256 > /proc/sys/vm/nr_hugepages)" >&2; exit 1; }
+  RUN="env GREX_DPDK_HUGE=1 GREX_DPDK_MEMIF_ZERO_COPY=1 $RUN"
+fi
 export GREX_LOG_LEVEL=error
 command -v iperf3 >/dev/null || { echo "dpdk_compare: iperf3 missing (apt-get install iperf3)" >&2; exit 1; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -50,7 +62,11 @@ for ((r = 0; r < REPEAT; r++)); do
     | awk '$1=="bw" {$1="wbw"; print}' >> "$tmp/grex"
   GREX_DPDK_FAULTS=drop=0.01,seed=$((r + 1)) $RUN "$BUILD/bench/transport_bw" -s 1M -t 64 -B 16M -d 2 -l 100 \
     | sed 's/^bw/loss/' >> "$tmp/grex" 2>/dev/null
-  BUILD=$BUILD REPEAT=1 bash "$ROOT/bench/dpdk_raw.sh" 3 9000 2>/dev/null | awk '/^\| *9000/ {print $6}' >> "$tmp/raw" || true
+  ZERO_COPY=0 BUILD=$BUILD REPEAT=1 bash "$ROOT/bench/dpdk_raw.sh" 3 9000 2>/dev/null | awk '/^\| *9000/ {print $6}' >> "$tmp/raw" || true
+  if [[ $ZERO_COPY = 1 ]]; then
+    ZERO_COPY=1 RSIZE=7 BUILD=$BUILD REPEAT=1 bash "$ROOT/bench/dpdk_raw.sh" 3 9000 2>/dev/null \
+      | awk '/^\| *9000/ {print $6}' >> "$tmp/rawzc" || true
+  fi
   base=$((47400 + 8 * r))
   tcp $base >> "$tmp/tcp"
   i=1
@@ -71,6 +87,11 @@ for s in "${sizes[@]}"; do
   printf "| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f | %.2f | %.1f | %.2f |\n" "$s" "$d" "$g" "$w" "$raw" \
     "$(echo "$g / $raw" | bc -l)" "$(echo "$w / $raw" | bc -l)" "$tcp" "$(echo "$g / $tcp" | bc -l)" "$tl" "$(echo "$g / $tl" | bc -l)"
 done
+if [[ $ZERO_COPY = 1 ]]; then
+  rawzc=$(median < "$tmp/rawzc")
+  echo
+  echo "grex ran with its receiving rank's memif link in zero-copy mode. Raw memif in zero-copy mode (rsize 7, its receiver reads no payload): $rawzc Gbit/s (runs: $(tr '\n' ' ' < "$tmp/rawzc"))."
+fi
 lat=$(awk '$1=="lat" {print $3}' "$tmp/grex" | median)
 udp=$(awk '{print $3}' "$tmp/udp" | median)
 printf "\n| 8-byte half round trip | grex dpdk (us) | kernel UDP loopback (us) | grex / UDP |\n|---|---:|---:|---:|\n| memif | %.2f | %.2f | %.2f |\n" "$lat" "$udp" "$(echo "$lat / $udp" | bc -l)"

@@ -224,9 +224,10 @@ void DpdkDevice::transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcep
   }
   const auto* region = static_cast<const DpdkRegion*>(p.region);
   rte_mbuf_ext_shared_info* shinfo = region != nullptr ? region->shinfo() : nullptr;
-  // Zero copy when the port chains mbufs and the memory is known to EAL; a
-  // packet to be corrupted is always copied (the user's buffer stays intact).
-  bool zero_copy = len > 0 && port->tx_multi_seg() && shinfo != nullptr && !d.corrupt;
+  // Zero copy when the port takes extbufs (it chains mbufs, and is not a
+  // memif client in zero-copy mode) and the memory is known to EAL; a packet
+  // to be corrupted is always copied (the user's buffer stays intact).
+  bool zero_copy = len > 0 && port->tx_extbuf() && shinfo != nullptr && !d.corrupt;
   auto build = [&]() {
     return build_packet(port->pool(), hdr, kFrameHeaderBytes, const_cast<uint8_t*>(p.payload),
                         static_cast<uint16_t>(len), shinfo, zero_copy);

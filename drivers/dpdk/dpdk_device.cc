@@ -24,6 +24,9 @@ namespace {
 
 constexpr const char* kSubsys = "dpdk";
 constexpr size_t kGrexOverheadBytes = wire::kHeaderBytes + kIpv4HeaderBytes + kUdpHeaderBytes;
+/// log2 of a zero-copy memif link's ring slots (port_for). 64 and 128 slots
+/// measured alike, 256 lost a sixth at 8 KiB, 1024 a fifth from 64 KiB up.
+constexpr int kMemifZeroCopyRingLog2 = 7;
 
 // key=value,key=value -> FaultConfig.
 Result<FaultConfig> parse_faults(std::string_view spec) {
@@ -121,6 +124,9 @@ Result<void> DpdkDevice::parse_options() {
     return Error(Errc::kInvalidArgument, "dpdk port mode needs a device")
         .hint("set GREX_DPDK_PORT, e.g. net_af_packet0,iface=veth0 or net_af_xdp0,iface=veth0");
   if (auto v = detail::param(opts_, "memif_dir", "GREX_DPDK_MEMIF_DIR"); !v.empty()) d.memif_dir = v;
+  if (auto v = detail::param(opts_, "memif_zero_copy", "GREX_DPDK_MEMIF_ZERO_COPY"); !v.empty()) d.memif_zero_copy = v;
+  if (d.memif_zero_copy != "auto" && d.memif_zero_copy != "0" && d.memif_zero_copy != "1")
+    return Error(Errc::kInvalidArgument, "GREX_DPDK_MEMIF_ZERO_COPY='" + d.memif_zero_copy + "' is not auto, 0 or 1");
   // af_packet shares its interface with the kernel, whose IP stack would
   // take every frame sent to the interface's MAC too: "auto" answers to
   // another there (docs/dpdk.md).
@@ -184,12 +190,38 @@ Result<void> DpdkDevice::init() {
   EalOptions eal;
   eal.file_prefix = "grex-" + std::to_string(::getpid());
   if (dopts_.mode == "port" && is_pci_devargs(dopts_.devargs)) eal.pci_devices = {dopts_.devargs};  // a real NIC
+  if (dopts_.mode == "memif" && dopts_.memif_zero_copy != "0") {
+    // Zero-copy memif needs EAL's memory fixed at start (dpdk_eal.h): room
+    // for a pool per peer (mbufs of MTU + 512 B) and 64 MB for the rest.
+    const uint64_t pool_mb = (uint64_t{dopts_.mbufs} * (dopts_.mtu + 512u) >> 20) + 8;
+    eal.huge_memory_mb = static_cast<uint32_t>(std::min<uint64_t>(
+        GREX_TRY(detail::param_int(opts_, "huge_mb", "GREX_DPDK_HUGE_MB", 0, 1 << 20,
+                                   static_cast<int64_t>(64 + pool_mb * static_cast<uint64_t>(opts_.world_size - 1)))),
+        UINT32_MAX));
+  }
   auto r = eal_init(eal);
   bool pin = false;
   GREX_TRY(config::env_bool("GREX_DPDK_PIN", &pin));
   if (have_mask && !pin) sched_setaffinity(0, sizeof(mask), &mask);
   if (!r) return std::move(r).error().rank(opts_.rank).device("dpdk");
 
+  if (dopts_.mode == "memif" && dopts_.memif_zero_copy != "0") {
+    // DPDK 22.11's memif lets a process share its memory once: the first
+    // zero-copy link closes the segment files a second one would need. So a
+    // process takes one zero-copy link, its link to rank 0 (where this rank
+    // is the client), in the first device that can.
+    static std::atomic<bool> zero_copy_taken{false};
+    const bool shareable = eal_memory_shareable();
+    shares_memory_ = shareable && opts_.rank > 0 && !zero_copy_taken.exchange(true);
+    if (shareable && opts_.rank > 0 && !shares_memory_)
+      GREX_INFO(kSubsys, "this process already has its zero-copy memif link; this device's links copy");
+    if (!shareable && dopts_.memif_zero_copy == "1")
+      return Error(Errc::kNotSupported, "memif zero-copy needs EAL on hugepages")
+          .rank(opts_.rank)
+          .device("dpdk")
+          .hint("set GREX_DPDK_HUGE=1 with enough free hugepages (GREX_DPDK_HUGE_MB, by default 64 MB + 45 MB "
+                "per peer: echo 256 > /proc/sys/vm/nr_hugepages), or GREX_DPDK_MEMIF_ZERO_COPY=auto");
+  }
   host_id_ = grex::host_id();
   static std::atomic<uint32_t> instances{0};
   instance_ = instances.fetch_add(1, std::memory_order_relaxed);
@@ -310,11 +342,19 @@ void DpdkDevice::close_endpoint(DpdkEndpoint* ep) noexcept {
 Result<std::string> DpdkDevice::local_address() {
   Mac mac = ports_.empty() ? Mac{} : ports_[0]->mac();
   return "dpdk:" + dopts_.mode + ":" + mac_hex(mac) + ":" + std::to_string(ip_) + ":" +
-         std::to_string(dopts_.udp_port) + ":" + std::to_string(::getpid()) + ":" + host_id_;
+         std::to_string(dopts_.udp_port) + ":" + std::to_string(::getpid()) + ":" + (shares_memory_ ? "1" : "0") +
+         ":" + host_id_;
 }
 
 // memif: one port per pair; the lower rank is the server of the pair's socket.
-Result<Port*> DpdkDevice::port_for(int peer) {
+// On the link to rank 0, when the client's EAL memory is shareable (init),
+// the client runs in zero-copy mode: the server's PMD copies each frame straight into the client's mbufs,
+// and the client's frames leave from its own mbufs without memif's copy. Its
+// ring then has kMemifZeroCopyRingLog2 slots: the mbufs in flight stay in
+// the cores' caches (1024 slots of 9 KiB, memif's default, do not; at 64 KiB
+// messages they cost a fifth of the goodput, docs/benchmarks.md). Both ends
+// know the client's flag from its address, so both pass the same ring size.
+Result<Port*> DpdkDevice::port_for(int peer, bool peer_shares) {
   if (dopts_.mode == "port") return ports_[0].get();
   int lo = std::min(opts_.rank, peer), hi = std::max(opts_.rank, peer);
   std::string sock = dopts_.memif_dir + "/grex-" + opts_.job_id + "-" + std::to_string(lo) + "-" +
@@ -323,8 +363,14 @@ Result<Port*> DpdkDevice::port_for(int peer) {
   PortOptions po;
   // A process may open several devices (grex-perf -q): vdev names must differ.
   const std::string suffix = instance_ == 0 ? "" : "_d" + std::to_string(instance_);
-  po.devargs = "net_memif" + std::to_string(peer) + suffix + ",role=" + (opts_.rank == lo ? "server" : "client") +
+  const bool server = opts_.rank == lo;
+  const bool zero_copy = lo == 0 && (server ? peer_shares : shares_memory_);
+  po.devargs = "net_memif" + std::to_string(peer) + suffix + ",role=" + (server ? "server" : "client") +
                ",socket=" + sock + ",id=0,bsize=" + std::to_string(bsize);
+  if (zero_copy) {
+    po.devargs += ",rsize=" + std::to_string(kMemifZeroCopyRingLog2);
+    if (!server) po.devargs += ",zero-copy=yes";
+  }
   po.mtu = dopts_.mtu;
   po.mbufs = dopts_.mbufs;
   // A client that reaches the server before the server's port has started is
@@ -366,19 +412,19 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   auto err = [&](Errc c, std::string m) { return Error(c, std::move(m)).rank(opts_.rank).peer(peer).device("dpdk"); };
   if (peer < 0 || peer >= opts_.world_size || peer == opts_.rank)
     return err(Errc::kInvalidArgument, "cannot connect to rank " + std::to_string(peer));
-  // "dpdk:<mode>:<mac>:<ip>:<udp>:<pid>:<host id>"
+  // "dpdk:<mode>:<mac>:<ip>:<udp>:<pid>:<shares memory 0|1>:<host id>"
   std::vector<std::string> f;
   std::string a(address);
-  for (size_t i = 0, j; f.size() < 6 && (j = a.find(':', i)) != std::string::npos; i = j + 1) {
+  for (size_t i = 0, j; f.size() < 7 && (j = a.find(':', i)) != std::string::npos; i = j + 1) {
     f.push_back(a.substr(i, j - i));
-    if (f.size() == 6) f.push_back(a.substr(j + 1));
+    if (f.size() == 7) f.push_back(a.substr(j + 1));
   }
-  if (f.size() != 7 || f[0] != "dpdk" || f[2].size() != 12)
+  if (f.size() != 8 || f[0] != "dpdk" || f[2].size() != 12 || (f[6] != "0" && f[6] != "1"))
     return err(Errc::kProtocol, "'" + a + "' is not a dpdk address");
   if (f[1] != dopts_.mode)
     return err(Errc::kMismatch, "peer runs dpdk mode " + f[1] + ", this rank " + dopts_.mode)
         .hint("set the same GREX_DPDK_MODE on every rank");
-  if (dopts_.mode == "memif" && f[6] != host_id_)
+  if (dopts_.mode == "memif" && f[7] != host_id_)
     return err(Errc::kNotSupported, "memif connects ranks of one host only")
         .hint("across hosts use GREX_DPDK_MODE=port with a NIC or af_xdp port");
   FrameAddr fa;
@@ -387,7 +433,7 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   fa.dst_ip = static_cast<uint32_t>(std::stoul(f[3]));
   fa.dst_port = static_cast<uint16_t>(std::stoul(f[4]));
   for (int i = 0; i < 6; ++i) fa.dst_mac[static_cast<size_t>(i)] = static_cast<uint8_t>(std::stoul(f[2].substr(static_cast<size_t>(2 * i), 2), nullptr, 16));
-  Port* port = GREX_TRY(port_for(peer));
+  Port* port = GREX_TRY(port_for(peer, f[6] == "1"));
   fa.src_mac = port->mac();
   if (dopts_.mode == "memif") fa.dst_mac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};  // point to point
   // Registrations made before the first port existed get their EAL mapping now.

@@ -40,6 +40,10 @@ struct DpdkOptions {
   PortOptions::Mac mac = PortOptions::Mac::kPort;
   std::array<uint8_t, 6> given_mac{};
   std::string memif_dir = "/tmp";
+  /// memif: "auto" (a rank whose EAL memory is shareable, GREX_DPDK_HUGE=1
+  /// with hugepages, runs its link to rank 0 in zero-copy mode),
+  /// "1" (required: an error without hugepages) or "0" [GREX_DPDK_MEMIF_ZERO_COPY]
+  std::string memif_zero_copy = "auto";
   uint32_t ip = 0;              ///< port mode: our IPv4 (host order); 0: 10.77.<rank>
   uint16_t udp_port = 47000;
   uint16_t mtu = 9000;
@@ -156,7 +160,9 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
     Port* port;
   };
   Result<void> parse_options();
-  Result<Port*> port_for(int peer);
+  /// memif: `peer_shares` is whether the peer's address says its memory is
+  /// shareable (it decides the link's mode when the peer is the client).
+  Result<Port*> port_for(int peer, bool peer_shares);
   Result<void> handshake(DpdkEndpoint* ep);
   void rx(size_t port_index, uint64_t now) noexcept;
   void deliver(Port* port, rte_mbuf* m, uint64_t now) noexcept;  // handle + free
@@ -180,6 +186,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   Capabilities caps_;
   reliable::Config flow_cfg_;
   std::string host_id_;
+  bool shares_memory_ = false;  // memif: this rank's link to rank 0 may be zero-copy (init)
   uint32_t instance_ = 0;  // devices this process opened before this one (vdev names)
   std::vector<std::unique_ptr<Port>> ports_;
   std::vector<int> port_peer_;               // memif: the peer of ports_[i]

@@ -9,11 +9,14 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_log.h>
+#include <rte_memory.h>
 
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -30,14 +33,18 @@ enum class State { kDown, kUp, kFailed };
 std::mutex g_mu;
 State g_state = State::kDown;  // guarded by g_mu
 Error g_error;                 // the first failure, returned again; guarded by g_mu
+bool g_shareable = false;      // see eal_memory_shareable(); guarded by g_mu
 
-/// HugePages_Free from /proc/meminfo (0 if unreadable).
-long free_hugepages() {
+/// Refuses every allocation of pages beyond what EAL took at start (-m).
+int refuse_growth(int, size_t, size_t) { return -1; }
+
+/// A field of /proc/meminfo ("HugePages_Free:"), 0 if absent or unreadable.
+long meminfo(const char* field) {
   std::ifstream in("/proc/meminfo");
   std::string key;
   long value = 0;
   while (in >> key) {
-    if (key == "HugePages_Free:") {
+    if (key == field) {
       in >> value;
       return value;
     }
@@ -45,6 +52,9 @@ long free_hugepages() {
   }
   return 0;
 }
+
+long free_hugepages() { return meminfo("HugePages_Free:"); }
+long free_hugepage_mb() { return free_hugepages() * meminfo("Hugepagesize:") / 1024; }
 
 /// --log-level argument for GREX_LOG_LEVEL: quiet EAL at warn and below.
 std::string log_level_arg() {
@@ -118,7 +128,16 @@ Result<std::vector<std::string>> eal_args(const EalOptions& opts) {
     // Reserved hugepages: private, leaves no files (needs no hugetlbfs mount).
     // IOVA as VA, as without hugepages: user memory (extbufs) has no usable
     // physical addresses. GREX_DPDK_ARGS="--iova-mode=pa" overrides it.
-    args.insert(args.end(), {"--in-memory", "--iova-mode=va"});
+    // One file per segment list (--single-file-segments) lets a memif
+    // client in zero-copy mode hand EAL's memory to its peer.
+    args.insert(args.end(), {"--in-memory", "--iova-mode=va", "--single-file-segments"});
+    if (opts.huge_memory_mb > 0) {
+      if (free_hugepage_mb() >= static_cast<long>(opts.huge_memory_mb))
+        args.insert(args.end(), {"-m", std::to_string(opts.huge_memory_mb)});
+      else
+        GREX_WARN("dpdk", "%ld MB of free hugepages, less than the %u MB asked for at start; EAL grows on demand "
+                          "(memif stays in copy mode)", free_hugepage_mb(), opts.huge_memory_mb);
+    }
   } else {
     args.insert(args.end(), {"--no-huge", "--no-shconf", "-m", std::to_string(opts.memory_mb)});
   }
@@ -170,6 +189,19 @@ Result<void> eal_init(const EalOptions& opts) {
     return g_error;
   }
   g_state = State::kUp;
+  // A memif client in zero-copy mode closes EAL's file of each segment list
+  // it shares (DPDK 22.11's memif_connect), after which EAL must never
+  // allocate or free pages again: all its memory comes at start (-m, never
+  // given back) and a validator refuses any more.
+  const auto has = [&](const char* a) { return std::find(args.begin(), args.end(), a) != args.end(); };
+  if (rte_eal_has_hugepages() != 0 && has("--single-file-segments") && has("-m")) {
+    bool capped = true;
+    for (unsigned i = 0; i < rte_socket_count(); ++i)
+      capped = capped && rte_mem_alloc_validator_register("grex-no-growth", refuse_growth, rte_socket_id_by_idx(i),
+                                                          size_t{opts.huge_memory_mb} << 20) == 0;
+    g_shareable = capped;
+    if (!capped) GREX_WARN("dpdk", "could not cap EAL's memory (%s); memif stays in copy mode", rte_strerror(rte_errno));
+  }
   // With --no-shconf and --no-telemetry EAL leaves an empty runtime directory
   // (/var/run/dpdk/<prefix>); remove it so nothing is left behind.
   if (const char* dir = rte_eal_get_runtime_dir(); dir != nullptr && dir[0] != '\0') rmdir(dir);
@@ -181,6 +213,11 @@ Result<void> eal_init(const EalOptions& opts) {
 bool eal_initialized() noexcept {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_state == State::kUp;
+}
+
+bool eal_memory_shareable() noexcept {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_state == State::kUp && g_shareable;
 }
 
 bool is_pci_devargs(std::string_view devargs) noexcept {

@@ -19,13 +19,17 @@ namespace grex::dpdk {
 /// first call): GREX_DPDK_LCORE (lcore when `lcore` < 0), GREX_DPDK_ARGS
 /// (extra arguments, whitespace-split, appended after `extra_args`),
 /// GREX_DPDK_HUGE=1 (use reserved hugepages with --in-memory --iova-mode=va
-/// instead of --no-huge --no-shconf -m memory_mb, when /proc/meminfo has
-/// HugePages_Free > 0), GREX_LOG_LEVEL (maps to --log-level; warn keeps EAL
+/// --single-file-segments instead of --no-huge --no-shconf -m memory_mb,
+/// when /proc/meminfo has HugePages_Free > 0), GREX_LOG_LEVEL (maps to --log-level; warn keeps EAL
 /// quiet). Always passed: --no-pci --no-telemetry -l <lcore> --file-prefix.
 struct EalOptions {
   int lcore = -1;                       ///< main lcore; < 0: GREX_DPDK_LCORE, else the CPU we run on now
   std::string file_prefix;              ///< empty: "grex-<pid>"
   uint32_t memory_mb = 512;             ///< -m without hugepages
+  /// With hugepages: take this much at start (-m) and never more (an
+  /// allocation past it fails), when that much is free; 0: EAL grows its
+  /// memory on demand. eal_memory_shareable() needs it.
+  uint32_t huge_memory_mb = 0;
   std::vector<std::string> vdevs;       ///< each becomes "--vdev <devargs>" (prefer probe_vdev)
   /// PCI ports to probe ("0000:3b:00.0[,args]"): each becomes "-a <devargs>" and
   /// replaces --no-pci, so EAL takes these NICs and no other.
@@ -43,6 +47,12 @@ Result<void> eal_init(const EalOptions& opts = {});
 
 /// True once eal_init() succeeded in this process.
 bool eal_initialized() noexcept;
+
+/// True when eal_init() brought EAL up on hugepages with one file per segment
+/// list, all its memory taken at start and capped there (GREX_DPDK_HUGE=1,
+/// EalOptions::huge_memory_mb free): the memory a memif client in zero-copy
+/// mode may share with its peer. False before eal_init() and otherwise.
+bool eal_memory_shareable() noexcept;
 
 /// The argv eal_init() would build for `opts` right now (argv[0] included),
 /// for logs and tests. Reads the environment like eal_init().

@@ -220,6 +220,7 @@ Result<void> Port::configure(const PortOptions& opts) {
   offloads_.tx_ip_cksum = (tx & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
   offloads_.tx_udp_cksum = (tx & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
   offloads_.tx_multi_seg = (tx & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+  offloads_.tx_extbuf = offloads_.tx_multi_seg && devarg(opts.devargs, "zero-copy") != "yes";
   offloads_.rx_ip_cksum = (rx & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) != 0;
   offloads_.rx_udp_cksum = (rx & RTE_ETH_RX_OFFLOAD_UDP_CKSUM) != 0;
 

@@ -61,6 +61,10 @@ struct Offloads {
   bool tx_ip_cksum = false;   ///< RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
   bool tx_udp_cksum = false;  ///< RTE_ETH_TX_OFFLOAD_UDP_CKSUM
   bool tx_multi_seg = false;  ///< RTE_ETH_TX_OFFLOAD_MULTI_SEGS (chained mbufs)
+  /// TX may chain user memory (extbufs) to a frame: multi-segment, and not a
+  /// memif client in zero-copy mode, which hands its peer the offset of each
+  /// segment in its own EAL memory and so can send only mbufs of its pools.
+  bool tx_extbuf = false;
   bool rx_ip_cksum = false;   ///< RTE_ETH_RX_OFFLOAD_IPV4_CKSUM
   bool rx_udp_cksum = false;  ///< RTE_ETH_RX_OFFLOAD_UDP_CKSUM
 };
@@ -98,6 +102,7 @@ class Port {
   /// Offloads enabled on this port.
   const Offloads& offloads() const noexcept { return offloads_; }
   bool tx_multi_seg() const noexcept { return offloads_.tx_multi_seg; }
+  bool tx_extbuf() const noexcept { return offloads_.tx_extbuf; }
   bool tx_ip_cksum() const noexcept { return offloads_.tx_ip_cksum; }
   bool tx_udp_cksum() const noexcept { return offloads_.tx_udp_cksum; }
   /// The port's mempool (RX buffers; also for TX header mbufs).

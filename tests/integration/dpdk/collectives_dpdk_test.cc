@@ -8,10 +8,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include "../shm/collective_check.h"
+#include "hugepages.h"
 #include "congestion/cc.h"
 
 namespace grex::test {
@@ -53,6 +55,39 @@ TEST_P(DpdkAllreduce, MatchesReference) {
     for (int i = 0; i < 5; ++i) RANK_OK(c->barrier());
     return 0;
   }, 240);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Over memif in zero-copy mode: every rank on hugepages, so each link to
+// rank 0 runs zero-copy (its client copies what it sends into mbufs) and the
+// links between the other ranks copy (memif lets a process share its memory
+// once). GREX_DPDK_MEMIF_ZERO_COPY=1 makes a rank fail without hugepages.
+TEST(DpdkAllreduceZeroCopy, FourRanksMatchReference) {
+  bool have = false;
+  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
+  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  Hugepages huge(512);  // 4 ranks x (64 MB + 3 pools of 45 MB)
+  if (!huge.why_not().empty()) GTEST_SKIP() << "memif zero-copy needs hugepages: " << huge.why_not();
+  setenv("GREX_DPDK_HUGE", "1", 1);
+  setenv("GREX_DPDK_MEMIF_ZERO_COPY", "1", 1);
+  auto res = run_ranks(4, [](Rank& r) -> int {
+    CommOptions o;
+    o.backend = "dpdk";
+    o.timeout_ms = 60'000;
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    for (size_t count : {size_t{1}, size_t{4097}, size_t{1} << 20}) {
+      RANK_CHECK(check_allreduce<float>(*c, count, DataType::kFloat32, ReduceOp::kSum, false) == 0);
+      RANK_CHECK(check_allreduce<int64_t>(*c, count, DataType::kInt64, ReduceOp::kSum, true) == 0);
+    }
+    std::vector<int32_t> v(300000, r.rank == 2 ? 9 : -1);
+    RANK_OK(c->broadcast(v.data(), v.size(), DataType::kInt32, 2));
+    for (int32_t x : v) RANK_CHECK(x == 9);
+    RANK_OK(c->barrier());
+    return 0;
+  }, 240);
+  unsetenv("GREX_DPDK_MEMIF_ZERO_COPY");
+  unsetenv("GREX_DPDK_HUGE");
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
