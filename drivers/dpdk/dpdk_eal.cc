@@ -193,8 +193,14 @@ Result<void> eal_init(const EalOptions& opts) {
   // it shares (DPDK 22.11's memif_connect), after which EAL must never
   // allocate or free pages again: all its memory comes at start (-m, never
   // given back) and a validator refuses any more.
+  // Only grex's own "-m huge_memory_mb" (eal_args): a -m from GREX_DPDK_ARGS
+  // alone caps nothing, and EAL may still grow past it as before.
   const auto has = [&](const char* a) { return std::find(args.begin(), args.end(), a) != args.end(); };
-  if (rte_eal_has_hugepages() != 0 && has("--single-file-segments") && has("-m")) {
+  const std::string mb = std::to_string(opts.huge_memory_mb);
+  bool preallocated = false;
+  for (size_t i = 0; opts.huge_memory_mb > 0 && i + 1 < args.size(); ++i)
+    preallocated = preallocated || (args[i] == "-m" && args[i + 1] == mb);
+  if (rte_eal_has_hugepages() != 0 && has("--single-file-segments") && preallocated) {
     bool capped = true;
     for (unsigned i = 0; i < rte_socket_count(); ++i)
       capped = capped && rte_mem_alloc_validator_register("grex-no-growth", refuse_growth, rte_socket_id_by_idx(i),
