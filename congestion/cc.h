@@ -123,6 +123,22 @@ struct RttccParams {
   /// rate (Swift's flow scaling on rate instead of window). 0: off.
   double fs_range_ns = 50000;
   double fs_min_fraction = 1e-4;
+  /// ztr slow start: a new flow keeps at most this many packets in flight
+  /// until its first sample and doubles that window with each calm sample.
+  /// At the first congested sample its rate becomes what the window
+  /// delivered x first_cut_from_sent_factor, and the rate takes over: the
+  /// window over max(RTT, time since the previous sample) with
+  /// cut_from_sent_rate, else over the RTT (on/off traffic), and past the
+  /// max delay without it the usual first cut instead. Past line rate x max
+  /// delay of window, slow start ends without a cut. 0: start at
+  /// start_rate_fraction with no window.
+  double start_window_packets = 1;
+  /// ztr: after slow start, the bytes in flight stay within this many
+  /// targets' worth of the rate (rate x target x window_targets, at least
+  /// one packet), so a flow's own share of a queue is bounded before its
+  /// next sample, and a flow whose share is under a packet per RTT keeps
+  /// one packet in flight. 0: no window.
+  double window_targets = 2;
 };
 
 /// The DCQCN parameter sets.

@@ -30,6 +30,11 @@
 //   rtt > max delay, or a NACK: the same proportional cut with the severe
 //     gain (0.25, so at most x0.75; 0.5 on the drivers, which do not cut
 //     from the sent rate) and without the min_change bound.
+//   slow start (before all of the above): a new flow keeps one packet in
+//     flight and doubles that window per calm sample; at the first
+//     congested sample the rate becomes what the window delivered x 0.8;
+//     after it, bytes in flight stay within 2 targets' worth of the rate
+//     (at least one packet);
 //   Every increase is bounded above by max_change (x1.06) per update or
 //   + k x 0.6e-6 of line rate per ms since the previous sample for the
 //   k-th calm sample in a row, whichever is larger (the second lets a flow
@@ -54,6 +59,8 @@ class Rttcc final : public Controller {
         min_bps_(path.line_rate_bps * opts.rttcc.min_rate_fraction),
         rate_bps_(std::clamp(path.line_rate_bps * opts.rttcc.start_rate_fraction, min_bps_, path.line_rate_bps)),
         template_(opts.rttcc.set == RttccSet::kTemplate),
+        mtu_bytes_(path.mtu_bytes > 0 ? path.mtu_bytes : 4096),
+        cwnd_bytes_(template_ ? 0.0 : std::max(0.0, opts.rttcc.start_window_packets) * mtu_bytes_),
         last_calm_ns_(now_ns),
         last_hyper_ns_(now_ns),
         window_start_ns_(now_ns) {}
@@ -76,7 +83,12 @@ class Rttcc final : public Controller {
   // often a late ACK, not a loss, and must not halve the rate by itself.
   void on_timeout(uint64_t) noexcept override { was_nack_ = true; }
   void on_bytes_sent(uint64_t, uint64_t bytes) noexcept override { window_bytes_ += bytes; }
-  Decision decision() const noexcept override { return {rate_bps_, 0}; }
+  Decision decision() const noexcept override {
+    if (cwnd_bytes_ > 0) return {rate_bps_, static_cast<uint64_t>(cwnd_bytes_)};
+    if (template_ || !(p_.window_targets > 0) || target_ns_ == 0) return {rate_bps_, 0};
+    const double w = p_.window_targets * rate_bps_ / 8e9 * static_cast<double>(target_ns_);
+    return {rate_bps_, static_cast<uint64_t>(std::max<double>(w, mtu_bytes_))};
+  }
 
  private:
   // What the flow really sent since the previous sample (its rate if that
@@ -127,7 +139,12 @@ class Rttcc final : public Controller {
       const double a = p_.fs_range_ns / (1 / std::sqrt(p_.fs_min_fraction) - 1);
       target += static_cast<uint64_t>(std::clamp(a / std::sqrt(f) - a, 0.0, p_.fs_range_ns));
     }
+    target_ns_ = target;
     bool congested = s.rtt_ns > target || was_cnp_ || was_nack_;
+    if (cwnd_bytes_ > 0) {
+      slow_start(s, congested, since_ns);
+      return;
+    }
     // A rare sampler (a packet per several ms) learns of an emptied queue an
     // interval late: if the RTT, falling as fast as since the previous
     // sample, would reach the target by the next one, the flow grows now.
@@ -198,17 +215,59 @@ class Rttcc final : public Controller {
     last_decrease_ns_ = now;
   }
 
+  // Slow start: the window doubles per calm sample. At the first congested
+  // one, what the window delivered over the sample's interval (the RTT, or
+  // longer when the packet waited at the host, under PFC) is the flow's
+  // share of the path as it found it; the rate starts just below that.
+  // Starting at line rate instead, 16 k flows' first packets are twice a
+  // 32 MB buffer, and each flow keeps sending at line rate until its first
+  // sample returns.
+  void slow_start(const RttSample& s, bool congested, uint64_t since_ns) noexcept {
+    const uint64_t now = s.now_ns;
+    if (!congested) {
+      cwnd_bytes_ *= 2;
+      // A window past line rate x max delay no longer limits anything.
+      if (cwnd_bytes_ * 8e9 >= line_bps_ * static_cast<double>(p_.max_delay_ns)) cwnd_bytes_ = 0;
+      return;
+    }
+    if (p_.cut_from_sent_rate) {
+      // Over the whole interval: a packet that waited at its host (under
+      // PFC) took that long to deliver too.
+      const double over_ns = static_cast<double>(std::max<uint64_t>({s.rtt_ns, since_ns, 1}));
+      rate_bps_ = std::min(rate_bps_, cwnd_bytes_ * 8e9 / over_ns) * p_.first_cut_from_sent_factor;
+    } else if (s.rtt_ns <= p_.max_delay_ns) {
+      // On/off traffic (the drivers): over the RTT alone, since the flow
+      // may have had nothing to send for much of the interval.
+      const double over_ns = static_cast<double>(std::max<uint64_t>(s.rtt_ns, 1));
+      rate_bps_ = std::min(rate_bps_, cwnd_bytes_ * 8e9 / over_ns) * p_.first_cut_from_sent_factor;
+    } else {
+      // Software timestamps past the max delay this early are as likely the
+      // hosts' scheduling as a queue (more busy-polling ranks than cores
+      // read milliseconds): the usual first cut, not one from a window of
+      // a packet or two.
+      rate_bps_ *= p_.first_congestion_factor;
+    }
+    cwnd_bytes_ = 0;
+    congested_ = true;
+    hyper_steps_ = 0;
+    last_calm_ns_ = now;
+    last_decrease_ns_ = now;
+  }
+
   RttccParams p_;
   double line_bps_;
   double min_bps_;
   double rate_bps_;
   bool template_;
+  uint32_t mtu_bytes_;
+  double cwnd_bytes_;  // ztr slow start's window; 0 once it is over
   bool was_cnp_ = false;
   bool was_nack_ = false;
   bool congested_ = false;  // ztr: the flow has met congestion (its first one halves)
   uint32_t hyper_steps_ = 0;  // consecutive hyper-increase periods
   uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)
   uint64_t prev_rtt_ns_ = 0;  // ztr: the previous sample's RTT
+  uint64_t target_ns_ = 0;    // ztr: the target of the latest sample (0: none yet)
   uint64_t last_calm_ns_;
   uint64_t last_hyper_ns_;
   uint64_t last_decrease_ns_ = 0;

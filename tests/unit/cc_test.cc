@@ -113,8 +113,16 @@ TEST(RttccTemplate, TakesItsBaseRttFromThePathSettings) {
 
 // ---------------------------------------------------------------- RTTCC ztr
 
-TEST(RttccZtr, IncreasesAreBoundedAndHyperIncreaseNeedsCalm) {
+// The rate rules below are tested on flows past slow start (tested on its
+// own further down): start_window_packets 0 starts a flow at its start rate.
+Options rate_rules() {
   Options o;
+  o.rttcc.start_window_packets = 0;
+  return o;
+}
+
+TEST(RttccZtr, IncreasesAreBoundedAndHyperIncreaseNeedsCalm) {
+  Options o = rate_rules();
   o.rttcc.start_rate_fraction = 0.1;
   Harness h("rttcc", o);
   const double ai = o.rttcc.ai_fraction * kLine, hai = o.rttcc.hai_fraction * kLine;
@@ -144,7 +152,7 @@ TEST(RttccZtr, IncreasesAreBoundedAndHyperIncreaseNeedsCalm) {
 }
 
 Options no_flow_scaling() {
-  Options o;
+  Options o = rate_rules();
   o.rttcc.fs_range_ns = 0;  // the exact steps against the plain 13 us target
   return o;
 }
@@ -305,7 +313,7 @@ TEST(RttccZtr, ARareSamplerGrowsWhenTheQueueWillHaveDrainedByItsNextSample) {
 // not for one far below it (its target is higher), so slow flows grow
 // while fast ones cut, whatever their sampling rates.
 TEST(RttccZtr, FlowScalingRaisesTheTargetOfSlowFlows) {
-  Options slow_o, fast_o;
+  Options slow_o = rate_rules(), fast_o = rate_rules();
   // a = 50 us / (1/sqrt(1e-4) - 1) = 0.505 us; extra target a (1/sqrt(f) - 1):
   slow_o.rttcc.start_rate_fraction = 0.001;  // 100 Mbit/s: + 15.5 us, target 28.5 us
   fast_o.rttcc.start_rate_fraction = 0.9;    // 90 Gbit/s: + 0.03 us, target 13.03 us
@@ -322,7 +330,7 @@ TEST(RttccZtr, FlowScalingRaisesTheTargetOfSlowFlows) {
 }
 
 TEST(RttccZtr, DecreaseStartsFromWhatTheFlowActuallySent) {
-  Harness h("rttcc");
+  Harness h("rttcc", rate_rules());
   uint64_t t = 0;
   h.rtt(t += 10 * kUs, 5 * kUs);
   // The flow sent 1 Gbit/s worth over the next 100 us (NIC-limited), far
@@ -348,6 +356,80 @@ TEST(RttccZtr, TimeoutAndNackCut) {
   r = h.rate();
   h.rtt(60 * kUs, 20 * kUs);  // no NACK: bounded at x0.97
   EXPECT_NEAR(h.rate(), r * 0.97, 1);
+}
+
+// Slow start: one packet in flight until the first sample, the window
+// doubling per calm sample; at the first congested sample the rate becomes
+// what the window delivered over max(RTT, time since the previous sample),
+// x first_cut_from_sent_factor, and from then on a window of two targets'
+// worth of the rate, at least a packet, bounds what is in flight.
+TEST(RttccZtr, SlowStartDoublesThenStartsFromWhatItsWindowDelivered) {
+  Options o;
+  o.rttcc.fs_range_ns = 0;  // the plain 13 us target
+  const double cut = o.rttcc.first_cut_from_sent_factor;
+  Harness h("rttcc", o);
+  EXPECT_EQ(h.flow->decision().window_bytes, 4096u);
+  EXPECT_DOUBLE_EQ(h.rate(), kLine);
+  h.rtt(10 * kUs, 10 * kUs);  // calm: 2 packets
+  EXPECT_EQ(h.flow->decision().window_bytes, 8192u);
+  h.rtt(20 * kUs, 10 * kUs);  // calm: 4 packets
+  EXPECT_EQ(h.flow->decision().window_bytes, 16384u);
+  h.rtt(30 * kUs, 26 * kUs);  // congested: 16 KiB per 26 us, x0.8
+  const double r = 16384 * 8e9 / 26'000 * cut;
+  EXPECT_NEAR(h.rate(), r, 1);
+  EXPECT_EQ(h.flow->decision().window_bytes, static_cast<uint64_t>(2 * r / 8e9 * 13'000));
+  // A packet that waited at its host (under PFC) delivered over the whole
+  // interval since the previous sample, not over its RTT alone.
+  Harness w("rttcc", o);
+  w.rtt(5'000 * kUs, 2'000 * kUs);
+  EXPECT_NEAR(w.rate(), 4096 * 8e9 / 5'000'000 * cut, 1);
+  // Under a packet per target of rate, the window is one packet.
+  EXPECT_EQ(w.flow->decision().window_bytes, 4096u);
+}
+
+// The drivers (use_software_timestamps: on/off traffic, no cut from the sent
+// rate) end slow start on what the window delivered over the RTT alone: the
+// flow may have had nothing to send for most of the interval. A first sample
+// past the max delay there is the usual first cut (x0.5): this early it is
+// as likely the hosts' scheduling as a queue.
+TEST(RttccZtr, OnTheDriversSlowStartEndsOnTheRttAlone) {
+  Options o;
+  cc::use_software_timestamps(&o.rttcc, 13'000);
+  o.rttcc.min_rtt_target_factor = 0;
+  o.rttcc.fs_range_ns = 0;
+  Harness h("rttcc", o);
+  h.rtt(5'000 * kUs, 26 * kUs);  // 5 ms idle before the first send: one packet per 26 us, x0.8
+  EXPECT_NEAR(h.rate(), 4096 * 8e9 / 26'000 * o.rttcc.first_cut_from_sent_factor, 1);
+  Harness g("rttcc", o);
+  g.rtt(5'000 * kUs, 2'000 * kUs);  // past the max delay (250 us)
+  EXPECT_NEAR(g.rate(), kLine * o.rttcc.first_congestion_factor, 1);
+}
+
+TEST(RttccZtr, SlowStartEndsWithoutACutOnceItsWindowNoLongerLimits) {
+  Options o;
+  o.rttcc.fs_range_ns = 0;
+  Harness h("rttcc", o);
+  uint64_t t = 0;
+  // 250 us (the max delay) at line rate is 3.1 MB: 10 doublings pass it.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_GT(h.flow->decision().window_bytes, 0u);
+    EXPECT_LE(h.flow->decision().window_bytes, 4096u << i);
+    h.rtt(t += 10 * kUs, 10 * kUs);
+  }
+  EXPECT_DOUBLE_EQ(h.rate(), kLine);
+  EXPECT_EQ(h.flow->decision().window_bytes, static_cast<uint64_t>(2 * kLine / 8e9 * 13'000));
+  h.rtt(t += 10 * kUs, 30 * kUs);  // its first congestion is the usual one: x0.5
+  EXPECT_NEAR(h.rate(), 0.5 * kLine, 1);
+}
+
+TEST(RttccTemplate, HasNoWindow) {
+  Harness h("rttcc-template");
+  uint64_t t = 0;
+  for (uint64_t rtt : {5, 30, 200, 5}) {
+    EXPECT_EQ(h.flow->decision().window_bytes, 0u);
+    h.rtt(t += 10 * kUs, rtt * kUs);
+  }
+  EXPECT_EQ(h.flow->decision().window_bytes, 0u);
 }
 
 // ---------------------------------------------------------------- DCQCN

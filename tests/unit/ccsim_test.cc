@@ -84,6 +84,7 @@ TEST(Ccsim, TwoRttccFlowsConvergeToEqualShares) {
 // gap would send one packet in these 2 ms.
 TEST(Ccsim, ARateChangeAppliesToTheGapAlreadyRunning) {
   Config c = scenario("rttcc", 1, 2);
+  c.cc_options.rttcc.start_window_packets = 0;  // no slow start: the rate alone paces
   c.cc_options.rttcc.start_rate_fraction = 1e-5;  // 1 Mbit/s
   c.cc_options.rttcc.max_change = 100;
   c.cc_options.rttcc.ai_fraction = 0.5;  // not the binding bound

@@ -97,6 +97,7 @@ TEST_P(DpdkAllreduce, PacedByEachCongestionController) {
                     "a 1 MiB allreduce past the 60 s timeout there (docs/congestion.md)";
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
     for (const char* cc : {"rttcc", "rttcc-template", "dcqcn", "timely", "swift"}) {
+      const auto t0 = std::chrono::steady_clock::now();
       CommOptions o;
       o.backend = "dpdk";
       o.timeout_ms = 60'000;
@@ -109,6 +110,9 @@ TEST_P(DpdkAllreduce, PacedByEachCongestionController) {
       RANK_CHECK(check_every_collective(*c) == 0);
       RANK_CHECK(device_counter(*c, "cc_min_rate_kbps") > 0);  // a controller paced the flows
       if (cc::find(cc)->wants_rtt_probes) RANK_CHECK(device_counter(*c, "probes_sent") > 0);
+      if (r.rank == 0)
+        std::printf("%d ranks, cc %-14s %.0f ms\n", r.size, cc,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     CommOptions bad;
     bad.backend = "dpdk";

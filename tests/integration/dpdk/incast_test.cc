@@ -257,13 +257,18 @@ TEST(DpdkIncast, RttccKeepsAThreeToOneQueueNearTarget) {
   ASSERT_GT(none.seconds, 0);
   ASSERT_GT(rttcc.seconds, 0);
   EXPECT_GT(none.p50_us, 1000u);  // without control: the bottleneck's queue stays full (6.7 ms)
-  EXPECT_LT(rttcc.p50_us, 200u);  // RTTCC: near its 100 us target (measured 144-153 us)
-  // Both p99s are the start-up queue (every flow starts at line rate into a
-  // 5 Gbit/s bottleneck); RTTCC leaves it sooner, so it loses less.
-  EXPECT_LT(rttcc.drops, none.drops);
-  EXPECT_LT(rttcc.seconds, 1.03 * none.seconds);  // goodput within 3 % (measured: 0-10 % faster)
+  EXPECT_LT(rttcc.p50_us, 200u);  // RTTCC: near its 100 us target (measured 122-135 us)
+  // Slow start keeps even the start-up near the target: each flow begins
+  // with one packet in flight and leaves slow start at the rate its window
+  // delivered (p99 measured 225-240 us and no drops; starting at line rate
+  // it was the full queue's 6.7 ms, with 1 000+ drops). Without control
+  // the queue stays full.
+  EXPECT_GT(none.p99_us, 5000u);
+  EXPECT_LT(rttcc.p99_us, 1000u);
+  EXPECT_LT(rttcc.drops * 10, none.drops);
+  EXPECT_LT(rttcc.seconds, 1.03 * none.seconds);  // goodput within 3 % (measured: 1-9 % faster)
   // The flows share the bottleneck: the first sender is not done long
-  // before the last (measured 0.88-0.95).
+  // before the last (measured 0.90-0.99).
   EXPECT_GT(rttcc.first_done, 0.75 * rttcc.last_done);
 }
 
