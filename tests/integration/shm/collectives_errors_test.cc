@@ -103,7 +103,9 @@ TEST(Errors, BarrierAgainstFlatAllreduceIsNamed) {
 }
 
 // Staged, the signature travels beside every published block: ranks that
-// disagree on the count fail at once, naming both calls.
+// disagree on the count fail at once, naming both calls. As with direct, a
+// rank whose peer saw the mismatch first may learn of that peer's abort
+// instead (seen once in CI: rank 1 of 3), and names the peer to look at.
 TEST(Errors, RanksDisagreeingOnCountFailAtOnceWhenStaged) {
   auto res = run_ranks(3, [](Rank& r) -> int {
     CommOptions o = opts_for("staged");
@@ -116,9 +118,18 @@ TEST(Errors, RanksDisagreeingOnCountFailAtOnceWhenStaged) {
     auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     RANK_CHECK(s < 10);  // not the 60 s timeout
+    if (!e && e.error().code() == Errc::kPeerFailed) {
+      RANK_CHECK(e.error().message().find("look at rank ") != std::string::npos);
+      return kLearnedFromPeer;
+    }
     return names_both_calls(r.rank, e, "allreduce count=70001 f32 sum", "allreduce count=70000 f32 sum");
   }, 120);
-  EXPECT_TRUE(res.all_ok()) << res.describe();
+  int saw = 0;
+  for (int code : res.codes) {
+    EXPECT_TRUE(code == 0 || code == kLearnedFromPeer) << res.describe();
+    saw += code == 0 ? 1 : 0;
+  }
+  EXPECT_GE(saw, 1) << "no rank reported the mismatch itself: " << res.describe();
 }
 
 TEST(Errors, RanksDisagreeingOnDtypeAreNamed) {
