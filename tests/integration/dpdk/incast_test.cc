@@ -268,7 +268,7 @@ TEST(DpdkIncast, RttccKeepsAThreeToOneQueueNearTarget) {
   EXPECT_LT(rttcc.drops * 10, none.drops);
   EXPECT_LT(rttcc.seconds, 1.03 * none.seconds);  // goodput within 3 % (measured: 1-9 % faster)
   // The flows share the bottleneck: the first sender is not done long
-  // before the last (measured 0.89-0.99).
+  // before the last (measured 0.82-0.99).
   EXPECT_GT(rttcc.first_done, 0.75 * rttcc.last_done);
 }
 
