@@ -219,9 +219,9 @@ class Rttcc final : public Controller {
   // one, what the window delivered over the sample's interval (the RTT, or
   // longer when the packet waited at the host, under PFC) is the flow's
   // share of the path as it found it; the rate starts just below that.
-  // Starting at line rate instead, 16 k flows' first packets are twice a
-  // 32 MB buffer, and each flow keeps sending at line rate until its first
-  // sample returns.
+  // Starting at line rate instead, a flow sends at it until its first
+  // sample returns: three such senders filled a 5 Gbit/s bottleneck's 4 MB
+  // queue before they learned of it (docs/congestion.md).
   void slow_start(const RttSample& s, bool congested, uint64_t since_ns) noexcept {
     const uint64_t now = s.now_ns;
     if (!congested) {
