@@ -230,16 +230,13 @@ class Rttcc final : public Controller {
       if (cwnd_bytes_ * 8e9 >= line_bps_ * static_cast<double>(p_.max_delay_ns)) cwnd_bytes_ = 0;
       return;
     }
-    if (p_.cut_from_sent_rate) {
-      // Over the whole interval: a packet that waited at its host (under
-      // PFC) took that long to deliver too.
-      const double over_ns = static_cast<double>(std::max<uint64_t>({s.rtt_ns, since_ns, 1}));
-      rate_bps_ = std::min(rate_bps_, cwnd_bytes_ * 8e9 / over_ns) * p_.first_cut_from_sent_factor;
-    } else if (s.rtt_ns <= p_.max_delay_ns) {
-      // On/off traffic (the drivers): over the RTT alone, since the flow
-      // may have had nothing to send for much of the interval.
-      const double over_ns = static_cast<double>(std::max<uint64_t>(s.rtt_ns, 1));
-      rate_bps_ = std::min(rate_bps_, cwnd_bytes_ * 8e9 / over_ns) * p_.first_cut_from_sent_factor;
+    if (p_.cut_from_sent_rate || s.rtt_ns <= p_.max_delay_ns) {
+      // Backlogged flows (cut_from_sent_rate) deliver over the whole
+      // interval: a packet that waited at its host (under PFC) took that
+      // long too. On/off traffic (the drivers) over the RTT alone, since the
+      // flow may have had nothing to send for much of the interval.
+      const uint64_t over_ns = std::max<uint64_t>({s.rtt_ns, p_.cut_from_sent_rate ? since_ns : 0, 1});
+      rate_bps_ = std::min(rate_bps_, cwnd_bytes_ * 8e9 / static_cast<double>(over_ns)) * p_.first_cut_from_sent_factor;
     } else {
       // Software timestamps past the max delay this early are as likely the
       // hosts' scheduling as a queue (more busy-polling ranks than cores

@@ -16,7 +16,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -107,9 +106,10 @@ std::string join(const std::vector<std::string>& args) {
   return out;
 }
 
-}  // namespace
-
-Result<std::vector<std::string>> eal_args(const EalOptions& opts) {
+/// eal_args(); *preallocated: grex's own "-m huge_memory_mb" is among them
+/// (hugepages, one file per segment list, that much free at start).
+Result<std::vector<std::string>> build_args(const EalOptions& opts, bool* preallocated) {
+  *preallocated = false;
   int lcore = opts.lcore;
   if (lcore < 0) {
     int64_t env_lcore = -1;
@@ -132,11 +132,13 @@ Result<std::vector<std::string>> eal_args(const EalOptions& opts) {
     // client in zero-copy mode hand EAL's memory to its peer.
     args.insert(args.end(), {"--in-memory", "--iova-mode=va", "--single-file-segments"});
     if (opts.huge_memory_mb > 0) {
-      if (free_hugepage_mb() >= static_cast<long>(opts.huge_memory_mb))
+      if (free_hugepage_mb() >= static_cast<long>(opts.huge_memory_mb)) {
         args.insert(args.end(), {"-m", std::to_string(opts.huge_memory_mb)});
-      else
+        *preallocated = true;
+      } else {
         GREX_WARN("dpdk", "%ld MB of free hugepages, less than the %u MB asked for at start; EAL grows on demand "
                           "(memif stays in copy mode)", free_hugepage_mb(), opts.huge_memory_mb);
+      }
     }
   } else {
     args.insert(args.end(), {"--no-huge", "--no-shconf", "-m", std::to_string(opts.memory_mb)});
@@ -157,6 +159,13 @@ Result<std::vector<std::string>> eal_args(const EalOptions& opts) {
   return args;
 }
 
+}  // namespace
+
+Result<std::vector<std::string>> eal_args(const EalOptions& opts) {
+  bool preallocated = false;
+  return build_args(opts, &preallocated);
+}
+
 Result<void> eal_init(const EalOptions& opts) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_state == State::kUp) {
@@ -165,7 +174,8 @@ Result<void> eal_init(const EalOptions& opts) {
   }
   if (g_state == State::kFailed) return g_error;
 
-  auto built = eal_args(opts);
+  bool preallocated = false;
+  auto built = build_args(opts, &preallocated);
   if (!built.ok()) return std::move(built).error();
   std::vector<std::string> args = std::move(built).value();
   // rte_eal_init may permute argv; keep the strings alive in `args`.
@@ -195,18 +205,14 @@ Result<void> eal_init(const EalOptions& opts) {
   // given back) and a validator refuses any more.
   // Only grex's own "-m huge_memory_mb" (eal_args): a -m from GREX_DPDK_ARGS
   // alone caps nothing, and EAL may still grow past it as before.
-  const auto has = [&](const char* a) { return std::find(args.begin(), args.end(), a) != args.end(); };
-  const std::string mb = std::to_string(opts.huge_memory_mb);
-  bool preallocated = false;
-  for (size_t i = 0; opts.huge_memory_mb > 0 && i + 1 < args.size(); ++i)
-    preallocated = preallocated || (args[i] == "-m" && args[i + 1] == mb);
-  if (rte_eal_has_hugepages() != 0 && has("--single-file-segments") && preallocated) {
+  if (rte_eal_has_hugepages() != 0 && preallocated) {
     bool capped = true;
     for (unsigned i = 0; i < rte_socket_count(); ++i)
       capped = capped && rte_mem_alloc_validator_register("grex-no-growth", refuse_growth, rte_socket_id_by_idx(i),
                                                           size_t{opts.huge_memory_mb} << 20) == 0;
     g_shareable = capped;
-    if (!capped) GREX_WARN("dpdk", "could not cap EAL's memory (%s); memif stays in copy mode", rte_strerror(rte_errno));
+    if (!capped)
+      GREX_WARN("dpdk", "could not cap EAL's memory (%s); memif stays in copy mode", rte_strerror(rte_errno));
   }
   // With --no-shconf and --no-telemetry EAL leaves an empty runtime directory
   // (/var/run/dpdk/<prefix>); remove it so nothing is left behind.

@@ -185,8 +185,6 @@ TEST(DpdkTransport, WriteWithImmediate) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
-// Rank 1 is SIGKILLed while rank 0 sends it 64 MiB: rank 0's send fails with
-// kPeerGone once the peer was silent for give_up_ms (1 s here).
 // Both ranks send `sizes` to each other at once and check what arrives;
 // then each reports its device's counters through `seen`.
 int both_ways(Rank& r, const char* name, const std::vector<size_t>& sizes, const std::string& faults,
@@ -302,6 +300,8 @@ void peer_killed_mid_transfer(int victim, bool zero_copy) {
   EXPECT_EQ(res.codes[static_cast<size_t>(victim)], 128 + SIGKILL);
 }
 
+// Rank 1 is SIGKILLed while rank 0 sends it 64 MiB: rank 0's send fails with
+// kPeerGone once the peer was silent for give_up_ms (1 s here).
 TEST(DpdkTransport, PeerKilledMidTransfer) {
   REQUIRE_DPDK();
   peer_killed_mid_transfer(1, false);
