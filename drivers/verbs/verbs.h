@@ -17,7 +17,12 @@ namespace grex::verbs {
 ///   retry_cnt  transport retries before a send fails [GREX_IB_RETRY_CNT], default 7
 ///   inline     largest payload sent inline [GREX_IB_INLINE], default 64
 ///   srq        1: one shared receive queue for all peers [GREX_IB_SRQ], default 0
-/// Errors: kNotFound when no RDMA device (or the named one) exists.
+///   rate_limit where a congestion controller's rate is enforced [GREX_IB_RATE_LIMIT]:
+///              auto (default): software pacing, plus the NIC's per-QP rate limit
+///              where the device offers it for RC queue pairs; nic: require that
+///              (kNotSupported where it is not offered); software: never the NIC's
+/// Errors: kNotFound when no RDMA device (or the named one) exists;
+/// kNotSupported for rate_limit=nic on a device without RC packet pacing.
 Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts);
 
 }  // namespace grex::verbs

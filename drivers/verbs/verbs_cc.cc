@@ -1,12 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 // verbs congestion control: a token bucket at the controller's rate gates
-// posted bytes; RTT samples come from signalled zero-length RDMA WRITEs.
+// posted bytes, and where the NIC offers a per-QP rate limit for RC it spaces
+// each message's packets at a level just above that rate; RTT samples come
+// from signalled zero-length RDMA WRITEs.
 #include <algorithm>
+#include <cstring>
+#include <string>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "drivers/verbs/verbs_device.h"
 
 namespace grex::verbs {
+
+namespace {
+// Setting a QP's rate is a firmware command: at most this often per QP. Not
+// measured on a NIC yet; the software bucket keeps the average in between.
+constexpr uint64_t kNicRateIntervalNs = 500'000;
+}  // namespace
 
 double VerbsEndpoint::line_rate_bps() const noexcept {
   const uint64_t mbps = dev_->capabilities().link_speed_mbps;
@@ -22,9 +33,12 @@ bool VerbsEndpoint::pace_allows(uint64_t now_ns) noexcept {
     cc::use_software_timestamps(&o, dev_->vopts().cc_target_us * 1000);  // the probe's time includes CQ polling
     cc_.reset(*algo, o, cc::PathInfo{line_rate_bps(), static_cast<uint32_t>(mtu)}, now_ns);
     bucket_.reset(now_ns, 2.0 * mtu);
+    const bool nic = dev_->vopts().rate_limit != VerbsOptions::RateLimit::kSoftware;
+    nic_rate_.reset(nic ? dev_->rc_rate_limits() : cc::NicRateLimit::Range{}, line_rate_bps(), kNicRateIntervalNs);
   }
   const cc::Decision d = cc_->decision();
   cc_stats_.rate_bps = d.rate_bps;
+  if (nic_rate_.active()) set_nic_rate(d.rate_bps, now_ns);
   bool ok = bucket_.allows(now_ns, d.rate_bps, 2.0 * mtu, 10'000);
   if (ok && d.window_bytes > 0) ok = sq_bytes_ < d.window_bytes;
   if (!ok) ++cc_stats_.paced_waits;
@@ -39,12 +53,37 @@ void VerbsEndpoint::paced(uint64_t bytes, uint64_t now_ns) noexcept {
   if (algo_wants_probes() && probes_.on_send(now_ns)) probe_due_ = true;
 }
 
+void VerbsEndpoint::set_nic_rate(double rate_bps, uint64_t now_ns) noexcept {
+  const int64_t kbps = nic_rate_.next_kbps(rate_bps, now_ns);
+  if (kbps < 0) return;
+  ibv_qp_rate_limit_attr attr{};
+  attr.rate_limit = static_cast<uint32_t>(kbps);  // 0: no limit; burst and packet size: the device's defaults
+  const int rc = ibv_modify_qp_rate_limit(qp_, &attr);
+  if (rc == 0) {
+    nic_rate_.programmed(attr.rate_limit, now_ns);
+  } else {
+    nic_rate_.refused();
+    ibv_qp_rate_limit_attr off{};  // a limit below the rate must not outlive the refusal
+    if (nic_rate_.kbps() != 0 && ibv_modify_qp_rate_limit(qp_, &off) == 0) nic_rate_.programmed(0, now_ns);
+    const std::string why = dev_->name() + " refused a rate limit of " + std::to_string(kbps) + " kbit/s on the QP to rank " +
+                            std::to_string(peer()) + ": " + std::strerror(rc);
+    if (dev_->vopts().rate_limit == VerbsOptions::RateLimit::kNic) {
+      fail(Status::kLocalError, why + " (GREX_IB_RATE_LIMIT=nic)");
+    } else {
+      GREX_WARN("verbs", "%s; pacing in software alone", why.c_str());
+    }
+  }
+  cc_stats_.nic_rate_kbps = nic_rate_.kbps();
+  cc_stats_.nic_rate_updates = nic_rate_.updates();
+}
+
 void VerbsEndpoint::on_probe_done(uint64_t now_ns) noexcept {
   probe_sq_ = 0;
   if (!cc_.active() || !probes_.on_reply(probe_seq_)) return;
   // The probe completes after everything posted before it: take away the
-  // time those bytes need at line rate (as TIMELY does for its segments).
-  const double ahead_ns = static_cast<double>(probe_ahead_bytes_) * 8e9 / line_rate_bps();
+  // time those bytes need at the speed the NIC sends them, the line rate or
+  // its per-QP limit (as TIMELY does for its segments).
+  const double ahead_ns = static_cast<double>(probe_ahead_bytes_) * 8e9 / nic_rate_.send_bps();
   const double rtt = std::max(1000.0, static_cast<double>(now_ns - probe_post_ns_) - ahead_ns);
   cc_stats_.last_rtt_ns = static_cast<uint64_t>(rtt);
   ++cc_stats_.rtt_samples;

@@ -171,6 +171,13 @@ Result<void> VerbsDevice::parse_options() {
   vo_.cc = GREX_TRY(detail::param_cc(opts_));
   vo_.cc_target_us =
       static_cast<uint64_t>(GREX_TRY(detail::param_int(opts_, "cc_target_us", "GREX_CC_TARGET_US", 1, 100'000, 13)));
+  if (auto v = detail::param(opts_, "rate_limit", "GREX_IB_RATE_LIMIT"); !v.empty()) {
+    if (v == "auto") vo_.rate_limit = VerbsOptions::RateLimit::kAuto;
+    else if (v == "nic") vo_.rate_limit = VerbsOptions::RateLimit::kNic;
+    else if (v == "software") vo_.rate_limit = VerbsOptions::RateLimit::kSoftware;
+    else
+      return Error(Errc::kInvalidArgument, "GREX_IB_RATE_LIMIT='" + v + "' is not one of auto, nic, software");
+  }
   if (auto v = detail::param(opts_, "ip", "GREX_IB_IP"); !v.empty()) {
     in_addr a;
     if (inet_pton(AF_INET, v.c_str(), &a) != 1)
@@ -222,7 +229,14 @@ Result<void> VerbsDevice::pick_device() {
         .hint("bring its network device up (ip link set DEV up)");
   if (ibv_query_device(ctx_, &dev_attr_) != 0)
     return Error::from_errno("ibv_query_device", errno).device(caps_.device_name);
+  ibv_device_attr_ex ex{};  // packet pacing; providers without the extended query leave it zero
+  if (ibv_query_device_ex(ctx_, nullptr, &ex) == 0) pacing_caps_ = ex.packet_pacing_caps;
   return ok();
+}
+
+cc::NicRateLimit::Range VerbsDevice::rc_rate_limits() const noexcept {
+  if ((pacing_caps_.supported_qpts & (1u << IBV_QPT_RC)) == 0) return {};
+  return {pacing_caps_.qp_rate_limit_min, pacing_caps_.qp_rate_limit_max};
 }
 
 // The IPv4 address rdma_cm binds to selects the GID: take it from the chosen
@@ -248,6 +262,13 @@ Result<void> VerbsDevice::pick_address() {
 Result<void> VerbsDevice::init() {
   GREX_TRY(parse_options());
   GREX_TRY(pick_device());
+  if (vo_.rate_limit == VerbsOptions::RateLimit::kNic && rc_rate_limits().max_kbps == 0)
+    return Error(Errc::kNotSupported,
+                 name() + " offers no per-QP rate limit for RC queue pairs (packet pacing: up to " +
+                     std::to_string(pacing_caps_.qp_rate_limit_max) + " kbit/s, queue pair type mask " +
+                     std::to_string(pacing_caps_.supported_qpts) + ")")
+        .device(name())
+        .hint("GREX_IB_RATE_LIMIT=auto paces in software where the NIC cannot");
   GREX_TRY(pick_address());
   pd_ = ibv_alloc_pd(ctx_);
   if (pd_ == nullptr) return Error::from_errno("ibv_alloc_pd", errno).device(name());
@@ -365,9 +386,10 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
           {"cm_events", stats.cm_events.get()},     {"cq_events", stats.cq_events.get()},
           {"dmabuf_supported", dmabuf_ ? 1u : 0u},
           {"gpu_dmabuf_regs", stats.gpu_dmabuf_regs.get()}, {"gpu_peermem_regs", stats.gpu_peermem_regs.get()},
-          {"gid_index", static_cast<uint64_t>(vo_.gid_index)}};
+          {"gid_index", static_cast<uint64_t>(vo_.gid_index)},
+          {"nic_rate_limit_max_kbps", rc_rate_limits().max_kbps}};
   if (vo_.cc != nullptr) {  // congestion control, summed over the QPs (the rate: the lowest)
-    uint64_t probes = 0, samples = 0, waits = 0, last_rtt = 0;
+    uint64_t probes = 0, samples = 0, waits = 0, last_rtt = 0, nic_updates = 0;
     double rate = 0;
     for (const VerbsEndpoint* ep : eps_) {
       if (ep == nullptr) continue;
@@ -375,18 +397,21 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
       probes += s.probes_sent;
       samples += s.rtt_samples;
       waits += s.paced_waits;
+      nic_updates += s.nic_rate_updates;
       if (s.rtt_samples > 0) last_rtt = s.last_rtt_ns;
       if (s.rate_bps > 0 && (rate == 0 || s.rate_bps < rate)) rate = s.rate_bps;
     }
     c.insert(c.end(), {{"probes_sent", probes}, {"rtt_samples", samples}, {"last_rtt_ns", last_rtt},
-                       {"paced_waits", waits}, {"cc_min_rate_kbps", static_cast<uint64_t>(rate / 1e3)}});
+                       {"paced_waits", waits}, {"cc_min_rate_kbps", static_cast<uint64_t>(rate / 1e3)},
+                       {"nic_rate_updates", nic_updates}});
     for (const VerbsEndpoint* ep : eps_) {  // per QP: "peer.<rank>.<name>"
       if (ep == nullptr) continue;
       const auto& s = ep->cc_stats();
       const std::string p = "peer." + std::to_string(ep->peer()) + ".";
       c.insert(c.end(), {{p + "probes_sent", s.probes_sent}, {p + "rtt_samples", s.rtt_samples},
                          {p + "last_rtt_ns", s.last_rtt_ns}, {p + "paced_waits", s.paced_waits},
-                         {p + "cc_rate_kbps", static_cast<uint64_t>(s.rate_bps / 1e3)}});
+                         {p + "cc_rate_kbps", static_cast<uint64_t>(s.rate_bps / 1e3)},
+                         {p + "nic_rate_kbps", s.nic_rate_kbps}});
     }
   }
   return c;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "congestion/cc.h"
+#include "congestion/nic_rate.h"
 #include "core/counters.h"
 
 namespace grex::verbs {
@@ -48,6 +49,10 @@ struct VerbsOptions {
   bool srq = false;
   const cc::Algorithm* cc = nullptr;  // congestion control per QP; nullptr: none (the NIC's own)
   uint64_t cc_target_us = 13;         // RTTCC's target (RTT of a zero-length RDMA WRITE)
+  // Where the controller's rate is enforced: the NIC's per-QP rate limit
+  // beside the software pacer where the device offers it for RC (kAuto),
+  // required (kNic: opening fails where it is not offered), or never.
+  enum class RateLimit { kAuto, kNic, kSoftware } rate_limit = RateLimit::kAuto;
 };
 
 /// The control message every SEND carries (little-endian on the wire;
@@ -103,6 +108,8 @@ class VerbsEndpoint final : public Endpoint {
   struct CcStats {
     uint64_t probes_sent = 0, rtt_samples = 0, last_rtt_ns = 0, paced_waits = 0;
     double rate_bps = 0;
+    uint32_t nic_rate_kbps = 0;  // the NIC's limit on this QP (0: none)
+    uint64_t nic_rate_updates = 0;
   };
   const CcStats& cc_stats() const noexcept { return cc_stats_; }
 
@@ -143,6 +150,7 @@ class VerbsEndpoint final : public Endpoint {
   bool pace_allows(uint64_t now_ns) noexcept;
   double line_rate_bps() const noexcept;  // the port's, else 100 Gbit/s
   void paced(uint64_t bytes, uint64_t now_ns) noexcept;
+  void set_nic_rate(double rate_bps, uint64_t now_ns) noexcept;
   bool append_probe(PostList& pl) noexcept;
   void on_probe_done(uint64_t now_ns) noexcept;
   bool algo_wants_probes() const noexcept { return cc_.active() && cc_.algorithm().wants_rtt_probes; }
@@ -150,6 +158,7 @@ class VerbsEndpoint final : public Endpoint {
   cc::ProbeScheduler probes_;
   CcStats cc_stats_;
   cc::TokenBucket bucket_;
+  cc::NicRateLimit nic_rate_;
   uint64_t probe_sq_ = 0;        // send-queue position of the outstanding probe (0: none)
   uint64_t probe_post_ns_ = 0;
   uint64_t probe_ahead_bytes_ = 0;
@@ -228,6 +237,8 @@ class VerbsDevice final : public Device {
   Result<std::unique_ptr<MemoryRegion>> register_dmabuf(int fd, uint64_t offset, size_t len, void* va,
                                                         MemoryDomain domain);
   bool dmabuf_supported() const noexcept { return dmabuf_; }
+  /// The NIC's per-QP rate limits for RC queue pairs (max_kbps 0: not offered).
+  cc::NicRateLimit::Range rc_rate_limits() const noexcept;
 
   struct Stats {
     Counter wr_posted, wc_polled, sends, recvs, writes, remote_writes, bytes_sent, bytes_received, adverts,
@@ -263,6 +274,7 @@ class VerbsDevice final : public Device {
   uint16_t listen_port_ = 0;
   ibv_port_attr port_attr_{};
   ibv_device_attr dev_attr_{};
+  ibv_packet_pacing_caps pacing_caps_{};  // from ibv_query_device_ex (zero where not offered)
   bool dmabuf_ = false;
   std::vector<VerbsEndpoint*> eps_;                   // by endpoint id (never reused)
   std::unordered_map<uint32_t, VerbsEndpoint*> qps_;  // qp_num -> endpoint

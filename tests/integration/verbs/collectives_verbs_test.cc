@@ -136,6 +136,10 @@ TEST_P(VerbsAllreduce, PacedByRttcc) {
       RANK_CHECK(probes > 0);
       RANK_CHECK(samples > 0);
       RANK_CHECK(rate > 0);
+      // The NIC's per-QP limit is set where it is offered for RC, never elsewhere.
+      const uint64_t nic_updates = device_counter(*c, "nic_rate_updates");
+      if (device_counter(*c, "nic_rate_limit_max_kbps") == 0) RANK_CHECK(nic_updates == 0);
+      else RANK_CHECK(nic_updates > 0);
     }
     return 0;
   }, 300);

@@ -3,7 +3,8 @@
 // only: sizes 0 B .. 64 MiB, 500 messages in flight on 4 tags (FIFO per tag),
 // truncation, write-with-immediate (then an out-of-range write, last: on RC it
 // leaves the queue pair in the error state), a peer killed mid-transfer,
-// capabilities and counters, a CUDA registration on a host without CUDA.
+// capabilities and counters, the NIC's per-QP rate limit only where offered,
+// a CUDA registration on a host without CUDA.
 // Payloads are checked by checksum. Runs on any RDMA device; in CI under
 // tests/scripts/softroce.sh (Soft-RoCE in a qemu VM under TCG, ~100 MB/s, so
 // the volumes stay small). Skips, saying why, without rdma-core or a device.
@@ -15,6 +16,10 @@
 #include <vector>
 
 #include "verbs_env.h"
+
+#ifdef GREX_HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
 
 namespace grex::test {
 namespace {
@@ -424,6 +429,69 @@ TEST(VerbsTransport, CapabilitiesAndCounters) {
     return 0;
   }, 60);
   EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+#ifdef GREX_HAVE_VERBS
+// The device's packet pacing for RC queue pairs, asked of rdma-core directly:
+// the per-QP rate limit's maximum in kbit/s, 0 where it is not offered.
+uint32_t rc_pacing_max_kbps(const std::string& device) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  uint32_t max = 0;
+  for (int i = 0; i < n; ++i) {
+    if (device != ibv_get_device_name(list[i])) continue;
+    if (ibv_context* ctx = ibv_open_device(list[i])) {
+      ibv_device_attr_ex ex{};
+      if (ibv_query_device_ex(ctx, nullptr, &ex) == 0 &&
+          (ex.packet_pacing_caps.supported_qpts & (1u << IBV_QPT_RC)) != 0)
+        max = ex.packet_pacing_caps.qp_rate_limit_max;
+      ibv_close_device(ctx);
+    }
+  }
+  ibv_free_device_list(list);
+  return max;
+}
+#endif
+
+// GREX_IB_RATE_LIMIT: "nic" opens only where the device offers a per-QP rate
+// limit for RC (Soft-RoCE offers none; neither does upstream mlx5, which
+// offers it for raw packet QPs), and otherwise fails at once saying so; the
+// counter nic_rate_limit_max_kbps reports what is offered; a word that is not
+// a mode is an error.
+TEST(VerbsTransport, NicRateLimitOnlyWhereOffered) {
+  REQUIRE_VERBS();
+  if (!testing_verbs()) GTEST_SKIP() << "verbs rate limits";
+#ifdef GREX_HAVE_VERBS
+  auto res = run_ranks(1, [](Rank& r) -> int {
+    DeviceOptions o = verbs_options();
+    o.job_id = "vrate-" + std::to_string(::getpid());
+    o.rank = r.rank;
+    auto d = Device::open(o);
+    RANK_OK(d);
+    const uint32_t offered = rc_pacing_max_kbps((*d)->capabilities().device_name);
+    uint64_t reported = ~0ull;
+    for (auto& [k, v] : (*d)->counters())
+      if (k == "nic_rate_limit_max_kbps") reported = v;
+    std::fprintf(stderr, "%s: RC packet pacing up to %u kbit/s\n", (*d)->capabilities().device_name.c_str(), offered);
+    RANK_CHECK(reported == offered);
+    if (under_softroce()) RANK_CHECK(offered == 0);
+    d->reset();
+    o.params["rate_limit"] = "nic";
+    auto nic = Device::open(o);
+    if (offered > 0) {
+      RANK_OK(nic);
+    } else {
+      RANK_CHECK(!nic.ok());
+      RANK_CHECK(nic.error().code() == Errc::kNotSupported);
+      RANK_CHECK(nic.error().message().find("no per-QP rate limit for RC") != std::string::npos);
+    }
+    o.params["rate_limit"] = "hardware";
+    auto bad = Device::open(o);
+    RANK_CHECK(!bad.ok() && bad.error().code() == Errc::kInvalidArgument);
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+#endif
 }
 
 // A host pointer registered as MemoryDomain::kCudaDevice (on a host without
