@@ -139,6 +139,22 @@ struct RttccParams {
   /// next sample, and a flow whose share is under a packet per RTT keeps
   /// one packet in flight. 0: no window.
   double window_targets = 2;
+  /// ztr: a rare sampler (samples at least rare_sample_rtts RTTs apart),
+  /// past its first congestion, whose RTT and previous RTT are both within
+  /// the max delay, takes one linear rule in place of the cut, the hold and
+  /// the projection: rate x (1 - linear_gain ((RTT - aim) + (RTT - previous
+  /// RTT)) / interval), within [min_change, max_change], a proportional
+  /// term on the queue and a derivative one on its trend. The aim is the
+  /// target + linear_aim_interval_fraction x the interval: the queue swings
+  /// by about what 16 k flows add between two samples, so the level that
+  /// keeps it from running empty grows with the interval. The usual
+  /// increase (AI, hyper-increase, time term) applies as well once
+  /// linear_calm_run samples in a row called for an increase, or at an RTT
+  /// within the base target (an empty queue). 0: off (the drivers, whose
+  /// intervals include idle spells).
+  double linear_gain = 1;
+  double linear_aim_interval_fraction = 0.014;
+  uint32_t linear_calm_run = 5;
 };
 
 /// The DCQCN parameter sets.
@@ -258,7 +274,7 @@ class Controller {
 };
 
 /// Bytes every algorithm's state must fit in (checked at build time).
-inline constexpr size_t kStateBytes = 320;
+inline constexpr size_t kStateBytes = 384;
 
 /// A registered algorithm.
 struct Algorithm {
@@ -390,13 +406,15 @@ class TokenBucket {
 /// the smallest RTT seen (host polling jitter is in every sample), the max
 /// delay at least 4 targets, and cuts start from the allowed rate (collectives
 /// are on/off traffic: an idle gap must not read as a low sending rate), so
-/// past the max delay they cut with gain 0.5 instead of 0.25.
+/// past the max delay they cut with gain 0.5 instead of 0.25, and rare
+/// samplers keep the cut and hold rules instead of the linear one.
 inline void use_software_timestamps(RttccParams* p, uint64_t target_ns) noexcept {
   p->target_delay_ns = target_ns;
   p->max_delay_ns = p->max_delay_ns > 4 * target_ns ? p->max_delay_ns : 4 * target_ns;
   p->min_rtt_target_factor = 1.25;
   p->cut_from_sent_rate = false;
   p->severe_decrease_gain = 0.5;
+  p->linear_gain = 0;  // its aim grows with the sample interval, which idle spells stretch
 }
 
 /// The same for both RTTCC sets: the template's base RTT is `target_ns` too.

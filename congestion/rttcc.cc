@@ -35,6 +35,12 @@
 //     congested sample the rate becomes what the window delivered x 0.8;
 //     after it, bytes in flight stay within 2 targets' worth of the rate
 //     (at least one packet);
+//   rare samplers (samples >= 4 RTTs apart) past their first congestion,
+//   with this RTT and the previous one within the max delay, take one
+//   linear rule instead of the cut, the hold and the projection:
+//     rate *= 1 - g ((rtt - aim) + (rtt - prev rtt)) / interval, within
+//     [min_change, max_change], aim = target + 0.014 x interval (g 1; off
+//     on the drivers), plus the usual increase after 5 increases in a row;
 //   Every increase is bounded above by max_change (x1.06) per update or
 //   + k x 0.6e-6 of line rate per ms since the previous sample for the
 //   k-th calm sample in a row, whichever is larger (the second lets a flow
@@ -145,35 +151,24 @@ class Rttcc final : public Controller {
       slow_start(s, congested, since_ns);
       return;
     }
+    const bool rare = p_.rare_sample_rtts > 0 &&
+                      static_cast<double>(since_ns) >= p_.rare_sample_rtts * static_cast<double>(s.rtt_ns);
+    if (rare && p_.linear_gain > 0 && congested_ && !was_cnp_ && !was_nack_ && prev_rtt_ns > 0 &&
+        s.rtt_ns <= p_.max_delay_ns && prev_rtt_ns <= p_.max_delay_ns) {
+      linear_update(s, sent_bps, since_ns, prev_rtt_ns, target);
+      return;
+    }
     // A rare sampler (a packet per several ms) learns of an emptied queue an
     // interval late: if the RTT, falling as fast as since the previous
     // sample, would reach the target by the next one, the flow grows now.
     // (rtt - (prev - rtt) <= target.)
-    if (congested && !was_cnp_ && !was_nack_ && p_.rare_sample_rtts > 0 && s.rtt_ns < prev_rtt_ns &&
-        static_cast<double>(since_ns) >= p_.rare_sample_rtts * static_cast<double>(s.rtt_ns) &&
-        2 * s.rtt_ns <= target + prev_rtt_ns)
+    if (congested && !was_cnp_ && !was_nack_ && rare && s.rtt_ns < prev_rtt_ns && 2 * s.rtt_ns <= target + prev_rtt_ns)
       congested = false;
     if (!congested) {
-      double next = rate_bps_ + p_.ai_fraction * line_bps_;
-      if (now - last_calm_ns_ >= p_.hyper_increase_period_ns && now - last_hyper_ns_ >= p_.hyper_increase_period_ns) {
-        // Hyper-increase: the k-th consecutive calm period adds k steps, so
-        // a flow near its share probes gently and one far below climbs fast.
-        ++hyper_steps_;
-        next += hyper_steps_ * p_.hai_fraction * line_bps_;
-        last_hyper_ns_ = now;
-      }
-      // The time term grows with the run of calm samples (the k-th calm
-      // period in a row allows k times it): a rare sampler near its share
-      // creeps up, so the queue its 16 k peers build between samples stays
-      // short, while one that keeps finding the queue empty (after a drain)
-      // climbs back within a few samples.
-      const double calm_run = std::max<double>(1, hyper_steps_);
-      const double cap = std::max(rate_bps_ * p_.max_change,
-                                  rate_bps_ + calm_run * p_.time_increase_fraction_per_ms * line_bps_ *
-                                                  static_cast<double>(since_ns) / 1e6);
-      rate_bps_ = std::min(next, cap);
+      rate_bps_ = calm_increase(now, since_ns);
       return;
     }
+    calm_run_ = 0;
     last_calm_ns_ = now;
     hyper_steps_ = 0;
     const double base = base_for_decrease(sent_bps);
@@ -213,6 +208,51 @@ class Rttcc final : public Controller {
     factor = std::clamp(factor, floor, 1.0);
     rate_bps_ = base * factor;
     last_decrease_ns_ = now;
+  }
+
+  // The increase of a calm sample: AI, the hyper-increase after each calm
+  // period, within max_change or the time term, whichever allows more.
+  double calm_increase(uint64_t now, uint64_t since_ns) noexcept {
+    double next = rate_bps_ + p_.ai_fraction * line_bps_;
+    if (now - last_calm_ns_ >= p_.hyper_increase_period_ns && now - last_hyper_ns_ >= p_.hyper_increase_period_ns) {
+      // Hyper-increase: the k-th consecutive calm period adds k steps, so
+      // a flow near its share probes gently and one far below climbs fast.
+      ++hyper_steps_;
+      next += hyper_steps_ * p_.hai_fraction * line_bps_;
+      last_hyper_ns_ = now;
+    }
+    // The time term grows with the run of calm samples (the k-th calm
+    // period in a row allows k times it): a rare sampler near its share
+    // creeps up, so the queue its 16 k peers build between samples stays
+    // short, while one that keeps finding the queue empty (after a drain)
+    // climbs back within a few samples.
+    const double calm_run = std::max<double>(1, hyper_steps_);
+    const double cap = std::max(rate_bps_ * p_.max_change,
+                                rate_bps_ + calm_run * p_.time_increase_fraction_per_ms * line_bps_ *
+                                                static_cast<double>(since_ns) / 1e6);
+    return std::min(next, cap);
+  }
+
+  void linear_update(const RttSample& s, double sent_bps, uint64_t since_ns, uint64_t prev_rtt_ns,
+                     uint64_t target) noexcept {
+    const uint64_t now = s.now_ns;
+    const double rtt = static_cast<double>(s.rtt_ns);
+    const double aim = static_cast<double>(target) + p_.linear_aim_interval_fraction * static_cast<double>(since_ns);
+    const double err = (rtt - aim) + (rtt - static_cast<double>(prev_rtt_ns));
+    const double f = 1 - p_.linear_gain * err / static_cast<double>(std::max<uint64_t>(since_ns, 1));
+    if (f < 1) {
+      calm_run_ = 0;
+      hyper_steps_ = 0;
+      last_calm_ns_ = now;
+      last_decrease_ns_ = now;
+      rate_bps_ = base_for_decrease(sent_bps) * std::max(f, p_.min_change);
+      return;
+    }
+    ++calm_run_;
+    double next = rate_bps_ * std::min(f, p_.max_change);
+    if (calm_run_ >= p_.linear_calm_run || s.rtt_ns <= p_.target_delay_ns)
+      next = std::max(next, calm_increase(now, since_ns));
+    rate_bps_ = next;
   }
 
   // Slow start: the window doubles per calm sample. At the first congested
@@ -262,6 +302,7 @@ class Rttcc final : public Controller {
   bool was_nack_ = false;
   bool congested_ = false;  // ztr: the flow has met congestion (its first one halves)
   uint32_t hyper_steps_ = 0;  // consecutive hyper-increase periods
+  uint32_t calm_run_ = 0;     // linear rule: samples in a row that called for an increase
   uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)
   uint64_t prev_rtt_ns_ = 0;  // ztr: the previous sample's RTT
   uint64_t target_ns_ = 0;    // ztr: the target of the latest sample (0: none yet)
