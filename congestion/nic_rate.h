@@ -50,13 +50,13 @@ class NicRateLimit {
   int64_t next_kbps(double rate_bps, uint64_t now_ns) const noexcept {
     if (!active()) return -1;
     const uint32_t want = level_kbps(rate_bps);
-    if (set_ && want == kbps_) return -1;
+    if (want == kbps_) return -1;  // including no limit on a queue never limited
     if (set_ && now_ns - at_ns_ < min_interval_ns_) return -1;
     if (set_) {
-      const double rate_kbps = rate_bps / 1e3;
-      const bool holds_back = kbps_ != 0 && static_cast<double>(kbps_) < rate_kbps;
-      const bool too_loose = want != 0 && (kbps_ == 0 || static_cast<double>(kbps_) >
-                                                             rate_kbps * std::exp2(double(kSlackLevels) / kLevelsPerOctave));
+      const double rate_kbps = rate_bps / 1e3, now = static_cast<double>(kbps_);
+      const double slack = std::exp2(static_cast<double>(kSlackLevels) / kLevelsPerOctave);
+      const bool holds_back = kbps_ != 0 && now < rate_kbps;
+      const bool too_loose = want != 0 && (kbps_ == 0 || now > rate_kbps * slack);
       if (!holds_back && !too_loose) return -1;
     }
     return want;

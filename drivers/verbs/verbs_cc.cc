@@ -65,8 +65,8 @@ void VerbsEndpoint::set_nic_rate(double rate_bps, uint64_t now_ns) noexcept {
     nic_rate_.refused();
     ibv_qp_rate_limit_attr off{};  // a limit below the rate must not outlive the refusal
     if (nic_rate_.kbps() != 0 && ibv_modify_qp_rate_limit(qp_, &off) == 0) nic_rate_.programmed(0, now_ns);
-    const std::string why = dev_->name() + " refused a rate limit of " + std::to_string(kbps) + " kbit/s on the QP to rank " +
-                            std::to_string(peer()) + ": " + std::strerror(rc);
+    const std::string why = dev_->name() + " refused a rate limit of " + std::to_string(kbps) +
+                            " kbit/s on the QP to rank " + std::to_string(peer()) + ": " + std::strerror(rc);
     if (dev_->vopts().rate_limit == VerbsOptions::RateLimit::kNic) {
       fail(Status::kLocalError, why + " (GREX_IB_RATE_LIMIT=nic)");
     } else {

@@ -53,10 +53,16 @@ TEST(NicRateLimit, RatesShareAFewLevels) {
 
 TEST(NicRateLimit, NearTheLineOrPastTheNicsMaximumMeansNoLimit) {
   NicRateLimit n = offered(1'000, 50'000'000);
-  EXPECT_EQ(n.next_kbps(kLine, 0), 0);
-  EXPECT_EQ(n.next_kbps(98e9, 0), 0);   // its level is past the line
-  EXPECT_EQ(n.next_kbps(60e9, 0), 0);   // past what the NIC can limit to
-  EXPECT_GT(n.next_kbps(40e9, 0), 0);
+  EXPECT_EQ(n.level_kbps(kLine), 0u);
+  EXPECT_EQ(n.level_kbps(98e9), 0u);  // its level is past the line
+  EXPECT_EQ(n.level_kbps(60e9), 0u);  // past what the NIC can limit to
+  EXPECT_GT(n.level_kbps(40e9), 0u);
+  // A queue never limited is not told "no limit" (a firmware command for nothing).
+  EXPECT_EQ(n.next_kbps(kLine, 0), -1);
+  const int64_t k = n.next_kbps(40e9, 0);
+  ASSERT_GT(k, 0);
+  n.programmed(static_cast<uint32_t>(k), 0);
+  EXPECT_EQ(n.next_kbps(kLine, kInterval), 0);  // once limited, it is lifted
 }
 
 TEST(NicRateLimit, BelowTheNicsMinimumTakesTheMinimum) {
