@@ -123,34 +123,41 @@ inline T apply(T x, T y) {
   }
 }
 
+// Element i of a buffer that need not be aligned to its type (a user's
+// buffer may start at any byte): copied, never dereferenced as T, which
+// compiles to the same plain moves and vector loops.
+template <class T>
+inline T load(const void* p, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const unsigned char*>(p) + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <class T>
+inline void store(void* p, size_t i, T v) {
+  std::memcpy(static_cast<unsigned char*>(p) + i * sizeof(T), &v, sizeof(T));
+}
+
 template <class T, Op op>
-void native(void* dv, const void* av, const void* bv, size_t n) {
-  auto* d = static_cast<T*>(dv);
-  const auto* a = static_cast<const T*>(av);
-  const auto* b = static_cast<const T*>(bv);
-  for (size_t i = 0; i < n; ++i) d[i] = apply<op>(a[i], b[i]);
+void native(void* d, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) store<T>(d, i, apply<op>(load<T>(a, i), load<T>(b, i)));
 }
 
 template <float (*Widen)(uint16_t) noexcept, uint16_t (*Narrow)(float) noexcept, Op op>
-void half(void* dv, const void* av, const void* bv, size_t n) {
-  auto* d = static_cast<uint16_t*>(dv);
-  const auto* a = static_cast<const uint16_t*>(av);
-  const auto* b = static_cast<const uint16_t*>(bv);
-  for (size_t i = 0; i < n; ++i) d[i] = Narrow(apply<op>(Widen(a[i]), Widen(b[i])));
+void half(void* d, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    store<uint16_t>(d, i, Narrow(apply<op>(Widen(load<uint16_t>(a, i)), Widen(load<uint16_t>(b, i)))));
 }
 
 template <class T>
-void scale_native(void* pv, size_t n, int group) {
-  auto* p = static_cast<T*>(pv);
+void scale_native(void* p, size_t n, int group) {
   T inv = T{1} / static_cast<T>(group);
-  for (size_t i = 0; i < n; ++i) p[i] *= inv;
+  for (size_t i = 0; i < n; ++i) store<T>(p, i, load<T>(p, i) * inv);
 }
 
 template <float (*Widen)(uint16_t) noexcept, uint16_t (*Narrow)(float) noexcept>
-void scale_half(void* pv, size_t n, int group) {
-  auto* p = static_cast<uint16_t*>(pv);
+void scale_half(void* p, size_t n, int group) {
   float inv = 1.0f / static_cast<float>(group);
-  for (size_t i = 0; i < n; ++i) p[i] = Narrow(Widen(p[i]) * inv);
+  for (size_t i = 0; i < n; ++i) store<uint16_t>(p, i, Narrow(Widen(load<uint16_t>(p, i)) * inv));
 }
 
 #define GREX_SCALAR_ROW(...) {__VA_ARGS__<Op::kSum>, __VA_ARGS__<Op::kProd>, __VA_ARGS__<Op::kMin>, __VA_ARGS__<Op::kMax>}
@@ -224,9 +231,8 @@ const Kernels& kernels(SimdLevel level) noexcept {
 }
 
 template <class T>
-void divide(void* pv, size_t n, int group) {
-  auto* p = static_cast<T*>(pv);
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / group);
+void divide(void* p, size_t n, int group) {
+  for (size_t i = 0; i < n; ++i) scalar::store<T>(p, i, static_cast<T>(scalar::load<T>(p, i) / group));
 }
 
 }  // namespace

@@ -163,7 +163,7 @@ TEST_P(Algos, EveryOtherCollective) {
         for (size_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(1000 * r.rank + static_cast<int>(i));
         int32_t* src = mine.data();
         if (in_place) {
-          std::memcpy(all.data() + static_cast<size_t>(r.rank) * count, mine.data(), count * 4);
+          if (count > 0) std::memcpy(all.data() + static_cast<size_t>(r.rank) * count, mine.data(), count * 4);
           src = all.data() + static_cast<size_t>(r.rank) * count;
         }
         RANK_OK(c->allgather(src, all.data(), count, DataType::kInt32));
