@@ -21,6 +21,8 @@ start=$(date +%s)
 dir=$(bash "$root/tests/scripts/build.sh" "${sanitize[@]}")
 echo "run-tests: built in $(( $(date +%s) - start )) s ($dir)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+# UndefinedBehaviorSanitizer only prints by default: make a finding fail its test.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 set +e
 meson test -C "$dir" --print-errorlogs --num-processes 1 "${suites[@]}" > "$dir/meson-test.out" 2>&1
 rc=$?
