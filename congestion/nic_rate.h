@@ -49,9 +49,9 @@ class NicRateLimit {
   /// (0: no limit), or -1 to leave the one programmed.
   int64_t next_kbps(double rate_bps, uint64_t now_ns) const noexcept {
     if (!active()) return -1;
+    if (set_ && now_ns - at_ns_ < min_interval_ns_) return -1;  // first: this runs per post
     const uint32_t want = level_kbps(rate_bps);
     if (want == kbps_) return -1;  // including no limit on a queue never limited
-    if (set_ && now_ns - at_ns_ < min_interval_ns_) return -1;
     if (set_) {
       const double rate_kbps = rate_bps / 1e3, now = static_cast<double>(kbps_);
       const double slack = std::exp2(static_cast<double>(kSlackLevels) / kLevelsPerOctave);

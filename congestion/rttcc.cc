@@ -168,9 +168,7 @@ class Rttcc final : public Controller {
       rate_bps_ = calm_increase(now, since_ns);
       return;
     }
-    calm_run_ = 0;
-    last_calm_ns_ = now;
-    hyper_steps_ = 0;
+    end_calm_run(now);
     const double base = base_for_decrease(sent_bps);
     if (!congested_) {  // first congestion: halve at once (from the allowance)
       congested_ = true;
@@ -210,6 +208,13 @@ class Rttcc final : public Controller {
     last_decrease_ns_ = now;
   }
 
+  // A congested sample ends the runs the increases escalate with.
+  void end_calm_run(uint64_t now) noexcept {
+    calm_run_ = 0;
+    hyper_steps_ = 0;
+    last_calm_ns_ = now;
+  }
+
   // The increase of a calm sample: AI, the hyper-increase after each calm
   // period, within max_change or the time term, whichever allows more.
   double calm_increase(uint64_t now, uint64_t since_ns) noexcept {
@@ -241,9 +246,7 @@ class Rttcc final : public Controller {
     const double err = (rtt - aim) + (rtt - static_cast<double>(prev_rtt_ns));
     const double f = 1 - p_.linear_gain * err / static_cast<double>(std::max<uint64_t>(since_ns, 1));
     if (f < 1) {
-      calm_run_ = 0;
-      hyper_steps_ = 0;
-      last_calm_ns_ = now;
+      end_calm_run(now);
       last_decrease_ns_ = now;
       rate_bps_ = base_for_decrease(sent_bps) * std::max(f, p_.min_change);
       return;
@@ -286,8 +289,7 @@ class Rttcc final : public Controller {
     }
     cwnd_bytes_ = 0;
     congested_ = true;
-    hyper_steps_ = 0;
-    last_calm_ns_ = now;
+    end_calm_run(now);
     last_decrease_ns_ = now;
   }
 

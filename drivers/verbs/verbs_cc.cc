@@ -73,8 +73,6 @@ void VerbsEndpoint::set_nic_rate(double rate_bps, uint64_t now_ns) noexcept {
       GREX_WARN("verbs", "%s; pacing in software alone", why.c_str());
     }
   }
-  cc_stats_.nic_rate_kbps = nic_rate_.kbps();
-  cc_stats_.nic_rate_updates = nic_rate_.updates();
 }
 
 void VerbsEndpoint::on_probe_done(uint64_t now_ns) noexcept {

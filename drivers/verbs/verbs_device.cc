@@ -397,7 +397,7 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
       probes += s.probes_sent;
       samples += s.rtt_samples;
       waits += s.paced_waits;
-      nic_updates += s.nic_rate_updates;
+      nic_updates += ep->nic_rate().updates();
       if (s.rtt_samples > 0) last_rtt = s.last_rtt_ns;
       if (s.rate_bps > 0 && (rate == 0 || s.rate_bps < rate)) rate = s.rate_bps;
     }
@@ -411,7 +411,7 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
       c.insert(c.end(), {{p + "probes_sent", s.probes_sent}, {p + "rtt_samples", s.rtt_samples},
                          {p + "last_rtt_ns", s.last_rtt_ns}, {p + "paced_waits", s.paced_waits},
                          {p + "cc_rate_kbps", static_cast<uint64_t>(s.rate_bps / 1e3)},
-                         {p + "nic_rate_kbps", s.nic_rate_kbps}});
+                         {p + "nic_rate_kbps", ep->nic_rate().kbps()}});
     }
   }
   return c;

@@ -108,10 +108,9 @@ class VerbsEndpoint final : public Endpoint {
   struct CcStats {
     uint64_t probes_sent = 0, rtt_samples = 0, last_rtt_ns = 0, paced_waits = 0;
     double rate_bps = 0;
-    uint32_t nic_rate_kbps = 0;  // the NIC's limit on this QP (0: none)
-    uint64_t nic_rate_updates = 0;
   };
   const CcStats& cc_stats() const noexcept { return cc_stats_; }
+  const cc::NicRateLimit& nic_rate() const noexcept { return nic_rate_; }  // the NIC's limit on this QP
 
  private:
   friend class VerbsDevice;
