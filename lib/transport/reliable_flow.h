@@ -36,6 +36,9 @@
 #include <vector>
 
 #include "congestion/cc.h"
+#include "core/ring.h"
+#include "transport/pacer.h"
+#include "transport/tag_fifo.h"
 #include "transport/wire.h"
 
 namespace grex::reliable {
@@ -181,6 +184,8 @@ class Flow {
 
   // tx side (reliable_tx.cc)
   void match_sends() noexcept;
+  void take_send(const SendRequest& s) noexcept;
+  void take_advert(const Advert& a) noexcept;
   bool next_data(TxPacket* p, uint64_t now_ns) noexcept;
   void fill_data(TxPacket* p, uint32_t psn, uint64_t now_ns) noexcept;
   void on_ack(const wire::Header& h, bool is_dup_candidate, uint64_t now_ns) noexcept;
@@ -211,12 +216,13 @@ class Flow {
   int abort_culprit_ = -1;
 
   // tx
-  std::vector<SendRequest> sends_;  // posted, unmatched (ring)
-  size_t sends_head_ = 0, sends_n_ = 0;
-  std::vector<WriteRequest> writes_;
-  size_t writes_head_ = 0, writes_n_ = 0;
-  std::vector<Advert> adverts_;  // from the peer, unmatched, in ordinal order (ring)
-  size_t adverts_head_ = 0, adverts_n_ = 0;
+  struct Matched {  // a send and the advert it takes, waiting for a message entry
+    SendRequest send;
+    Advert advert;
+  };
+  TagFifo<SendRequest> sends_;  // posted, unmatched, per tag
+  TagFifo<Advert> adverts_;     // from the peer, unmatched, per tag in ordinal order
+  Ring<Matched> matched_;       // matched in order, not yet in txmsgs_
   std::vector<Advert> early_;    // adverts that overtook an earlier one, by ordinal
   uint64_t advert_expected_ = 0; // next ordinal to admit
   uint64_t next_advert_ordinal_ = 0;
@@ -230,16 +236,14 @@ class Flow {
   uint32_t span_;                   // cfg_.span, resolved
   uint32_t snd_una_ = 0, snd_nxt_ = 0;
   uint32_t peer_above_ = 0;         // the peer's rx_above for ack == snd_una_
-  std::vector<uint32_t> retx_;  // psns to retransmit (ring)
-  size_t retx_head_ = 0, retx_n_ = 0;
+  Ring<uint32_t> retx_;  // psns to retransmit
   uint32_t last_ack_ = 0, dupacks_ = 0;
   uint64_t rto_backoff_ = 1;
   double srtt_ns_ = 0, rttvar_ns_ = 0;  // RFC 6298 estimator, for the RTO
   uint64_t last_data_ns_ = 0;  // when new data last went out
   bool tlp_armed_ = false;     // a tail-loss probe is out; re-armed by ACK progress
   uint32_t next_advert_seq_ = 0, next_write_id_ = 0;
-  std::vector<Completion> done_;  // completions not yet polled (ring)
-  size_t done_head_ = 0, done_n_ = 0;
+  Ring<Completion> done_;  // completions not yet polled
 
   // rx
   std::vector<RxRecv> recvs_;
@@ -256,8 +260,7 @@ class Flow {
   uint64_t nack_ns_ = 0;
   uint64_t last_rx_ns_ = 0;  // the peer's last packet, or when we began to wait on it
   bool waiting_ = false;     // pending work at the previous poll_tx
-  std::vector<Ctrl> ctrl_;  // control packets to send (ring)
-  size_t ctrl_head_ = 0, ctrl_n_ = 0;
+  Ring<Ctrl> ctrl_;  // control packets to send
 
   // Timing probes: cc::ProbeScheduler decides, per data send, when the next
   // one goes out (one outstanding, the next with the first send after a
@@ -269,8 +272,7 @@ class Flow {
   // congestion control and pacing
   bool pace_allows(uint64_t now_ns) noexcept;
   void paced(uint32_t payload_len, uint64_t now_ns) noexcept;
-  cc::Flow cc_;
-  cc::TokenBucket bucket_;
+  Pacer pacer_;
 };
 
 }  // namespace grex::reliable

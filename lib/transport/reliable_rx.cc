@@ -68,7 +68,7 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
       break;
     case wire::Type::kNack:
       ++stats_.nacks_received;
-      if (cc_.active()) cc_->on_nack(now_ns);
+      if (pacer_.active()) pacer_->on_nack(now_ns);
       on_nack(h, now_ns);
       break;
     case wire::Type::kTimingReq:
@@ -97,7 +97,7 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
     ++stats_.out_of_window;
     return;
   }
-  if ((h.flags & wire::kFlagImm) != 0 && done_n_ == done_.size()) {
+  if ((h.flags & wire::kFlagImm) != 0 && done_.full()) {
     // No room for the completion it may raise: leave it unreceived; the
     // sender repeats it once the application has polled.
     ++stats_.rx_backpressure;
@@ -182,10 +182,10 @@ void Flow::on_advert(const wire::Header& h, const uint8_t* payload) noexcept {
     early_[(h.offset + 1 + i) % early_.size()] = Advert{e.seq, e.len, e.tag, true};
   }
   bool admitted = false;
-  while (early_[advert_expected_ % early_.size()].held && adverts_n_ < adverts_.size()) {
+  while (early_[advert_expected_ % early_.size()].held && !adverts_.full()) {
     Advert& a = early_[advert_expected_ % early_.size()];
     a.held = false;
-    adverts_[(adverts_head_ + adverts_n_++) % adverts_.size()] = a;
+    take_advert(a);
     ++advert_expected_;
     admitted = true;
   }
@@ -242,9 +242,8 @@ void Flow::place_write(const wire::Header& h, const uint8_t* payload) noexcept {
   w.got += h.payload_len;
   stats_.bytes_received += h.payload_len;
   if (w.got >= w.len) {
-    if ((w.flags & wire::kFlagImm) != 0 && done_n_ < done_.size())
-      done_[(done_head_ + done_n_++) % done_.size()] =
-          Completion{0, w.len, 0, peer_, static_cast<uint32_t>(w.tag), Op::kRemoteWrite, w.status};
+    if ((w.flags & wire::kFlagImm) != 0)
+      done_.push(Completion{0, w.len, 0, peer_, static_cast<uint32_t>(w.tag), Op::kRemoteWrite, w.status});
     w.used = false;
   }
 }
@@ -276,7 +275,7 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
   }
   if (stats_.rtt_samples == 0 || stats_.last_rtt_ns < stats_.min_rtt_ns) stats_.min_rtt_ns = stats_.last_rtt_ns;
   ++stats_.rtt_samples;
-  if (cc_.active()) cc_->on_rtt_sample({now_ns, stats_.last_rtt_ns, -1});
+  if (pacer_.active()) pacer_->on_rtt_sample({now_ns, stats_.last_rtt_ns, -1});
 }
 
 }  // namespace grex::reliable

@@ -22,8 +22,8 @@ Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int pee
       peer_(peer),
       regions_(regions),
       sends_(cfg.queue_depth),
-      writes_(cfg.queue_depth),
       adverts_(cfg.queue_depth * 2),
+      matched_(cfg.queue_depth),
       early_(span_of(cfg)),
       txmsgs_(cfg.queue_depth * 3),
       advert_pack_(advert_pack_of(cfg)),
@@ -45,24 +45,18 @@ wire::Header Flow::make(wire::Type t) const noexcept {
 }
 
 void Flow::push_ctrl(const wire::Header& h) noexcept {
-  if (ctrl_n_ == ctrl_.size()) {  // keep the newest: an old ACK is superseded anyway
-    ctrl_head_ = (ctrl_head_ + 1) % ctrl_.size();
-    --ctrl_n_;
-  }
-  ctrl_[(ctrl_head_ + ctrl_n_++) % ctrl_.size()].hdr = h;
+  if (ctrl_.full()) ctrl_.pop();  // keep the newest: an old ACK is superseded anyway
+  ctrl_.push(Ctrl{h});
 }
 
 bool Flow::post_send(const SendRequest& r) noexcept {
-  if (failed_ || sends_n_ == sends_.size() || tx_n_ >= txmsgs_.size() - 1) return false;
+  if (failed_ || sends_.size() + matched_.size() >= sends_.capacity() || tx_n_ >= txmsgs_.size() - 1) return false;
   if (r.length > 0 && (r.region == nullptr || r.offset > r.region->length() ||
                        r.length > r.region->length() - r.offset)) {
     // Fails here, before it could consume one of the peer's adverts.
-    if (done_n_ == done_.size()) return false;
-    done_[(done_head_ + done_n_++) % done_.size()] = Completion{r.context, 0, r.tag, peer_, 0, Op::kSend,
-                                                               Status::kLocalError};
-    return true;
+    return done_.push(Completion{r.context, 0, r.tag, peer_, 0, Op::kSend, Status::kLocalError});
   }
-  sends_[(sends_head_ + sends_n_++) % sends_.size()] = r;
+  take_send(r);
   match_sends();
   return true;
 }
@@ -96,24 +90,31 @@ bool Flow::post_write(const WriteRequest& r) noexcept {
   return true;
 }
 
+// Each posted send takes the oldest advert with its tag (and each advert the
+// oldest send): the pair waits in matched_, in the order it was made, for a
+// free message entry.
+void Flow::take_send(const SendRequest& s) noexcept {
+  if (const Advert* a = adverts_.front(s.tag); a != nullptr) {
+    matched_.push(Matched{s, *a});
+    adverts_.pop(s.tag);
+  } else {
+    sends_.push(s.tag, s);
+  }
+}
+
+void Flow::take_advert(const Advert& a) noexcept {
+  if (const SendRequest* s = sends_.front(a.tag); s != nullptr) {
+    matched_.push(Matched{*s, a});
+    sends_.pop(a.tag);
+  } else {
+    adverts_.push(a.tag, a);
+  }
+}
+
 void Flow::match_sends() noexcept {
-  // Each posted send, oldest first, takes the oldest advert with its tag.
-  for (size_t i = 0; i < sends_n_ && adverts_n_ > 0;) {
-    SendRequest& s = sends_[(sends_head_ + i) % sends_.size()];
-    size_t k = 0;
-    while (k < adverts_n_ && adverts_[(adverts_head_ + k) % adverts_.size()].tag != s.tag) ++k;
-    if (k == adverts_n_ || tx_n_ >= txmsgs_.size() - 1) {
-      ++i;
-      continue;
-    }
-    Advert a = adverts_[(adverts_head_ + k) % adverts_.size()];
-    if (k == 0) {  // the usual case (one tag, or tags in step): pop, shift nothing
-      adverts_head_ = (adverts_head_ + 1) % adverts_.size();
-    } else {
-      for (size_t j = k; j + 1 < adverts_n_; ++j)
-        adverts_[(adverts_head_ + j) % adverts_.size()] = adverts_[(adverts_head_ + j + 1) % adverts_.size()];
-    }
-    --adverts_n_;
+  while (!matched_.empty() && tx_n_ < txmsgs_.size() - 1) {
+    const SendRequest& s = matched_.front().send;
+    const Advert& a = matched_.front().advert;
     TxMsg& m = txmsgs_[(tx_head_ + tx_n_++) % txmsgs_.size()];
     m = TxMsg{};
     m.kind = Kind::kSend;
@@ -130,13 +131,7 @@ void Flow::match_sends() noexcept {
       m.status = Status::kLocalError;
       ++unreported_done_;
     }
-    if (i == 0) {
-      sends_head_ = (sends_head_ + 1) % sends_.size();
-    } else {
-      for (size_t j = i; j + 1 < sends_n_; ++j)
-        sends_[(sends_head_ + j) % sends_.size()] = sends_[(sends_head_ + j + 1) % sends_.size()];
-    }
-    --sends_n_;
+    matched_.pop();
   }
   retire_msgs();
 }
@@ -248,7 +243,7 @@ void Flow::retire_msgs() noexcept {
   // free ring entries from the head as they are reported.
   // unreported_done_ ends the scan at the last finished message, so a deep
   // queue of messages still in flight costs nothing per call.
-  for (size_t i = 0; i < tx_n_ && unreported_done_ > 0 && done_n_ < done_.size(); ++i) {
+  for (size_t i = 0; i < tx_n_ && unreported_done_ > 0 && !done_.full(); ++i) {
     TxMsg& m = txmsgs_[(tx_head_ + i) % txmsgs_.size()];
     if (!m.done || m.reported) continue;
     m.reported = true;
@@ -256,9 +251,8 @@ void Flow::retire_msgs() noexcept {
     if (m.kind == Kind::kAdvert) continue;
     Op op = m.kind == Kind::kWrite ? Op::kWrite : Op::kSend;
     uint64_t bytes = m.status == Status::kSuccess ? m.send_len : 0;
-    done_[(done_head_ + done_n_++) % done_.size()] =
-        Completion{m.context, bytes, m.kind == Kind::kSend ? m.tag : 0, peer_, static_cast<uint32_t>(m.tag), op,
-                   m.status};
+    done_.push(Completion{m.context, bytes, m.kind == Kind::kSend ? m.tag : 0, peer_, static_cast<uint32_t>(m.tag),
+                          op, m.status});
   }
   while (tx_n_ > 0 && txmsgs_[tx_head_].reported) {
     tx_head_ = (tx_head_ + 1) % txmsgs_.size();
@@ -342,9 +336,9 @@ void Flow::queue_retransmit(uint32_t psn) noexcept {
   if (static_cast<int32_t>(psn - snd_una_) < 0 || static_cast<int32_t>(snd_nxt_ - psn) <= 0) return;
   const Slot& s = win_[psn % span_];
   if (!s.used || s.acked) return;
-  for (size_t i = 0; i < retx_n_; ++i)
-    if (retx_[(retx_head_ + i) % retx_.size()] == psn) return;
-  if (retx_n_ < retx_.size()) retx_[(retx_head_ + retx_n_++) % retx_.size()] = psn;
+  for (size_t i = 0; i < retx_.size(); ++i)
+    if (retx_[i] == psn) return;
+  retx_.push(psn);
 }
 
 uint64_t Flow::rto_ns() const noexcept {
@@ -358,7 +352,7 @@ uint64_t Flow::rto_ns() const noexcept {
 }
 
 bool Flow::pending_work() const noexcept {
-  return tx_n_ > 0 || sends_n_ > 0 || recv_next_ != recv_head_;
+  return tx_n_ > 0 || !sends_.empty() || !matched_.empty() || recv_next_ != recv_head_;
 }
 
 // The pacer: a token bucket filled at the controller's rate, holding at most
@@ -366,40 +360,32 @@ bool Flow::pending_work() const noexcept {
 // bucket is positive. With a window from the controller, the bytes in flight
 // are capped too.
 bool Flow::pace_allows(uint64_t now_ns) noexcept {
-  if (!cc_.active()) return true;
-  const cc::Decision d = cc_->decision();
-  stats_.cc_rate_bps = d.rate_bps;
-  bool ok = bucket_.allows(now_ns, d.rate_bps, 2.0 * (cfg_.max_payload + wire::kHeaderBytes), cfg_.pace_burst_ns);
-  if (ok && d.window_bytes > 0) {
-    const uint32_t outstanding = snd_nxt_ - snd_una_;
-    const uint64_t in_flight = static_cast<uint64_t>(outstanding - std::min(peer_above_, outstanding)) * cfg_.max_payload;
-    ok = in_flight < d.window_bytes;
-  }
-  if (!ok) ++stats_.paced_waits;
+  if (!pacer_.active()) return true;
+  const uint32_t outstanding = snd_nxt_ - snd_una_;
+  const uint64_t in_flight = static_cast<uint64_t>(outstanding - std::min(peer_above_, outstanding)) * cfg_.max_payload;
+  const bool ok = pacer_.allows(now_ns, in_flight);
+  stats_.cc_rate_bps = pacer_.rate_bps();
+  stats_.paced_waits = pacer_.waits();
   return ok;
 }
 
 void Flow::paced(uint32_t payload_len, uint64_t now_ns) noexcept {
-  if (!cc_.active()) return;
-  bucket_.take(static_cast<double>(payload_len + wire::kHeaderBytes));
-  cc_->on_bytes_sent(now_ns, payload_len);
+  pacer_.sent(payload_len + wire::kHeaderBytes, payload_len, now_ns);
 }
 
 size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   out = out.first(std::min(out.size(), kMaxTxPerPoll));  // advert_wire_ has a slice for each
   tx_out_ = out.data();
-  if (cfg_.cc != nullptr && !cc_.active()) {  // the controller starts with the flow's first poll
-    cc_.reset(*cfg_.cc, cfg_.cc_options, cc::PathInfo{cfg_.line_rate_bps, cfg_.max_payload}, now_ns);
-    bucket_.reset(now_ns, 2.0 * (cfg_.max_payload + wire::kHeaderBytes));
-  }
-  // A send and an advert may both wait for a free message entry: retry.
-  if (sends_n_ > 0 && adverts_n_ > 0) match_sends();
+  if (cfg_.cc != nullptr && !pacer_.active())  // the controller starts with the flow's first poll
+    pacer_.start(*cfg_.cc, cfg_.cc_options, cc::PathInfo{cfg_.line_rate_bps, cfg_.max_payload}, now_ns,
+                 2.0 * (cfg_.max_payload + wire::kHeaderBytes), cfg_.pace_burst_ns);
+  // A matched send may wait for a free message entry: retry.
+  if (!matched_.empty()) match_sends();
   size_t n = 0;
   if (failed_) {
-    while (n < out.size() && ctrl_n_ > 0) {  // a final kClose may still go out
-      out[n++] = TxPacket{ctrl_[ctrl_head_].hdr, nullptr, nullptr};
-      ctrl_head_ = (ctrl_head_ + 1) % ctrl_.size();
-      --ctrl_n_;
+    while (n < out.size() && !ctrl_.empty()) {  // a final kClose may still go out
+      out[n++] = TxPacket{ctrl_.front().hdr, nullptr, nullptr};
+      ctrl_.pop();
     }
     return n;
   }
@@ -424,12 +410,11 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     ack_due_ = false;
     unacked_rx_ = 0;
   }
-  while (n < out.size() && ctrl_n_ > 0) {
+  while (n < out.size() && !ctrl_.empty()) {
     TxPacket& p = out[n++];
-    p = TxPacket{ctrl_[ctrl_head_].hdr, nullptr, nullptr};
+    p = TxPacket{ctrl_.front().hdr, nullptr, nullptr};
     if (p.hdr.type == wire::Type::kTimingResp) p.hdr.msg_len = now_ns;  // reply tx time, as late as possible
-    ctrl_head_ = (ctrl_head_ + 1) % ctrl_.size();
-    --ctrl_n_;
+    ctrl_.pop();
   }
   // Timing probe: the scheduler asked for one with a data send (below, in the
   // previous call); a keepalive probes a quiet peer while we wait on it.
@@ -455,14 +440,13 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     if (s.used && !s.acked && now_ns - s.sent_ns > rto_ns()) {
       queue_retransmit(snd_una_);
       ++stats_.timeouts;
-      if (cc_.active()) cc_->on_timeout(now_ns);
+      if (pacer_.active()) pacer_->on_timeout(now_ns);
       rto_backoff_ = std::min<uint64_t>(rto_backoff_ * 2, 1024);
     }
   }
-  while (n < out.size() && retx_n_ > 0 && pace_allows(now_ns)) {
-    uint32_t psn = retx_[retx_head_];
-    retx_head_ = (retx_head_ + 1) % retx_.size();
-    --retx_n_;
+  while (n < out.size() && !retx_.empty() && pace_allows(now_ns)) {
+    const uint32_t psn = retx_.front();
+    retx_.pop();
     Slot& s = win_[psn % span_];
     if (!s.used || s.acked) continue;
     s.sent_ns = now_ns;
@@ -505,11 +489,10 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
 
 size_t Flow::poll_completions(std::span<Completion> out) noexcept {
   size_t n = 0;
-  while (n < out.size() && done_n_ > 0) {
-    out[n++] = done_[done_head_];
-    done_head_ = (done_head_ + 1) % done_.size();
-    --done_n_;
-    if (done_n_ == 0) retire_msgs();  // finished messages held back while the ring was full
+  while (n < out.size() && !done_.empty()) {
+    out[n++] = done_.front();
+    done_.pop();
+    if (done_.empty()) retire_msgs();  // finished messages held back while the ring was full
   }
   // Receives finish out of order (different tags); report each once, and
   // free ring slots from the oldest.
@@ -530,9 +513,7 @@ size_t Flow::poll_completions(std::span<Completion> out) noexcept {
 
 void Flow::fail_all(Status why) noexcept {
   failed_ = true;
-  auto push = [&](const Completion& c) {
-    if (done_n_ < done_.size()) done_[(done_head_ + done_n_++) % done_.size()] = c;
-  };
+  auto push = [&](const Completion& c) { done_.push(c); };
   for (size_t i = 0; i < tx_n_; ++i) {
     TxMsg& m = txmsgs_[(tx_head_ + i) % txmsgs_.size()];
     if (m.kind == Kind::kAdvert || m.reported) continue;
@@ -540,11 +521,11 @@ void Flow::fail_all(Status why) noexcept {
                     m.kind == Kind::kWrite ? Op::kWrite : Op::kSend, m.done ? m.status : why});
   }
   tx_n_ = tx_seg_ = unreported_done_ = 0;
-  for (size_t i = 0; i < sends_n_; ++i) {
-    const SendRequest& s = sends_[(sends_head_ + i) % sends_.size()];
+  for (; !matched_.empty(); matched_.pop()) {
+    const SendRequest& s = matched_.front().send;
     push(Completion{s.context, 0, s.tag, peer_, 0, Op::kSend, why});
   }
-  sends_n_ = 0;
+  sends_.drain([&](uint64_t, const SendRequest& s) { push(Completion{s.context, 0, s.tag, peer_, 0, Op::kSend, why}); });
   for (uint32_t s = recv_head_; s != recv_next_; ++s) {
     RxRecv& r = recvs_[s % recvs_.size()];
     if (!r.reported) push(Completion{r.req.context, r.done ? r.got : 0, r.tag, peer_, 0, Op::kRecv,
@@ -553,7 +534,7 @@ void Flow::fail_all(Status why) noexcept {
   }
   recv_head_ = recv_next_;
   recv_ready_ = 0;
-  retx_n_ = 0;
+  retx_.clear();
   snd_una_ = snd_nxt_;
 }
 
