@@ -28,28 +28,24 @@ bool VerbsEndpoint::pace_allows(uint64_t now_ns) noexcept {
   const cc::Algorithm* algo = dev_->vopts().cc;
   if (algo == nullptr) return true;
   const double mtu = path_mtu_ > 0 ? path_mtu_ : 4096;
-  if (!cc_.active()) {  // starts with the first paced post
+  if (!pacer_.active()) {  // starts with the first paced post
     cc::Options o;
     cc::use_software_timestamps(&o, dev_->vopts().cc_target_us * 1000);  // the probe's time includes CQ polling
-    cc_.reset(*algo, o, cc::PathInfo{line_rate_bps(), static_cast<uint32_t>(mtu)}, now_ns);
-    bucket_.reset(now_ns, 2.0 * mtu);
+    pacer_.start(*algo, o, cc::PathInfo{line_rate_bps(), static_cast<uint32_t>(mtu)}, now_ns, 2.0 * mtu, 10'000);
     const bool nic = dev_->vopts().rate_limit != VerbsOptions::RateLimit::kSoftware;
     nic_rate_.reset(nic ? dev_->rc_rate_limits() : cc::NicRateLimit::Range{}, line_rate_bps(), kNicRateIntervalNs);
   }
-  const cc::Decision d = cc_->decision();
-  cc_stats_.rate_bps = d.rate_bps;
-  if (nic_rate_.active()) set_nic_rate(d.rate_bps, now_ns);
-  bool ok = bucket_.allows(now_ns, d.rate_bps, 2.0 * mtu, 10'000);
-  if (ok && d.window_bytes > 0) ok = sq_bytes_ < d.window_bytes;
-  if (!ok) ++cc_stats_.paced_waits;
+  const bool ok = pacer_.allows(now_ns, sq_bytes_);
+  cc_stats_.rate_bps = pacer_.rate_bps();
+  cc_stats_.paced_waits = pacer_.waits();
+  if (nic_rate_.active()) set_nic_rate(pacer_.rate_bps(), now_ns);
   return ok;
 }
 
 void VerbsEndpoint::paced(uint64_t bytes, uint64_t now_ns) noexcept {
   sq_bytes_ += bytes;
-  if (!cc_.active()) return;
-  bucket_.take(static_cast<double>(bytes));
-  cc_->on_bytes_sent(now_ns, bytes);
+  if (!pacer_.active()) return;
+  pacer_.sent(bytes, bytes, now_ns);
   if (algo_wants_probes() && probes_.on_send(now_ns)) probe_due_ = true;
 }
 
@@ -77,7 +73,7 @@ void VerbsEndpoint::set_nic_rate(double rate_bps, uint64_t now_ns) noexcept {
 
 void VerbsEndpoint::on_probe_done(uint64_t now_ns) noexcept {
   probe_sq_ = 0;
-  if (!cc_.active() || !probes_.on_reply(probe_seq_)) return;
+  if (!pacer_.active() || !probes_.on_reply(probe_seq_)) return;
   // The probe completes after everything posted before it: take away the
   // time those bytes need at the speed the NIC sends them, the line rate or
   // its per-QP limit (as TIMELY does for its segments).
@@ -85,7 +81,7 @@ void VerbsEndpoint::on_probe_done(uint64_t now_ns) noexcept {
   const double rtt = std::max(1000.0, static_cast<double>(now_ns - probe_post_ns_) - ahead_ns);
   cc_stats_.last_rtt_ns = static_cast<uint64_t>(rtt);
   ++cc_stats_.rtt_samples;
-  cc_->on_rtt_sample({now_ns, static_cast<uint64_t>(rtt), -1});
+  pacer_->on_rtt_sample({now_ns, static_cast<uint64_t>(rtt), -1});
 }
 
 }  // namespace grex::verbs

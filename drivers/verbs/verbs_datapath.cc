@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Verbs driver fast path: receive adverts, matching sends to them, RDMA
-// WRITE (WITH IMMEDIATE) straight into the peer's buffer, selective
-// signalling, batched post lists, completion processing and failures.
+// Verbs driver fast path: posting, RDMA WRITE (WITH IMMEDIATE) straight into
+// the peer's buffer, selective signalling, batched post lists, completion
+// processing and failures. Matching and the eager path: verbs_eager.cc.
 #include <arpa/inet.h>
 #include <poll.h>
 
@@ -19,8 +19,6 @@ constexpr const char* kSubsys = "verbs";
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "Ctrl is sent in host order");
 
 constexpr uint64_t kMaxChunk = uint64_t{1} << 30;  // bytes per RDMA WRITE (below every NIC's max_msg_sz)
-constexpr uint32_t kTruncBit = 0x80000000u;
-constexpr int kBatch = 32;  // work requests per post list
 
 uint32_t chunks(uint64_t len) { return len == 0 ? 1 : static_cast<uint32_t>((len + kMaxChunk - 1) / kMaxChunk); }
 
@@ -51,15 +49,35 @@ PostResult VerbsEndpoint::post_recv(std::span<const RecvRequest> reqs) noexcept 
   size_t n = 0;
   for (const auto& r : reqs) {
     if (failed_) break;
-    if (recv_next_ - recv_head_ >= recvs_.size()) break;
+    if (recv_next_ - recv_head_ >= recvs_.size() || pending_.full()) break;
     uint32_t seq = recv_next_++;
     Recv& x = recvs_[seq & (recvs_.size() - 1)];
-    x = Recv{r, seq, true, false};
+    x = Recv{r, seq, true, false, false};
+    ++n;
     if (bad_range(r.region, r.offset, r.length)) {  // never advertised
       x.done = true;
       dev_->push_completion(Completion{r.context, 0, r.tag, peer_, 0, grex::Op::kRecv, Status::kLocalError});
+      continue;
     }
-    ++n;
+    if (const Unexpected* u = unexpected_.front(r.tag); u != nullptr) {  // its message is here already
+      const uint32_t slot = u->slot;
+      unexpected_.pop(r.tag);
+      deliver_eager(slot, x);
+      continue;
+    }
+    // Per tag, advertised receives come before silent ones: a receive is
+    // advertised when it is too large for an eager message, or the peer asked
+    // for one, unless a silent one of its tag waits before it.
+    const uint32_t* last = pending_.back(r.tag);
+    const bool silent_before = last != nullptr && !recvs_[*last & (recvs_.size() - 1)].advertised;
+    pending_.push(r.tag, seq);
+    if (silent_before) continue;
+    const bool wanted = wants_.pop(r.tag);  // the peer's next send of this tag waits for this receive
+    if (eager_payload_ == 0 || r.length > eager_payload_ || wanted) queue_advert(seq);
+  }
+  while (recv_head_ != recv_next_ && recvs_[recv_head_ & (recvs_.size() - 1)].done) {
+    recvs_[recv_head_ & (recvs_.size() - 1)].used = false;
+    ++recv_head_;
   }
   progress();
   return {n, n < reqs.size() && failed_ ? Errc::kPeerFailed : Errc::kOk};
@@ -68,11 +86,12 @@ PostResult VerbsEndpoint::post_recv(std::span<const RecvRequest> reqs) noexcept 
 PostResult VerbsEndpoint::post_send(std::span<const SendRequest> reqs) noexcept {
   size_t n = 0;
   for (const auto& s : reqs) {
-    if (failed_ || sends_n_ == sends_.size()) break;
+    // Sends waiting (for an advert, or for the send queue) stay within the queue depth.
+    if (failed_ || sends_.size() + ready_.size() >= sends_.capacity()) break;
     if (bad_range(s.region, s.offset, s.length)) {  // fails before it could consume an advert
       dev_->push_completion(Completion{s.context, 0, s.tag, peer_, 0, grex::Op::kSend, Status::kLocalError});
     } else {
-      sends_[(sends_head_ + sends_n_++) % sends_.size()] = s;
+      take_send(s);
     }
     ++n;
   }
@@ -83,7 +102,7 @@ PostResult VerbsEndpoint::post_send(std::span<const SendRequest> reqs) noexcept 
 PostResult VerbsEndpoint::post_write(std::span<const WriteRequest> reqs) noexcept {
   size_t n = 0;
   for (const auto& w : reqs) {
-    if (failed_ || writes_n_ == writes_.size()) break;
+    if (failed_ || writes_.full()) break;
     if (bad_range(w.region, w.offset, w.length)) {
       dev_->push_completion(Completion{w.context, 0, 0, peer_, 0, grex::Op::kWrite, Status::kLocalError});
     } else if (w.remote_offset > w.remote.length || w.length > w.remote.length - w.remote_offset) {
@@ -91,7 +110,7 @@ PostResult VerbsEndpoint::post_write(std::span<const WriteRequest> reqs) noexcep
       // break the queue pair for every later request).
       dev_->push_completion(Completion{w.context, 0, 0, peer_, 0, grex::Op::kWrite, Status::kRemoteAccess});
     } else {
-      writes_[(writes_head_ + writes_n_++) % writes_.size()] = w;
+      writes_.push(w);
     }
     ++n;
   }
@@ -109,7 +128,12 @@ void VerbsEndpoint::announce_abort(int culprit) noexcept {
 
 void VerbsEndpoint::progress() noexcept {
   if (failed_ || qp_ == nullptr) return;
-  post_adverts();
+  if (credit_due()) {  // nothing went back that carried the freed slots: say so
+    Ctrl c;
+    c.type = Ctrl::kCredit;
+    queue_ctrl(c);
+  }
+  post_pending_ctrls();
   match_sends();
   post_writes();
 }
@@ -153,41 +177,6 @@ bool VerbsEndpoint::post_ctrls(const Ctrl* cs, uint32_t n) noexcept {
   return true;
 }
 
-// Advertises posted receives, up to a post list at a time.
-bool VerbsEndpoint::post_adverts() noexcept {
-  while (advertised_ != recv_next_) {
-    Ctrl batch[kBatch];
-    uint32_t n = 0;
-    uint32_t seq = advertised_;
-    uint32_t room = std::min<uint32_t>(sq_room(), kBatch);
-    for (; seq != recv_next_ && n < room; ++seq) {
-      const Recv& r = recvs_[seq & (recvs_.size() - 1)];
-      if (r.done) continue;  // failed locally, never advertised
-      Ctrl& c = batch[n++];
-      c = Ctrl{};
-      c.type = Ctrl::kAdvert;
-      c.seq = r.seq;
-      c.tag = r.req.tag;
-      c.len = r.req.length;
-      c.addr = r.req.region != nullptr ? reinterpret_cast<uint64_t>(r.req.region->addr()) + r.req.offset : 0;
-      c.rkey = r.req.region != nullptr ? static_cast<uint32_t>(r.req.region->remote().rkey) : 0;
-    }
-    if (n == 0 && seq == advertised_) return false;  // no send-queue room
-    if (!post_ctrls(batch, n)) return false;
-    dev_->stats.adverts.add(n);
-    advertised_ = seq;
-  }
-  return true;
-}
-
-// Work requests gathered for one ibv_post_send. Control messages sent inline
-// live here until the post (the NIC copies them then).
-struct VerbsEndpoint::PostList {
-  ibv_send_wr wrs[kBatch];  // filled as appended: nothing to zero up front
-  ibv_sge sges[kBatch];
-  Ctrl* ctrls;              // the endpoint's inline control storage
-  uint32_t n = 0;
-};
 
 // Appends RDMA WRITEs of [off, off+len) of `mr` to raddr, at most 1 GiB each,
 // the last WITH IMMEDIATE when asked, then an optional control SEND. The last
@@ -209,9 +198,9 @@ bool VerbsEndpoint::append(PostList& pl, const MemoryRegion* mr, uint64_t off, u
     w.wr.rdma.remote_addr = raddr + done;
     w.wr.rdma.rkey = rkey;
     if (piece > 0) {
-      pl.sges[k] = {reinterpret_cast<uint64_t>(mr->addr()) + off + done, static_cast<uint32_t>(piece),
+      pl.sges[2 * k] = {reinterpret_cast<uint64_t>(mr->addr()) + off + done, static_cast<uint32_t>(piece),
                     static_cast<uint32_t>(mr->lkey())};
-      w.sg_list = &pl.sges[k];
+      w.sg_list = &pl.sges[2 * k];
       w.num_sge = 1;
       if (piece <= max_inline_) {
         w.send_flags |= IBV_SEND_INLINE;
@@ -231,14 +220,14 @@ bool VerbsEndpoint::append(PostList& pl, const MemoryRegion* mr, uint64_t off, u
     w.opcode = IBV_WR_SEND;
     if (max_inline_ >= sizeof(Ctrl)) {
       pl.ctrls[k] = *then;
-      pl.sges[k] = {reinterpret_cast<uint64_t>(&pl.ctrls[k]), sizeof(Ctrl), 0};
+      pl.sges[2 * k] = {reinterpret_cast<uint64_t>(&pl.ctrls[k]), sizeof(Ctrl), 0};
       w.send_flags = IBV_SEND_INLINE;
     } else {
       Ctrl& slot = tx_slots_[(sq_posted_ + k) % tx_slots_.size()];
       slot = *then;
-      pl.sges[k] = {reinterpret_cast<uint64_t>(&slot), sizeof(Ctrl), tx_mr_->lkey};
+      pl.sges[2 * k] = {reinterpret_cast<uint64_t>(&slot), sizeof(Ctrl), tx_mr_->lkey};
     }
-    w.sg_list = &pl.sges[k];
+    w.sg_list = &pl.sges[2 * k];
     w.num_sge = 1;
     ++k;
   }
@@ -273,54 +262,62 @@ bool VerbsEndpoint::flush(PostList& pl) noexcept {
   return true;
 }
 
-// Each posted send, oldest first, takes the oldest advert with its tag and
-// is written straight into that receive buffer; several per post list.
+// Sends matched to adverts, eager messages and requests for adverts, in the
+// order they were made; a post list at a time, as the send queue, the op ring
+// and the pacer allow. Control messages queued before go first (an eager
+// header's credit must not overtake an advert made before it).
 bool VerbsEndpoint::match_sends() noexcept {
-  if (sends_n_ == 0 || adverts_n_ == 0) return true;
+  if (ready_.empty() || !post_pending_ctrls()) return true;
   const uint64_t now = dev_->vopts().cc != nullptr ? now_ns() : 0;
   PostList pl;
   pl.ctrls = post_ctrls_;
-  for (size_t i = 0; i < sends_n_ && !failed_;) {
-    SendRequest& s = sends_[(sends_head_ + i) % sends_.size()];
-    size_t k = 0;
-    while (k < adverts_n_ && adverts_[(adverts_head_ + k) % adverts_.size()].tag != s.tag) ++k;
-    if (k == adverts_n_) {
-      ++i;
+  while (!ready_.empty() && !failed_) {
+    const Ready& r = ready_.front();
+    if (r.kind == Ready::kWant) {
+      Ctrl c;
+      c.type = Ctrl::kWant;
+      c.tag = r.send.tag;
+      if (!append_ctrl(pl, c)) {
+        if (pl.n == 0 || !flush(pl)) break;
+        continue;
+      }
+      ready_.pop();
       continue;
     }
-    const Advert a = adverts_[(adverts_head_ + k) % adverts_.size()];
-    const uint64_t len = std::min<uint64_t>(s.length, a.len);  // the receiver reports truncation
-    const uint32_t imm = (a.seq & ~kTruncBit) | (s.length > a.len ? kTruncBit : 0);
-    if (ops_n_ == ops_.size()) break;
+    if (ops_.full()) break;
     if (!pace_allows(now)) break;  // the congestion controller's rate: retry on a later poll
-    if (!append(pl, s.region, s.offset, len, a.addr, a.rkey, true, imm, nullptr)) {
-      if (pl.n == 0 || !flush(pl)) break;  // no send-queue room: the order per tag holds, retry on the next poll
+    const SendRequest& s = r.send;
+    uint64_t len = s.length;
+    bool appended;
+    if (r.kind == Ready::kEager) {
+      appended = append_eager(pl, r);
+    } else {
+      len = std::min<uint64_t>(s.length, r.advert.len);  // the receiver reports truncation
+      const uint32_t imm = (r.advert.seq & kSeqMask) | (s.length > r.advert.len ? kTruncBit : 0);
+      appended = append(pl, s.region, s.offset, len, r.advert.addr, r.advert.rkey, true, imm, nullptr);
+    }
+    if (!appended) {
+      if (pl.n == 0 || !flush(pl)) break;  // no send-queue room: the order holds, retry on the next poll
       continue;
     }
     paced(len, now);
-    ops_[(ops_head_ + ops_n_++) % ops_.size()] =
-        Op{s.context, len, s.tag, grex::Op::kSend, Status::kSuccess, sq_posted_ + pl.n};
+    ops_.push(Op{s.context, len, s.tag, grex::Op::kSend, Status::kSuccess, sq_posted_ + pl.n});
     dev_->stats.sends.add();
     dev_->stats.bytes_sent.add(len);
-    for (size_t j = k; j + 1 < adverts_n_; ++j)
-      adverts_[(adverts_head_ + j) % adverts_.size()] = adverts_[(adverts_head_ + j + 1) % adverts_.size()];
-    --adverts_n_;
-    for (size_t j = i; j + 1 < sends_n_; ++j)
-      sends_[(sends_head_ + j) % sends_.size()] = sends_[(sends_head_ + j + 1) % sends_.size()];
-    --sends_n_;
+    ready_.pop();
   }
   if (probe_due_ && pl.n < kBatch && sq_room() > pl.n) append_probe(pl);
   return flush(pl);
 }
 
 bool VerbsEndpoint::post_writes() noexcept {
-  if (writes_n_ == 0) return true;
+  if (writes_.empty()) return true;
   const uint64_t now = dev_->vopts().cc != nullptr ? now_ns() : 0;
   PostList pl;
   pl.ctrls = post_ctrls_;
-  while (writes_n_ > 0 && !failed_) {
-    const WriteRequest& w = writes_[writes_head_];
-    if (ops_n_ == ops_.size()) break;
+  while (!writes_.empty() && !failed_) {
+    const WriteRequest& w = writes_.front();
+    if (ops_.full()) break;
     if (!pace_allows(now)) break;
     Ctrl notice;
     notice.type = Ctrl::kWriteImm;
@@ -332,12 +329,10 @@ bool VerbsEndpoint::post_writes() noexcept {
       continue;
     }
     paced(w.length, now);
-    ops_[(ops_head_ + ops_n_++) % ops_.size()] =
-        Op{w.context, w.length, 0, grex::Op::kWrite, Status::kSuccess, sq_posted_ + pl.n};
+    ops_.push(Op{w.context, w.length, 0, grex::Op::kWrite, Status::kSuccess, sq_posted_ + pl.n});
     dev_->stats.writes.add();
     dev_->stats.bytes_sent.add(w.length);
-    writes_head_ = (writes_head_ + 1) % writes_.size();
-    --writes_n_;
+    writes_.pop();
   }
   if (probe_due_ && pl.n < kBatch && sq_room() > pl.n) append_probe(pl);
   return flush(pl);
@@ -381,7 +376,7 @@ void VerbsEndpoint::on_send_wc(const ibv_wc& wc) noexcept {
     if (failed_) return;  // flushed after the first error
     dev_->stats.wc_errors.add();
     Status st = status_of(wc.status);
-    const Op* head = ops_n_ > 0 && ops_[ops_head_].sq_seq >= wr_value(wc.wr_id) ? &ops_[ops_head_] : nullptr;
+    const Op* head = !ops_.empty() && ops_.front().sq_seq >= wr_value(wc.wr_id) ? &ops_.front() : nullptr;
     // A tagged send writes into a buffer the peer advertised: its rkey being
     // refused means the peer tore its memory down, i.e. it exited or died
     // (its registrations go before its queue pair). Only a one-sided write
@@ -390,8 +385,7 @@ void VerbsEndpoint::on_send_wc(const ibv_wc& wc) noexcept {
     if (head != nullptr) {  // the failing request gets the precise status
       const Op& o = *head;
       complete(Completion{o.context, 0, o.op == grex::Op::kSend ? o.tag : 0, peer_, 0, o.op, st});
-      ops_head_ = (ops_head_ + 1) % ops_.size();
-      --ops_n_;
+      ops_.pop();
     }
     std::string why = std::string(ibv_wc_status_str(wc.status)) + " (vendor error " + std::to_string(wc.vendor_err) +
                       ")";
@@ -405,12 +399,11 @@ void VerbsEndpoint::on_send_wc(const ibv_wc& wc) noexcept {
   }
   sq_done_ = std::max<uint64_t>(sq_done_, wr_value(wc.wr_id));  // in order: everything before it is done too
   if (probe_sq_ != 0 && sq_done_ >= probe_sq_) on_probe_done(now_ns());
-  while (ops_n_ > 0 && ops_[ops_head_].sq_seq <= sq_done_) {
-    Op& o = ops_[ops_head_];
+  while (!ops_.empty() && ops_.front().sq_seq <= sq_done_) {
+    const Op& o = ops_.front();
     sq_bytes_ -= std::min(sq_bytes_, o.bytes);
     complete(Completion{o.context, o.bytes, o.op == grex::Op::kSend ? o.tag : 0, peer_, 0, o.op, o.status});
-    ops_head_ = (ops_head_ + 1) % ops_.size();
-    --ops_n_;
+    ops_.pop();
   }
 }
 
@@ -423,14 +416,21 @@ void VerbsEndpoint::on_recv_wc(const ibv_wc& wc, const Ctrl* c) noexcept {
     return;
   }
   if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-    // A message landed in one of our advertised receives.
-    uint32_t imm = ntohl(wc.imm_data);
-    uint32_t seq = imm & ~kTruncBit;
+    const uint32_t imm = ntohl(wc.imm_data);
+    if ((imm & kEagerBit) != 0) {  // an eager message in our ring
+      on_eager(imm & ~kEagerBit, wc.byte_len);
+      return;
+    }
+    // A message landed in one of our advertised receives: the oldest of its tag.
+    const uint32_t seq = imm & kSeqMask;
     Recv& r = recvs_[seq & (recvs_.size() - 1)];
-    if (!r.used || r.done || (r.seq & ~kTruncBit) != seq || wc.byte_len > r.req.length) {
+    const uint32_t* head = r.used ? pending_.front(r.req.tag) : nullptr;
+    if (!r.used || r.done || !r.advertised || (r.seq & kSeqMask) != seq || head == nullptr || *head != r.seq ||
+        wc.byte_len > r.req.length) {
       fail(Status::kLocalError, "protocol: a write named receive " + std::to_string(seq) + " that is not pending");
       return;
     }
+    pending_.pop(r.req.tag);
     r.done = true;
     dev_->stats.recvs.add();
     dev_->stats.bytes_received.add(wc.byte_len);
@@ -448,15 +448,34 @@ void VerbsEndpoint::on_recv_wc(const ibv_wc& wc, const Ctrl* c) noexcept {
   }
   switch (c->type) {
     case Ctrl::kAdvert:
-      // RC delivers adverts in order: each must be the next one.
-      if (c->seq != advert_expected_ || adverts_n_ == adverts_.size()) {
-        fail(Status::kLocalError, "protocol: advert " + std::to_string(c->seq) + ", expected " +
-                                      std::to_string(advert_expected_));
+      if (adverts_.full() || ready_.size() + 2 > ready_.capacity()) {
+        fail(Status::kLocalError, "protocol: advert " + std::to_string(c->seq) + " beyond the receives it may have");
         return;
       }
-      ++advert_expected_;
-      adverts_[(adverts_head_ + adverts_n_++) % adverts_.size()] = Advert{c->seq, c->tag, c->addr, c->len, c->rkey};
+      take_advert(*c);
       match_sends();
+      return;
+    case Ctrl::kWant: {
+      // The send heading the peer's queue for this tag has no advert: it
+      // takes our oldest receive of the tag not yet matched. Advertised ones
+      // are on their way to it; else advertise the oldest silent one, or the
+      // next one posted.
+      const uint32_t* seq = pending_.find_if(c->tag, [&](uint32_t s) {
+        return !recvs_[s & (recvs_.size() - 1)].advertised;
+      });
+      if (seq != nullptr) {
+        queue_advert(*seq);
+        post_pending_ctrls();
+      } else if (pending_.front(c->tag) == nullptr && !wants_.push(c->tag, 1)) {
+        fail(Status::kLocalError, "protocol: more advert requests than the peer may have sends");
+      }
+      return;
+    }
+    case Ctrl::kCredit:
+      on_peer_credit(c->eagers, c->freed);
+      resume_eager();
+      dev_->stats.credits.add();
+      if (!ready_.empty()) match_sends();
       return;
     case Ctrl::kWriteImm:
       dev_->stats.remote_writes.add();
@@ -483,22 +502,32 @@ void VerbsEndpoint::fail(Status why, const std::string& reason) noexcept {
     a.qp_state = IBV_QPS_ERR;
     ibv_modify_qp(qp_, &a, IBV_QP_STATE);
   }
-  for (; ops_n_ > 0; --ops_n_, ops_head_ = (ops_head_ + 1) % ops_.size()) {
-    const Op& o = ops_[ops_head_];
+  for (; !ops_.empty(); ops_.pop()) {
+    const Op& o = ops_.front();
     complete(Completion{o.context, 0, o.op == grex::Op::kSend ? o.tag : 0, peer_, 0, o.op, why});
   }
-  for (; sends_n_ > 0; --sends_n_, sends_head_ = (sends_head_ + 1) % sends_.size()) {
-    const SendRequest& s = sends_[sends_head_];
+  for (; !ready_.empty(); ready_.pop()) {
+    if (ready_.front().kind == Ready::kWant) continue;
+    const SendRequest& s = ready_.front().send;
     complete(Completion{s.context, 0, s.tag, peer_, 0, grex::Op::kSend, why});
   }
-  for (; writes_n_ > 0; --writes_n_, writes_head_ = (writes_head_ + 1) % writes_.size())
-    complete(Completion{writes_[writes_head_].context, 0, 0, peer_, 0, grex::Op::kWrite, why});
+  sends_.drain([&](uint64_t, const SendRequest& s) {
+    complete(Completion{s.context, 0, s.tag, peer_, 0, grex::Op::kSend, why});
+  });
+  for (; !writes_.empty(); writes_.pop())
+    complete(Completion{writes_.front().context, 0, 0, peer_, 0, grex::Op::kWrite, why});
   for (uint32_t s = recv_head_; s != recv_next_; ++s) {
     Recv& r = recvs_[s & (recvs_.size() - 1)];
     if (r.used && !r.done) complete(Completion{r.req.context, 0, r.req.tag, peer_, 0, grex::Op::kRecv, why});
     r.used = false;
   }
-  recv_head_ = advertised_ = recv_next_;
+  recv_head_ = recv_next_;
+  pending_.drain([](uint64_t, uint32_t) {});
+  unexpected_.drain([](uint64_t, const Unexpected&) {});
+  adverts_.drain([](uint64_t, const Advert&) {});
+  eagers_out_.clear();
+  credit_waiters_.clear();
+  ctrl_out_.clear();
 }
 
 size_t VerbsDevice::poll(std::span<Completion> out) noexcept {
@@ -514,7 +543,7 @@ size_t VerbsDevice::poll(std::span<Completion> out) noexcept {
   }
   // Process at most what the completion ring can still hold (each work
   // completion makes at most one Completion).
-  size_t room = done_.size() - done_n_;
+  size_t room = done_.capacity() - done_.size();
   bool cq_empty = false;
   if (room > 0) {
     ibv_wc wcs[32];
@@ -545,7 +574,12 @@ size_t VerbsDevice::poll(std::span<Completion> out) noexcept {
           wr.sg_list = &sge;
           wr.num_sge = 1;
           ibv_recv_wr* bad = nullptr;
-          ibv_post_srq_recv(srq_, &wr, &bad);
+          if (int e = ibv_post_srq_recv(srq_, &wr, &bad); e != 0) {
+            // The shared queue runs dry for every peer: fail them all, loudly.
+            const std::string why = std::string("ibv_post_srq_recv: ") + std::strerror(e);
+            for (VerbsEndpoint* other : eps_)
+              if (other != nullptr) other->fail(Status::kLocalError, why);
+          }
         }
       } else if (ep != nullptr) {
         ep->on_recv_wc(wc, slot < ep->rx_slots_.size() ? &ep->rx_slots_[slot] : nullptr);
@@ -561,10 +595,9 @@ size_t VerbsDevice::poll(std::span<Completion> out) noexcept {
     if (ep->has_work()) ep->progress();
   }
   size_t k = 0;
-  while (k < out.size() && done_n_ > 0) {
-    out[k++] = done_[done_head_];
-    done_head_ = (done_head_ + 1) % done_.size();
-    --done_n_;
+  while (k < out.size() && !done_.empty()) {
+    out[k++] = done_.front();
+    done_.pop();
   }
   return k;
 }

@@ -167,6 +167,10 @@ Result<void> VerbsDevice::parse_options() {
   vo_.timeout = static_cast<uint8_t>(GREX_TRY(detail::param_int(opts_, "timeout", "GREX_IB_TIMEOUT", 1, 31, 14)));
   vo_.retry_cnt = static_cast<uint8_t>(GREX_TRY(detail::param_int(opts_, "retry_cnt", "GREX_IB_RETRY_CNT", 0, 7, 7)));
   vo_.max_inline = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "inline", "GREX_IB_INLINE", 0, 1024, 64)));
+  vo_.eager_bytes =
+      static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "eager", "GREX_IB_EAGER", 0, 1 << 20, 4096)));
+  vo_.eager_slots =
+      static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "eager_slots", "GREX_IB_EAGER_SLOTS", 1, 4096, 64)));
   vo_.srq = GREX_TRY(detail::param_int(opts_, "srq", "GREX_IB_SRQ", 0, 1, 0)) == 1;
   vo_.cc = GREX_TRY(detail::param_cc(opts_));
   vo_.cc_target_us =
@@ -327,7 +331,7 @@ Result<void> VerbsDevice::init() {
   if (rdma_listen(listener_, 64) != 0) return Error::from_errno("rdma_listen", errno).device(name());
   listen_port_ = ntohs(rdma_get_src_port(listener_));
   dmabuf_ = verbs::dmabuf_supported(pd_);
-  done_.resize(4 * opts_.queue_depth + 64);
+  done_.reset(4 * opts_.queue_depth + 64);
 
   caps_.driver = "verbs";
   caps_.send_recv = true;
@@ -386,6 +390,9 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
           {"cm_events", stats.cm_events.get()},     {"cq_events", stats.cq_events.get()},
           {"dmabuf_supported", dmabuf_ ? 1u : 0u},
           {"gpu_dmabuf_regs", stats.gpu_dmabuf_regs.get()}, {"gpu_peermem_regs", stats.gpu_peermem_regs.get()},
+          {"eager_sends", stats.eager_sends.get()}, {"eager_recvs", stats.eager_recvs.get()},
+          {"unexpected", stats.unexpected.get()}, {"advert_requests", stats.wants.get()},
+          {"credit_messages", stats.credits.get()},
           {"gid_index", static_cast<uint64_t>(vo_.gid_index)},
           {"nic_rate_limit_max_kbps", rc_rate_limits().max_kbps}};
   if (vo_.cc != nullptr) {  // congestion control, summed over the QPs (the rate: the lowest)
@@ -418,8 +425,7 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
 }
 
 void VerbsDevice::push_completion(const Completion& c) noexcept {
-  if (done_n_ == done_.size()) return;  // sized for every request that can be outstanding
-  done_[(done_head_ + done_n_++) % done_.size()] = c;
+  done_.push(c);  // sized for every request that can be outstanding
 }
 
 void VerbsDevice::forget(VerbsEndpoint* ep) noexcept {

@@ -1,12 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 // The verbs driver's Device, Endpoint and MemoryRegion.
 //
-// Tagged messages follow the model the DPDK protocol copies: every posted
+// Tagged messages take one of two paths (docs/verbs.md, "Eager and
+// rendezvous"). Rendezvous, for receives larger than the eager size: the
 // receive is advertised to the peer (a small SEND carrying address, rkey,
 // length, tag and the receive's sequence); the sender matches its sends to
 // adverts first-in first-out per tag and RDMA-WRITEs the bytes straight into
-// the receive buffer, the last piece WITH IMMEDIATE (imm = receive sequence,
-// top bit = truncated). No copies on either side, no unexpected messages.
+// the receive buffer, the last piece WITH IMMEDIATE (imm = receive sequence).
+// Eager, for messages up to the eager size: the sender RDMA-WRITEs header and
+// payload WITH IMMEDIATE into the next slot of a ring the receiver registered
+// for it (address and size in the connection's private data), one message one
+// way; the receiver matches it to its oldest receive with that tag and copies
+// it out (or keeps the slot until that receive is posted). Slots come back as
+// credits. Small receives are not advertised, so a ping-pong of small
+// messages costs one packet each way, as ib_send_lat's SENDs do.
+// Both sides agree which receive each message takes without a round trip:
+// per tag, a receiver's pending receives are advertised ones, then silent
+// ones; every advert and credit carries how many eager messages the receiver
+// had taken when it was made, so the sender knows which adverts its eager
+// messages in flight used up. A send that can go neither way asks for an
+// advert (kWant), and the oldest silent receive of its tag is advertised.
 // One-sided writes are RDMA WRITEs; with an immediate for the target they are
 // followed by a small SEND {imm, length} (RC delivers it after the data).
 //
@@ -28,6 +41,9 @@
 #include "congestion/cc.h"
 #include "congestion/nic_rate.h"
 #include "core/counters.h"
+#include "core/ring.h"
+#include "transport/pacer.h"
+#include "transport/tag_fifo.h"
 
 namespace grex::verbs {
 
@@ -46,6 +62,8 @@ struct VerbsOptions {
   uint8_t timeout = 14;
   uint8_t retry_cnt = 7;
   uint32_t max_inline = 64;
+  uint32_t eager_bytes = 4096;  // largest message sent eagerly (0: never; both sides' smaller value counts)
+  uint32_t eager_slots = 64;    // eager slots per peer (the receiver's ring)
   bool srq = false;
   const cc::Algorithm* cc = nullptr;  // congestion control per QP; nullptr: none (the NIC's own)
   uint64_t cc_target_us = 13;         // RTTCC's target (RTT of a zero-length RDMA WRITE)
@@ -58,17 +76,38 @@ struct VerbsOptions {
 /// The control message every SEND carries (little-endian on the wire;
 /// grex's supported hosts are little-endian, checked at build time).
 struct Ctrl {
-  enum Type : uint8_t { kAdvert = 1, kWriteImm = 2, kAbort = 3 };
+  enum Type : uint8_t { kAdvert = 1, kWriteImm = 2, kAbort = 3, kWant = 4, kCredit = 5 };
   uint8_t type = 0;
   uint8_t pad[3] = {};
-  uint32_t seq = 0;   ///< kAdvert: receive sequence; kWriteImm: imm; kAbort: culprit + 1
-  uint64_t tag = 0;   ///< kAdvert
-  uint64_t addr = 0;  ///< kAdvert: buffer address at the receiver
-  uint64_t len = 0;   ///< kAdvert: buffer length; kWriteImm: bytes written
-  uint32_t rkey = 0;  ///< kAdvert
+  uint32_t seq = 0;     ///< kAdvert: receive sequence; kWriteImm: imm; kAbort: culprit + 1
+  uint64_t tag = 0;     ///< kAdvert, kWant
+  uint64_t addr = 0;    ///< kAdvert: buffer address at the receiver
+  uint64_t len = 0;     ///< kAdvert: buffer length; kWriteImm: bytes written
+  uint32_t rkey = 0;    ///< kAdvert
+  uint32_t eagers = 0;  ///< kAdvert, kCredit: eager messages the sender of this had taken when it made it
+  uint32_t freed = 0;   ///< kAdvert, kCredit: eager slots it has freed, in order (a running count)
   uint32_t pad2 = 0;
 };
-static_assert(sizeof(Ctrl) == 40, "Ctrl is a wire format");
+static_assert(sizeof(Ctrl) == 48, "Ctrl is a wire format");
+
+/// The header in front of an eager message's payload in its slot.
+struct EagerHeader {
+  uint64_t tag = 0;
+  uint32_t len = 0;
+  uint32_t eagers = 0;  ///< as Ctrl::eagers, for the other direction (piggybacked credit)
+  uint32_t freed = 0;   ///< as Ctrl::freed
+  uint32_t pad = 0;
+};
+static_assert(sizeof(EagerHeader) == 24, "EagerHeader is a wire format");
+
+/// What a receiver offers for eager messages (connection private data).
+struct EagerRing {
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+  uint16_t slots = 0;     ///< 0: no eager messages to this side
+  uint16_t pad = 0;
+  uint32_t payload = 0;   ///< payload bytes per slot (the header comes in front)
+};
 
 // wr_id: endpoint id (16 bits) | kind (4 bits) | value (44 bits).
 enum Kind : uint64_t {
@@ -83,6 +122,14 @@ inline uint64_t wr_id(uint16_t ep, Kind k, uint64_t v) {
 inline uint16_t wr_ep(uint64_t w) { return static_cast<uint16_t>(w >> 48); }
 inline Kind wr_kind(uint64_t w) { return static_cast<Kind>((w >> 44) & 0xf); }
 inline uint64_t wr_value(uint64_t w) { return w & kValueMask; }
+
+// Immediate data of a WRITE WITH IMMEDIATE: an eager message names its slot;
+// a rendezvous write names the receive (its sequence) and whether the
+// message was longer than the receive.
+constexpr uint32_t kEagerBit = 0x80000000u;
+constexpr uint32_t kTruncBit = 0x40000000u;
+constexpr uint32_t kSeqMask = kTruncBit - 1;
+constexpr int kBatch = 32;  // work requests per post list
 
 class VerbsRegion final : public MemoryRegion {
  public:
@@ -123,6 +170,21 @@ class VerbsEndpoint final : public Endpoint {
     RecvRequest req;
     uint32_t seq = 0;
     bool used = false, done = false;
+    bool advertised = false;  // the peer was told of it (and may write into it)
+  };
+  struct Ready {  // what goes to the peer for the send path, in order
+    enum Kind : uint8_t { kWrite, kEager, kWant } kind = kWrite;
+    SendRequest send;       // kWrite, kEager (kWant: its tag only)
+    Advert advert;          // kWrite
+    uint32_t slot = 0;      // kEager: the peer's slot
+  };
+  struct InFlightEager {  // an eager message that may yet use up one of the peer's adverts
+    uint64_t tag = 0;
+    uint32_t eseq = 0;    // its place among our eager messages
+    bool resolved = false;
+  };
+  struct Unexpected {  // an eager message with no receive yet: its slot is kept
+    uint32_t slot = 0;
   };
   struct Op {  // a send or write posted to the NIC, awaiting its signalled completion
     uint64_t context = 0, bytes = 0, tag = 0;
@@ -136,12 +198,35 @@ class VerbsEndpoint final : public Endpoint {
   void progress() noexcept;  // posts what waits for send-queue room
   bool post_adverts() noexcept;
   bool match_sends() noexcept;
+  struct PostList;
+  // The eager path and the matching core (verbs_eager.cc).
+  Result<EagerRing> offer_eager();
+  Result<void> setup_eager(const EagerRing& peer);
+  void take_send(const SendRequest& s) noexcept;
+  void take_advert(const Ctrl& c) noexcept;
+  void on_peer_credit(uint32_t eagers, uint32_t freed) noexcept;
+  bool used_by_eager(uint64_t tag) noexcept;
+  void queue_advert(uint32_t seq) noexcept;
+  void queue_ctrl(const Ctrl& c) noexcept;
+  bool post_pending_ctrls() noexcept;
+  void on_eager(uint32_t slot, uint32_t byte_len) noexcept;
+  void deliver_eager(uint32_t slot, Recv& r) noexcept;
+  void free_slot(uint32_t slot) noexcept;
+  void credit_piggyback(EagerHeader& h) noexcept;
+  bool append_eager(PostList& pl, const Ready& r) noexcept;
+  bool append_ctrl(PostList& pl, const Ctrl& c) noexcept;
+  void want_advert(uint64_t tag) noexcept;
+  bool eager_room() const noexcept {
+    return tx_eagers_ - peer_freed_ < peer_ring_.slots && !eagers_out_.full() && ready_.size() + 2 < ready_.capacity();
+  }
+  void go_eager(const SendRequest& s) noexcept;
+  void resume_eager() noexcept;
   bool post_writes() noexcept;
   bool post_ctrls(const Ctrl* cs, uint32_t n) noexcept;
   bool has_work() const noexcept {
-    return !failed_ && ((sends_n_ > 0 && adverts_n_ > 0) || writes_n_ > 0 || advertised_ != recv_next_);
+    return !failed_ && (!ready_.empty() || !writes_.empty() || !ctrl_out_.empty() || credit_due());
   }
-  struct PostList;
+  bool credit_due() const noexcept { return rx_freed_ - freed_reported_ >= credit_batch_; }
   // Congestion control (GREX_CC): a token bucket at the controller's rate
   // gates posted bytes; RTT samples come from signalled zero-length RDMA
   // WRITEs (the responder's ACK is the echo), minus the time the bytes
@@ -152,11 +237,10 @@ class VerbsEndpoint final : public Endpoint {
   void set_nic_rate(double rate_bps, uint64_t now_ns) noexcept;
   bool append_probe(PostList& pl) noexcept;
   void on_probe_done(uint64_t now_ns) noexcept;
-  bool algo_wants_probes() const noexcept { return cc_.active() && cc_.algorithm().wants_rtt_probes; }
-  cc::Flow cc_;
+  bool algo_wants_probes() const noexcept { return pacer_.active() && pacer_.flow().algorithm().wants_rtt_probes; }
+  Pacer pacer_;
   cc::ProbeScheduler probes_;
   CcStats cc_stats_;
-  cc::TokenBucket bucket_;
   cc::NicRateLimit nic_rate_;
   uint64_t probe_sq_ = 0;        // send-queue position of the outstanding probe (0: none)
   uint64_t probe_post_ns_ = 0;
@@ -190,19 +274,40 @@ class VerbsEndpoint final : public Endpoint {
   uint64_t sq_posted_ = 0, sq_done_ = 0, unsignalled_ = 0, ops_unsignalled_ = 0;
   // receive side
   std::vector<Recv> recvs_;  // ring by sequence (power-of-two size)
-  uint32_t recv_head_ = 0, recv_next_ = 0, advertised_ = 0;
-  std::vector<Ctrl> rx_slots_;  // control-message receive buffers (per-QP receive queue)
+  uint32_t recv_head_ = 0, recv_next_ = 0;
+  TagFifo<uint32_t> pending_;       // receives not yet matched, per tag: advertised ones, then silent ones
+  TagFifo<Unexpected> unexpected_;  // eager messages that arrived before their receive
+  TagFifo<uint8_t> wants_;          // the peer asked for an advert of a receive not yet posted
+  Ring<Ctrl> ctrl_out_;             // adverts and other control messages, in order, waiting for send-queue room
+  std::vector<Ctrl> rx_slots_;      // control-message receive buffers (per-QP receive queue)
   ibv_mr* rx_mr_ = nullptr;
+  std::vector<uint8_t> rx_eager_;   // the eager ring the peer writes into
+  ibv_mr* rx_eager_mr_ = nullptr;
+  std::vector<uint8_t> rx_slot_free_;  // per slot: freed, not yet counted in rx_freed_
+  uint32_t eager_payload_ = 0;         // this connection's eager size (both sides' smaller; 0: off)
+  uint32_t rx_slots_n_ = 0, rx_eagers_ = 0, rx_next_slot_ = 0, rx_freed_ = 0, freed_reported_ = 0;
+  uint32_t credit_batch_ = UINT32_MAX;
   // send side
-  std::vector<SendRequest> sends_;  // posted, unmatched (ring)
-  size_t sends_head_ = 0, sends_n_ = 0;
-  std::vector<Advert> adverts_;  // from the peer, unmatched (ring)
-  size_t adverts_head_ = 0, adverts_n_ = 0;
-  uint32_t advert_expected_ = 0;
-  std::vector<WriteRequest> writes_;  // posted, not yet on the send queue (ring)
-  size_t writes_head_ = 0, writes_n_ = 0;
-  std::vector<Op> ops_;  // on the send queue, in order (ring)
-  size_t ops_head_ = 0, ops_n_ = 0;
+  TagFifo<SendRequest> sends_;   // posted, unmatched, per tag
+  TagFifo<Advert> adverts_;      // from the peer, unmatched, per tag
+  Ring<Ready> ready_;            // matched or eager, in order, waiting for the send queue
+  Ring<InFlightEager> eagers_out_;  // eager messages whose use of an advert is not known yet
+  Ring<uint64_t> credit_waiters_;   // tags whose first waiting send is small and waits for a free slot
+  Ring<WriteRequest> writes_;    // posted, not yet on the send queue
+  Ring<Op> ops_;                 // on the send queue, in order
+  std::vector<EagerHeader> tx_eager_hdr_;  // per peer slot, for headers not sent inline
+  ibv_mr* tx_eager_mr_ = nullptr;
+  EagerRing my_ring_, peer_ring_;
+  uint32_t tx_eagers_ = 0, peer_freed_ = 0;
+};
+
+// Work requests gathered for one ibv_post_send. Control messages sent inline
+// live here until the post (the NIC copies them then).
+struct VerbsEndpoint::PostList {
+  ibv_send_wr wrs[kBatch];  // filled as appended: nothing to zero up front
+  ibv_sge sges[2 * kBatch];  // two for each work request (an eager message's header and payload)
+  Ctrl* ctrls;              // the endpoint's inline control storage
+  uint32_t n = 0;
 };
 
 class VerbsDevice final : public Device {
@@ -241,7 +346,8 @@ class VerbsDevice final : public Device {
 
   struct Stats {
     Counter wr_posted, wc_polled, sends, recvs, writes, remote_writes, bytes_sent, bytes_received, adverts,
-        inline_sends, wc_errors, async_events, cm_events, cq_events, gpu_dmabuf_regs, gpu_peermem_regs;
+        inline_sends, wc_errors, async_events, cm_events, cq_events, gpu_dmabuf_regs, gpu_peermem_regs, eager_sends,
+        eager_recvs, unexpected, wants, credits;
   };
   Stats stats;
 
@@ -280,8 +386,7 @@ class VerbsDevice final : public Device {
   std::vector<std::pair<int, rdma_cm_event*>> requests_;  // connect requests not yet claimed, by rank
   std::vector<Ctrl> srq_slots_;   // shared receive queue buffers (srq=1)
   ibv_mr* srq_mr_ = nullptr;
-  std::vector<Completion> done_;  // completions made outside a CQ entry (ring)
-  size_t done_head_ = 0, done_n_ = 0;
+  Ring<Completion> done_;  // completions made outside a CQ entry
   uint64_t polls_ = 0, events_ns_ = 0;
 };
 

@@ -23,8 +23,9 @@ struct Hello {
   uint32_t mtu = 0;  // active MTU of the sender's port
   uint32_t pad = 0;
   uint64_t job = 0;  // FNV-1a of the job id: a stray request from another job is refused
+  EagerRing eager;   // where the peer may write eager messages (slots 0: nowhere)
 };
-static_assert(sizeof(Hello) <= 56, "RC private data limit");
+static_assert(sizeof(Hello) <= 56, "RC private data limit of a connect request");
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -62,6 +63,8 @@ VerbsEndpoint::~VerbsEndpoint() {
   dev_->forget(this);
   if (qp_ != nullptr) rdma_destroy_qp(cm_);
   if (rx_mr_ != nullptr) ibv_dereg_mr(rx_mr_);
+  if (rx_eager_mr_ != nullptr) ibv_dereg_mr(rx_eager_mr_);
+  if (tx_eager_mr_ != nullptr) ibv_dereg_mr(tx_eager_mr_);
   if (tx_mr_ != nullptr) ibv_dereg_mr(tx_mr_);
   if (cm_ != nullptr) rdma_destroy_id(cm_);
 }
@@ -82,7 +85,7 @@ Result<void> VerbsEndpoint::setup_qp(rdma_cm_id* id) {
   a.srq = dev_->srq();
   a.cap.max_send_wr = sq_depth_;
   a.cap.max_recv_wr = a.srq != nullptr ? 0 : rq_depth_;
-  a.cap.max_send_sge = 1;
+  a.cap.max_send_sge = 2;  // an eager message: header and payload
   a.cap.max_recv_sge = 1;
   a.cap.max_inline_data = dev_->vopts().max_inline;
   a.qp_type = IBV_QPT_RC;
@@ -106,10 +109,15 @@ Result<void> VerbsEndpoint::setup_qp(rdma_cm_id* id) {
     if (tx_mr_ == nullptr) return Error::from_errno("ibv_reg_mr (control slots)", errno).device(dev_->name());
   }
   recvs_.resize(pow2_at_least(qd));
-  sends_.resize(qd);
-  adverts_.resize(2 * qd);
-  writes_.resize(qd);
-  ops_.resize(sq_depth_);
+  pending_.reset(recvs_.size());
+  wants_.reset(qd);
+  ctrl_out_.reset(2 * qd + 64);
+  sends_.reset(qd);
+  adverts_.reset(2 * qd);
+  ready_.reset(2 * qd + 2);  // sends, and a request for an advert for each
+  writes_.reset(qd);
+  ops_.reset(sq_depth_);
+  GREX_TRY(offer_eager());
   if (a.srq == nullptr) {  // receive buffers for control SENDs, posted before the peer may send
     rx_slots_.resize(rq_depth_);
     rx_mr_ = ibv_reg_mr(dev_->pd(), rx_slots_.data(), rx_slots_.size() * sizeof(Ctrl), IBV_ACCESS_LOCAL_WRITE);
@@ -143,6 +151,7 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
   mine.rank = static_cast<uint32_t>(opts_.rank);
   mine.mtu = caps_.mtu_bytes;
   mine.job = fnv1a(opts_.job_id);
+  EagerRing theirs_ring;  // the peer's offer, from its connect request or reply
   rdma_conn_param cp{};
   cp.private_data = &mine;
   cp.private_data_len = sizeof(mine);
@@ -186,6 +195,7 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
       ep->qp_ = nullptr;
       return fail(std::move(r).error());
     }
+    mine.eager = ep->my_ring_;
     if (rdma_connect(id, &cp) != 0) return fail(Error::from_errno("rdma_connect", errno));
     auto ev = wait_event(id, deadline, false, peer);
     if (!ev) return fail(std::move(ev).error().hint("while connecting to " + ep->peer_ip_));
@@ -194,7 +204,10 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
     if (got == RDMA_CM_EVENT_ESTABLISHED && (*ev)->param.conn.private_data_len >= sizeof(Hello)) {
       Hello theirs;
       std::memcpy(&theirs, (*ev)->param.conn.private_data, sizeof(theirs));
-      if (theirs.magic == kMagic) peer_mtu = std::min(peer_mtu, theirs.mtu);
+      if (theirs.magic == kMagic) {
+        peer_mtu = std::min(peer_mtu, theirs.mtu);
+        theirs_ring = theirs.eager;
+      }
     }
     rdma_ack_cm_event(*ev);
     if (got != RDMA_CM_EVENT_ESTABLISHED)
@@ -209,6 +222,7 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
     rdma_cm_id* id = ev->id;
     Hello theirs;
     std::memcpy(&theirs, ev->param.conn.private_data, std::min<size_t>(sizeof(theirs), ev->param.conn.private_data_len));
+    theirs_ring = theirs.eager;
     if (ev->param.conn.private_data_len < sizeof(Hello) || theirs.job != mine.job) {
       rdma_reject(id, nullptr, 0);
       rdma_ack_cm_event(ev);
@@ -228,6 +242,7 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
       ep->cm_ = nullptr;
       return fail(std::move(r).error());
     }
+    mine.eager = ep->my_ring_;
     int rc = rdma_accept(id, &cp);
     int err = errno;
     rdma_ack_cm_event(ev);
@@ -247,6 +262,7 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
   if (ibv_query_qp(ep->qp_, &qa, IBV_QP_PATH_MTU, &qi) == 0) ep->path_mtu_ = 128u << qa.path_mtu;
   if (peer_mtu != 0 && ep->path_mtu_ > peer_mtu)
     GREX_WARN(kSubsys, "path MTU %u to rank %d exceeds its active MTU %u", ep->path_mtu_, peer, peer_mtu);
+  if (auto r = ep->setup_eager(theirs_ring); !r) return fail(std::move(r).error());
   ep->connected_ = true;
   eps_.push_back(ep.get());
   qps_[ep->qp_->qp_num] = ep.get();

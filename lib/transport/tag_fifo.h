@@ -69,6 +69,12 @@ class TagFifo {
     return s == kNoSlot ? nullptr : &nodes_[table_[s].head].value;
   }
 
+  /// The newest entry of `tag`, or nullptr.
+  T* back(uint64_t tag) noexcept {
+    const size_t s = find(tag);
+    return s == kNoSlot ? nullptr : &nodes_[table_[s].tail].value;
+  }
+
   /// Removes the oldest entry of `tag`; false when it has none.
   bool pop(uint64_t tag) noexcept {
     const size_t s = find(tag);
@@ -128,6 +134,7 @@ class TagFifo {
     return static_cast<size_t>(tag);
   }
   size_t find(uint64_t tag) const noexcept {
+    if (table_.empty()) return kNoSlot;  // never reset: no entries
     const size_t mask = table_.size() - 1;
     for (size_t s = hash(tag) & mask;; s = (s + 1) & mask) {
       if (!table_[s].used) return kNoSlot;

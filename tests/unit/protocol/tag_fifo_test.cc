@@ -110,6 +110,7 @@ TEST(TagFifo, MatchesAModelOverALongRandomRun) {
       ASSERT_EQ(q.front(tag) != nullptr, has) << "tag " << tag << " step " << step;
       if (!has) continue;
       ASSERT_EQ(*q.front(tag), it->second.front());
+      ASSERT_EQ(*q.back(tag), it->second.back());
       ASSERT_TRUE(q.pop(tag));
       it->second.pop_front();
       --n;
