@@ -11,14 +11,17 @@
 #   ib_send_lat -d DEV -x GID -s S -n N & ib_send_lat -d DEV -x GID -s S -n N IP
 #   grex-run -n 2 --backend verbs -- grex-perf send_lat -s S -n N
 #   grex-run -n 2 --backend verbs -- grex-perf allreduce -b 8 -e 8 -n N -w 100
-# Usage: bench/verbs_sendlat.sh     (root; env BUILD, REPEAT=3, ITERS=2000, SIZES="8 64 ...")
+# With BASE=<another build dir> (an earlier commit's), its grex-perf runs too, alternating, as "before".
+# Usage: bench/verbs_sendlat.sh     (root; env BUILD, BASE, REPEAT=3, ITERS=2000, SIZES="8 64 ...")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+BASE=${BASE:-}
+[[ -z $BASE || $BASE = /* ]] || BASE=$ROOT/$BASE
 if [[ -z ${GREX_RXE_DEV:-} ]]; then
   exec bash "$ROOT/tests/scripts/softroce.sh" --keep-cache -- \
-    env BUILD="$BUILD" REPEAT="${REPEAT:-3}" ITERS="${ITERS:-2000}" SIZES="${SIZES:-}" \
+    env BUILD="$BUILD" BASE="$BASE" REPEAT="${REPEAT:-3}" ITERS="${ITERS:-2000}" SIZES="${SIZES:-}" \
     bash "$ROOT/bench/verbs_sendlat.sh" "$@"
 fi
 REPEAT=${REPEAT:-3}
@@ -47,18 +50,25 @@ for ((r = 0; r < REPEAT; r++)); do
     wait "$spid" 2>/dev/null || true
     timeout 120 "${run[@]}" "$perf" send_lat -s "$s" -n "$ITERS" 2>/dev/null |
       awk -v s="$s" '$1 == s {print s, $5}' >> "$tmp/gp" || true
+    [[ -z $BASE ]] || timeout 120 "${run[@]}" "$BASE/apps/grex-perf/grex-perf" send_lat -s "$s" -n "$ITERS" \
+      2>/dev/null | awk -v s="$s" '$1 == s {print s, $5}' >> "$tmp/bp" || true
   done
   timeout 120 "${run[@]}" "$perf" allreduce -b 8 -e 8 -n "$ITERS" -w 100 2>/dev/null |
     awk '$1 == 8 && NF >= 9 {print $5}' >> "$tmp/ar" || true
+  [[ -z $BASE ]] || timeout 120 "${run[@]}" "$BASE/apps/grex-perf/grex-perf" allreduce -b 8 -e 8 -n "$ITERS" \
+    -w 100 2>/dev/null | awk '$1 == 8 && NF >= 9 {print $5}' >> "$tmp/bar" || true
 done
-echo "| message (B) | grex-perf send_lat t_typical (us) | ib_send_lat t_typical (us) | grex / perftest (goal <= 1.1) |"
-echo "|---:|---:|---:|---:|"
+echo "| message (B) | grex-perf send_lat t_typical (us) | ib_send_lat t_typical (us) | grex / perftest (goal <= 1.1) | before (BASE) | before / perftest |"
+echo "|---:|---:|---:|---:|---:|---:|"
 for s in "${sizes[@]}"; do
   read -r gm gl gh <<< "$(awk -v s="$s" '$1 == s {print $2}' "$tmp/gp" | stats)"
   read -r pm pl ph <<< "$(awk -v s="$s" '$1 == s {print $2}' "$tmp/pt" | stats)"
-  [[ -n ${gm:-} && -n ${pm:-} ]] || { echo "| $s | ${gm:-(none)} | ${pm:-(none)} | |"; continue; }
-  printf "| %s | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %.2f |\n" "$s" "$gm" "$gl" "$gh" "$pm" "$pl" "$ph" \
-    "$(echo "$gm / $pm" | bc -l)"
+  read -r bm bl bh <<< "$(awk -v s="$s" '$1 == s {print $2}' "$tmp/bp" 2>/dev/null | stats)"
+  [[ -n ${gm:-} && -n ${pm:-} ]] || { echo "| $s | ${gm:-(none)} | ${pm:-(none)} | | | |"; continue; }
+  before="| |"
+  [[ -z ${bm:-} ]] || before=$(printf "| %.2f (%.2f-%.2f) | %.2f |" "$bm" "$bl" "$bh" "$(echo "$bm / $pm" | bc -l)")
+  printf "| %s | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %.2f %s\n" "$s" "$gm" "$gl" "$gh" "$pm" "$pl" "$ph" \
+    "$(echo "$gm / $pm" | bc -l)" "$before"
 done
 read -r am al ah <<< "$(stats < "$tmp/ar")"
 read -r pm _ _ <<< "$(awk -v s="${sizes[0]}" '$1 == s {print $2}' "$tmp/pt" | stats)"
@@ -67,5 +77,8 @@ if [[ -n ${am:-} && -n ${pm:-} ]]; then
     "${sizes[0]}"
   printf "|---|---:|---:|---:|\n| median (min-max) | %.2f (%.2f-%.2f) | %.2f | %.2f |\n" "$am" "$al" "$ah" "$pm" \
     "$(echo "$am / $pm" | bc -l)"
+  read -r bm bl bh <<< "$(stats < "$tmp/bar" 2>/dev/null)"
+  [[ -z ${bm:-} ]] || printf "| before (BASE) | %.2f (%.2f-%.2f) | %.2f | %.2f |\n" "$bm" "$bl" "$bh" "$pm" \
+    "$(echo "$bm / $pm" | bc -l)"
 fi
 echo "# on $DEV ($GREX_SOFTROCE), $REPEAT alternating runs of $ITERS iterations"

@@ -17,6 +17,9 @@ namespace grex::verbs {
 ///   retry_cnt  transport retries before a send fails [GREX_IB_RETRY_CNT], default 7
 ///   inline     largest payload sent inline [GREX_IB_INLINE], default 64
 ///   srq        1: one shared receive queue for all peers [GREX_IB_SRQ], default 0
+///   eager      largest message sent eagerly, into the receiver's slot ring
+///              [GREX_IB_EAGER], default 4096; 0: never (both sides' smaller value counts)
+///   eager_slots  eager slots kept per peer [GREX_IB_EAGER_SLOTS], default 64
 ///   rate_limit where a congestion controller's rate is enforced [GREX_IB_RATE_LIMIT]:
 ///              auto (default): software pacing, plus the NIC's per-QP rate limit
 ///              where the device offers it for RC queue pairs; nic: require that
