@@ -1,84 +1,97 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Two-sided small messages over verbs against perftest on the same Soft-RoCE
-# device, side by side in one run (REPEAT alternating runs; median, min-max):
-#  - send_lat, half round trip t_typical, 8 B .. 16 KiB, vs ib_send_lat
+# device (REPEAT rounds; median, min-max):
+#  - send_lat, half round trip t_typical, for each size in SIZES, vs ib_send_lat
 #  - a 2-rank 8-byte allreduce (grex-perf allreduce, out-of-place time) vs
 #    ib_send_lat's 8-byte t_typical (issue 24's goal: <= 1.3x)
-# Outside a Soft-RoCE environment it re-runs itself under tests/scripts/softroce.sh
-# (the qemu VM on kernels without rdma_rxe: TCG speeds, not NIC speeds).
+# With BASE=<another build dir> (an earlier commit's), its grex-perf runs too, as "before".
+# Each round boots one fresh guest per tool (grex, BASE, perftest), in turn: in
+# the TCG guest, once perftest has run, every later grex run in the same guest
+# took ~1.7x longer (64 vs 37 us at 8 B, reproducible by order alone), so tools
+# never share a guest. Outside a Soft-RoCE environment it runs itself under
+# tests/scripts/softroce.sh (the qemu VM on kernels without rdma_rxe: TCG speeds).
 # Commands (inside; DEV = $GREX_RXE_DEV, GID = $GREX_IB_GID_INDEX, IP = $GREX_RXE_IP):
 #   ib_send_lat -d DEV -x GID -s S -n N & ib_send_lat -d DEV -x GID -s S -n N IP
-#   grex-run -n 2 --backend verbs -- grex-perf send_lat -s S -n N
+#   grex-perf send_lat -s S -n N & grex-perf send_lat -s S -n N IP        (GREX_BACKEND=verbs)
 #   grex-run -n 2 --backend verbs -- grex-perf allreduce -b 8 -e 8 -n N -w 100
-# With BASE=<another build dir> (an earlier commit's), its grex-perf runs too, alternating, as "before".
-# Usage: bench/verbs_sendlat.sh     (root; env BUILD, BASE, REPEAT=3, ITERS=2000, SIZES="8 64 ...")
+# Usage: bench/verbs_sendlat.sh     (root; env BUILD, BASE, REPEAT=3, ITERS=5000, SIZES="8 64 ...")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 BASE=${BASE:-}
 [[ -z $BASE || $BASE = /* ]] || BASE=$ROOT/$BASE
-if [[ -z ${GREX_RXE_DEV:-} ]]; then
-  exec bash "$ROOT/tests/scripts/softroce.sh" --keep-cache -- \
-    env BUILD="$BUILD" BASE="$BASE" REPEAT="${REPEAT:-3}" ITERS="${ITERS:-2000}" SIZES="${SIZES:-}" \
-    bash "$ROOT/bench/verbs_sendlat.sh" "$@"
-fi
 REPEAT=${REPEAT:-3}
-ITERS=${ITERS:-2000}
-read -r -a sizes <<< "${SIZES:-8 64 512 1024 4096 16384}"
-((${#sizes[@]})) || sizes=(8 64 512 1024 4096 16384)
-DEV=$GREX_RXE_DEV GID=${GREX_IB_GID_INDEX:-1} IP=$GREX_RXE_IP
-command -v ib_send_lat >/dev/null || { echo "verbs_sendlat: perftest missing (apt-get install perftest)" >&2; exit 1; }
-ulimit -l unlimited
-export GREX_LOG_LEVEL=error
-stats() { sort -g | awk '{a[NR]=$1} END {if (NR) printf "%.2f %.2f %.2f", a[int((NR+1)/2)], a[1], a[NR]}'; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-run=("$BUILD/apps/grex-run/grex-run" -n 2 --backend verbs --no-tag-output --)
-perf=$BUILD/apps/grex-perf/grex-perf
-port=18700
-for ((r = 0; r < REPEAT; r++)); do
+ITERS=${ITERS:-5000}
+SIZES=${SIZES:-8 64 512 1024 4096 16384}
+read -r -a sizes <<< "$SIZES"
+
+if [[ ${1:-} == --guest ]]; then  # inside one guest: one tool, every size, one line each
+  tool=$2
+  DEV=$GREX_RXE_DEV GID=${GREX_IB_GID_INDEX:-1} IP=$GREX_RXE_IP
+  ulimit -l unlimited
+  export GREX_LOG_LEVEL=error GREX_BACKEND=verbs
+  port=18700
   for s in "${sizes[@]}"; do
     port=$((port + 1))
-    # ib_send_lat row: #bytes #iterations t_min t_max t_typical t_avg ...
-    ib_send_lat -d "$DEV" -x "$GID" -p "$port" -s "$s" -n "$ITERS" > /dev/null 2>&1 &
-    spid=$!
-    sleep 0.5
-    timeout 60 ib_send_lat -d "$DEV" -x "$GID" -p "$port" -s "$s" -n "$ITERS" "$IP" 2>/dev/null |
-      awk -v s="$s" '$1 == s {print s, $5}' >> "$tmp/pt" || true
-    wait "$spid" 2>/dev/null || true
-    timeout 120 "${run[@]}" "$perf" send_lat -s "$s" -n "$ITERS" 2>/dev/null |
-      awk -v s="$s" '$1 == s {print s, $5}' >> "$tmp/gp" || true
-    [[ -z $BASE ]] || timeout 120 "${run[@]}" "$BASE/apps/grex-perf/grex-perf" send_lat -s "$s" -n "$ITERS" \
-      2>/dev/null | awk -v s="$s" '$1 == s {print s, $5}' >> "$tmp/bp" || true
+    case $tool in
+      perftest) cmd=(ib_send_lat -d "$DEV" -x "$GID" -p "$port" -s "$s" -n "$ITERS") ;;
+      *) cmd=("$tool/apps/grex-perf/grex-perf" send_lat -p "$port" -s "$s" -n "$ITERS") ;;
+    esac
+    # The server gives up by itself when its client never came (a busy guest can be slow to listen).
+    timeout 60 "${cmd[@]}" > /dev/null 2>&1 &
+    sleep 1.5
+    # Both tables: #bytes #iterations t_min t_max t_typical ...
+    timeout 60 "${cmd[@]}" "$IP" 2>/dev/null | awk -v s="$s" '$1 == s {print "lat", s, $5}' || true
+    wait || true
   done
-  timeout 120 "${run[@]}" "$perf" allreduce -b 8 -e 8 -n "$ITERS" -w 100 2>/dev/null |
-    awk '$1 == 8 && NF >= 9 {print $5}' >> "$tmp/ar" || true
-  [[ -z $BASE ]] || timeout 120 "${run[@]}" "$BASE/apps/grex-perf/grex-perf" allreduce -b 8 -e 8 -n "$ITERS" \
-    -w 100 2>/dev/null | awk '$1 == 8 && NF >= 9 {print $5}' >> "$tmp/bar" || true
+  if [[ $tool != perftest ]]; then
+    timeout 120 "$tool/apps/grex-run/grex-run" -n 2 --backend verbs --no-tag-output -- \
+      "$tool/apps/grex-perf/grex-perf" allreduce -b 8 -e 8 -n "$ITERS" -w 100 2>/dev/null |
+      awk '$1 == 8 && NF >= 9 {print "ar", 8, $5}' || true
+  fi
+  exit 0
+fi
+
+command -v ib_send_lat >/dev/null || { echo "verbs_sendlat: perftest missing (apt-get install perftest)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tools=(grex "$BUILD" perftest perftest)
+[[ -z $BASE ]] || tools+=(base "$BASE")
+guest() {  # NAME TOOL: one fresh guest
+  SIZES="$SIZES" ITERS="$ITERS" bash "$ROOT/tests/scripts/softroce.sh" --keep-cache -- \
+    env SIZES="$SIZES" ITERS="$ITERS" bash "$ROOT/bench/verbs_sendlat.sh" --guest "$2" 2>/dev/null |
+    grep -E '^(lat|ar) ' | sed "s/^/$1 /" >> "$tmp/all" || true
+}
+for ((r = 0; r < REPEAT; r++)); do
+  for ((t = 0; t < ${#tools[@]}; t += 2)); do
+    guest "${tools[t]}" "${tools[t + 1]}"
+    echo "verbs_sendlat: round $((r + 1))/$REPEAT: ${tools[t]} done" >&2
+  done
 done
+stats() { sort -g | awk '{a[NR]=$1} END {if (NR) printf "%.2f %.2f %.2f", a[int((NR+1)/2)], a[1], a[NR]}'; }
+pick() { awk -v n="$1" -v k="$2" -v s="$3" '$1 == n && $2 == k && $3 == s {print $4}' "$tmp/all" | stats; }
 echo "| message (B) | grex-perf send_lat t_typical (us) | ib_send_lat t_typical (us) | grex / perftest (goal <= 1.1) | before (BASE) | before / perftest |"
 echo "|---:|---:|---:|---:|---:|---:|"
 for s in "${sizes[@]}"; do
-  read -r gm gl gh <<< "$(awk -v s="$s" '$1 == s {print $2}' "$tmp/gp" | stats)"
-  read -r pm pl ph <<< "$(awk -v s="$s" '$1 == s {print $2}' "$tmp/pt" | stats)"
-  read -r bm bl bh <<< "$(awk -v s="$s" '$1 == s {print $2}' "$tmp/bp" 2>/dev/null | stats)"
+  read -r gm gl gh <<< "$(pick grex lat "$s")"
+  read -r pm pl ph <<< "$(pick perftest lat "$s")"
+  read -r bm bl bh <<< "$(pick base lat "$s")"
   [[ -n ${gm:-} && -n ${pm:-} ]] || { echo "| $s | ${gm:-(none)} | ${pm:-(none)} | | | |"; continue; }
   before="| |"
   [[ -z ${bm:-} ]] || before=$(printf "| %.2f (%.2f-%.2f) | %.2f |" "$bm" "$bl" "$bh" "$(echo "$bm / $pm" | bc -l)")
   printf "| %s | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %.2f %s\n" "$s" "$gm" "$gl" "$gh" "$pm" "$pl" "$ph" \
     "$(echo "$gm / $pm" | bc -l)" "$before"
 done
-read -r am al ah <<< "$(stats < "$tmp/ar")"
-read -r pm _ _ <<< "$(awk -v s="${sizes[0]}" '$1 == s {print $2}' "$tmp/pt" | stats)"
+read -r am al ah <<< "$(pick grex ar 8)"
+read -r pm _ _ <<< "$(pick perftest lat 8)"
 if [[ -n ${am:-} && -n ${pm:-} ]]; then
-  printf "\n| 2-rank %s-byte allreduce (us) | grex | ib_send_lat t_typical | grex / perftest (goal <= 1.3) |\n" \
-    "${sizes[0]}"
+  printf "\n| 2-rank 8-byte allreduce (us) | grex | ib_send_lat 8 B t_typical | grex / perftest (goal <= 1.3) |\n"
   printf "|---|---:|---:|---:|\n| median (min-max) | %.2f (%.2f-%.2f) | %.2f | %.2f |\n" "$am" "$al" "$ah" "$pm" \
     "$(echo "$am / $pm" | bc -l)"
-  read -r bm bl bh <<< "$(stats < "$tmp/bar" 2>/dev/null)"
+  read -r bm bl bh <<< "$(pick base ar 8)"
   [[ -z ${bm:-} ]] || printf "| before (BASE) | %.2f (%.2f-%.2f) | %.2f | %.2f |\n" "$bm" "$bl" "$bh" "$pm" \
     "$(echo "$bm / $pm" | bc -l)"
 fi
-echo "# on $DEV ($GREX_SOFTROCE), $REPEAT alternating runs of $ITERS iterations"
+echo "# Soft-RoCE in a TCG guest (tests/scripts/softroce.sh), $REPEAT rounds of $ITERS iterations, a fresh guest per tool"

@@ -47,6 +47,16 @@ Result<void> Communicator::Impl::ensure_work(size_t bytes) {
   return ok();
 }
 
+Result<uint8_t*> Communicator::Impl::small_bounce(const void* p, size_t bytes) {
+  if (bytes > kBounceBytes || !device->capabilities().registration_pins_pages) return nullptr;
+  for (const auto& c : reg_cache)
+    if (c.mr->contains(p, bytes)) return nullptr;
+  for (const auto& [base, mr] : user_allocs)
+    if (mr->contains(p, bytes)) return nullptr;
+  if (bounce == nullptr) bounce = GREX_TRY(device->allocate(kBounceBytes));
+  return static_cast<uint8_t*>(bounce->addr());
+}
+
 // Sends `len` bytes at `s`+`at` to `to` while receiving `rlen` bytes from `from`
 // into `r`+`rat` (either side may be absent: peer -1).
 static Result<void> exchange(Communicator::Impl& c, int to, const Span& s, uint64_t at, uint64_t len, int from,

@@ -63,22 +63,34 @@ static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, voi
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
       return ok();
     }
-    switch (c.job_allreduce_algo(bytes)) {
-      case detail::Algo::kRing:
-        return c.finish(c.ring_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
-      case detail::Algo::kDirect:
-        if (!c.direct_ok()) return c.finish(c.ring_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
-        return c.finish(c.direct_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
-      case detail::Algo::kRabenseifner:
-        return c.finish(c.allreduce_recursive(sendbuf, recvbuf, count, type, op, true), "allreduce");
-      case detail::Algo::kRecursiveDoubling:
-        return c.finish(c.allreduce_recursive(sendbuf, recvbuf, count, type, op, false), "allreduce");
-      case detail::Algo::kTree:
-        return c.finish(c.allreduce_tree(sendbuf, recvbuf, count, type, op), "allreduce");
-      case detail::Algo::kFlat:
-        return c.finish(c.flat_allreduce(sendbuf, recvbuf, count, type, op), "allreduce");
+    auto run = [&](const void* in, void* out) -> Result<void> {
+      switch (c.job_allreduce_algo(bytes)) {
+        case detail::Algo::kRing:
+          return c.ring_allreduce(in, out, count, type, op);
+        case detail::Algo::kDirect:
+          if (!c.direct_ok()) return c.ring_allreduce(in, out, count, type, op);
+          return c.direct_allreduce(in, out, count, type, op);
+        case detail::Algo::kRabenseifner:
+          return c.allreduce_recursive(in, out, count, type, op, true);
+        case detail::Algo::kRecursiveDoubling:
+          return c.allreduce_recursive(in, out, count, type, op, false);
+        case detail::Algo::kTree:
+          return c.allreduce_tree(in, out, count, type, op);
+        case detail::Algo::kFlat:
+          return c.flat_allreduce(in, out, count, type, op);
+      }
+      return ok();
+    };
+    // A small vector in memory the device would register for this call only
+    // (verbs: pinning the pages costs more than the whole exchange) goes
+    // through a buffer the Communicator keeps registered, as NCCL's do.
+    if (uint8_t* b = GREX_TRY(c.small_bounce(recvbuf, bytes)); b != nullptr) {
+      std::memcpy(b, sendbuf, bytes);
+      GREX_TRY(c.finish(run(b, b), "allreduce"));
+      std::memcpy(recvbuf, b, bytes);
+      return ok();
     }
-    return ok();
+    return c.finish(run(sendbuf, recvbuf), "allreduce");
   });
 }
 

@@ -116,6 +116,7 @@ struct Communicator::Impl {
   size_t staging_bytes = 0;
   MemoryRegion* work = nullptr;      // whole-vector temporary (allocate())
   size_t work_bytes = 0;
+  MemoryRegion* bounce = nullptr;    // small vectors of memory that would be registered per call (allocate())
   std::map<void*, MemoryRegion*> user_allocs;  // alloc() results
   detail::CostModel cost;                    // picks the allreduce algorithm
   std::optional<detail::Algo> forced_algo;   // GREX_ALGO
@@ -238,6 +239,12 @@ struct Communicator::Impl {
   Result<void> ensure_staging(size_t bytes);
   /// Makes sure the work buffer holds at least `bytes`.
   Result<void> ensure_work(size_t bytes);
+  /// Up to this many bytes, a collective on memory the device registers per
+  /// call only runs on `bounce` instead (copied in and out).
+  static constexpr size_t kBounceBytes = 64 * 1024;
+  /// The bounce buffer for a collective on [p, p+bytes), or nullptr when the
+  /// memory is used in place (registered already, cheap to register, or large).
+  Result<uint8_t*> small_bounce(const void* p, size_t bytes);
   /// Fails fast if an earlier error broke the communicator.
   Result<void> check_usable(const char* what) const;
   /// Argument checks shared by send and recv.

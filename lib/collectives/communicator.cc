@@ -149,6 +149,7 @@ Communicator::~Communicator() {
   if (impl_->scratch != nullptr) (void)impl_->device->free(impl_->scratch);
   if (impl_->staging != nullptr) (void)impl_->device->free(impl_->staging);
   if (impl_->work != nullptr) (void)impl_->device->free(impl_->work);
+  if (impl_->bounce != nullptr) (void)impl_->device->free(impl_->bounce);
   if (impl_->flat_area != nullptr) (void)impl_->device->free(impl_->flat_area);
 }
 
