@@ -255,6 +255,7 @@ Result<PerfArgs> parse_args(std::span<const std::string_view> args) {
     opts[k] = kOptions[k].takes_value ? app.add_option(names)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
                                       : app.add_flag(names);
   }
+  static_assert(kOptions.back().spelled == "-h");
   const size_t help = kOptions.size() - 1;
   try {
     app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes argv reversed
