@@ -4,38 +4,15 @@
 // JSON value for scripts.
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <memory>
 #include <string>
-#include <utility>
-#include <variant>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace grex::info {
 
-/// A JSON value: null, bool, integer, number, string, array or object (keys in insertion order).
-class Json {
- public:
-  using Array = std::vector<Json>;
-  using Object = std::vector<std::pair<std::string, Json>>;
-  Json() = default;
-  Json(bool b) : v_(b) {}                                      // NOLINT: implicit by design
-  Json(int i) : v_(static_cast<int64_t>(i)) {}                 // NOLINT
-  Json(int64_t i) : v_(i) {}                                   // NOLINT
-  Json(uint64_t i) : v_(static_cast<int64_t>(i)) {}            // NOLINT
-  Json(double d) : v_(d) {}                                    // NOLINT
-  Json(const char* s) : v_(std::string(s)) {}                  // NOLINT
-  Json(std::string s) : v_(std::move(s)) {}                    // NOLINT
-  Json(Array a) : v_(std::make_shared<Array>(std::move(a))) {}    // NOLINT
-  Json(Object o) : v_(std::make_shared<Object>(std::move(o))) {}  // NOLINT
-
-  /// Indented JSON text, with `indent` spaces of nesting already.
-  std::string dump(int indent = 0) const;
-
- private:
-  std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<Array>, std::shared_ptr<Object>> v_;
-};
+/// A JSON value whose objects keep their keys in insertion order.
+using Json = nlohmann::ordered_json;
 
 /// What one probe found.
 struct Section {
@@ -44,7 +21,7 @@ struct Section {
   bool networking = false;         ///< usable between hosts (verbs, dpdk)
   std::string summary;             ///< one line: what, or why not
   std::vector<std::string> lines;  ///< details, already indented
-  Json::Object json;               ///< the same as data
+  Json json = Json::object();      ///< the same as data: an object whose first key is "usable"
 };
 
 Section probe_shm();

@@ -101,20 +101,20 @@ Section probe_dpdk() {
   s.networking = true;
   const bool is_built = built("dpdk");
   // Hugepages per size.
-  Json::Array huge;
+  Json huge = Json::array();
   uint64_t free_bytes = 0;
   for (const auto& dir : list_dir("/sys/kernel/mm/hugepages")) {
     uint64_t kb = std::strtoull(dir.c_str() + std::strlen("hugepages-"), nullptr, 10);
     uint64_t total = std::strtoull(read_text("/sys/kernel/mm/hugepages/" + dir + "/nr_hugepages").c_str(), nullptr, 10);
     uint64_t fr = std::strtoull(read_text("/sys/kernel/mm/hugepages/" + dir + "/free_hugepages").c_str(), nullptr, 10);
     free_bytes += fr * kb * 1024;
-    huge.push_back(Json::Object{{"page_kb", kb}, {"total", total}, {"free", fr}});
+    huge.push_back(Json{{"page_kb", kb}, {"total", total}, {"free", fr}});
     s.lines.push_back("hugepages " + std::to_string(kb) + " kB: " + std::to_string(total) + " reserved, " +
                       std::to_string(fr) + " free");
   }
   if (free_bytes == 0) s.lines.push_back("(no free hugepages: grex runs EAL with --no-huge, fine for virtual devices)");
   // PCI network controllers and their kernel driver.
-  Json::Array pci;
+  Json pci = Json::array();
   int ready = 0;
   for (const auto& addr : list_dir("/sys/bus/pci/devices")) {
     const std::string base = "/sys/bus/pci/devices/" + addr;
@@ -127,10 +127,10 @@ Section probe_dpdk() {
     s.lines.push_back("PCI " + addr + " [" + ids + "] driver " + (drv.empty() ? "none" : drv) +
                       (bound ? ": ready for DPDK (GREX_DPDK_MODE=port GREX_DPDK_PORT=" + addr + ")"
                              : bifurcated ? ": usable by DPDK's mlx5 PMD as it is" : ": kernel-owned"));
-    pci.push_back(Json::Object{{"address", addr}, {"ids", ids}, {"driver", drv}, {"dpdk_ready", bound || bifurcated}});
+    pci.push_back(Json{{"address", addr}, {"ids", ids}, {"driver", drv}, {"dpdk_ready", bound || bifurcated}});
   }
   // Kernel interfaces: af_xdp and af_packet vdevs attach to these.
-  Json::Array nets;
+  Json nets = Json::array();
   int up = 0;
   for (const auto& ifname : list_dir("/sys/class/net")) {
     if (ifname == "lo") continue;
@@ -145,7 +145,7 @@ Section probe_dpdk() {
     s.lines.push_back("netdev " + ifname + ": " + oper + ", MTU " + mtu + ", " +
                       (mbps > 0 ? std::to_string(mbps) + " Mb/s" : std::string("speed unknown")) + ", driver " + drv +
                       ", hw timestamps " + ts);
-    nets.push_back(Json::Object{{"name", ifname}, {"operstate", oper}, {"mtu", static_cast<int64_t>(std::atoll(mtu.c_str()))},
+    nets.push_back(Json{{"name", ifname}, {"operstate", oper}, {"mtu", static_cast<int64_t>(std::atoll(mtu.c_str()))},
                                 {"speed_mbps", static_cast<int64_t>(mbps)}, {"driver", drv}, {"hw_timestamps", ts}});
   }
   s.usable = is_built && (ready > 0 || up > 0);
@@ -171,7 +171,7 @@ Section probe_cuda() {
     return s;
   }
   const gpu::CudaApi& a = **api;
-  Json::Array devs;
+  Json devs = Json::array();
   for (int i = 0; i < a.device_count; ++i) {
     gpu::CUdevice dev = 0;
     if (a.cuDeviceGet(&dev, i) != 0) continue;
@@ -189,7 +189,7 @@ Section probe_cuda() {
     int dmabuf = attr(gpu::kAttrDmaBufSupported), gdr = attr(gpu::kAttrGpuDirectRdmaSupported);
     s.lines.push_back("GPU " + std::to_string(i) + ": " + nm + ", " + gib(bytes) + ", PCI " + bus + ", dma-buf " +
                       (dmabuf == 1 ? "yes" : "no") + ", GPUDirect RDMA " + (gdr == 1 ? "yes" : "no"));
-    devs.push_back(Json::Object{{"index", i}, {"name", std::string(nm)}, {"memory_bytes", static_cast<uint64_t>(bytes)},
+    devs.push_back(Json{{"index", i}, {"name", std::string(nm)}, {"memory_bytes", static_cast<uint64_t>(bytes)},
                                 {"pci", std::string(bus)}, {"dma_buf", dmabuf == 1}, {"gpudirect_rdma", gdr == 1}});
   }
   s.lines.push_back("nvidia_peermem: " + peermem);

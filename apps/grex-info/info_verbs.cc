@@ -92,18 +92,18 @@ Section probe_verbs() {
     s.summary = "no RDMA device";
     s.lines.push_back("(an RDMA NIC needs its driver loaded; for Soft-RoCE: modprobe rdma_rxe;");
     s.lines.push_back(" rdma link add rxe0 type rxe netdev eth0)");
-    s.json = {{"usable", false}, {"built", true}, {"devices", Json::Array{}}};
+    s.json = {{"usable", false}, {"built", true}, {"devices", Json::array()}};
     return s;
   }
   std::string peermem = gpu::peermem_loaded() ? "loaded" : "not loaded";
-  Json::Array devs;
+  Json devs = Json::array();
   int active = 0;
   for (int d = 0; d < n; ++d) {
     const std::string name = ibv_get_device_name(list[d]);
     ibv_context* ctx = ibv_open_device(list[d]);
     if (ctx == nullptr) {
       s.lines.push_back(name + ": cannot open (" + std::strerror(errno) + ")");
-      devs.push_back(Json::Object{{"name", name}, {"error", std::string(std::strerror(errno))}});
+      devs.push_back(Json{{"name", name}, {"error", std::string(std::strerror(errno))}});
       continue;
     }
     ibv_device_attr_ex ax{};
@@ -121,7 +121,7 @@ Section probe_verbs() {
     std::string order;
     for (gpu::GpuRegPath p : plan.order) order += std::string(order.empty() ? "" : " then ") + gpu::path_name(p);
     s.lines.push_back("  GPUDirect: " + (order.empty() ? std::string("none") : order) + " (" + plan.summary() + ")");
-    Json::Array ports;
+    Json ports = Json::array();
     for (uint8_t p = 1; p <= at.phys_port_cnt; ++p) {
       ibv_port_attr pa{};
       if (ibv_query_port(ctx, p, &pa) != 0) continue;
@@ -133,7 +133,7 @@ Section probe_verbs() {
       std::snprintf(line, sizeof line, "  port %u: %s, %s, MTU %d (max %d), %g Gb/s", p, state_name(pa.state),
                     eth ? "RoCE (Ethernet)" : "InfiniBand", 128 << pa.active_mtu, 128 << pa.max_mtu, gbps);
       s.lines.push_back(line);
-      Json::Array gids;
+      Json gids = Json::array();
       for (int i = 0; i < pa.gid_tbl_len; ++i) {
         ibv_gid_entry e{};
         if (ibv_query_gid_ex(ctx, p, static_cast<uint32_t>(i), &e, 0) != 0) continue;
@@ -145,15 +145,15 @@ Section probe_verbs() {
         std::string ndev = read_text(pbase + "/gid_attrs/ndevs/" + std::to_string(i));
         s.lines.push_back("    GID " + std::to_string(i) + ": " + gid_text(raw) + " (" + type +
                           (ndev.empty() ? "" : ", " + ndev) + ")");
-        gids.push_back(Json::Object{{"index", i}, {"gid", gid_text(raw)}, {"type", std::string(type)},
+        gids.push_back(Json{{"index", i}, {"gid", gid_text(raw)}, {"type", std::string(type)},
                                     {"netdev", ndev}});
       }
-      ports.push_back(Json::Object{{"port", static_cast<int>(p)}, {"state", std::string(state_name(pa.state))},
+      ports.push_back(Json{{"port", static_cast<int>(p)}, {"state", std::string(state_name(pa.state))},
                                    {"link_layer", std::string(eth ? "ethernet" : "infiniband")},
                                    {"active_mtu", 128 << pa.active_mtu}, {"max_mtu", 128 << pa.max_mtu},
                                    {"speed_gbps", gbps}, {"gids", gids}});
     }
-    devs.push_back(Json::Object{{"name", name}, {"fw", std::string(at.fw_ver)}, {"max_qp", at.max_qp},
+    devs.push_back(Json{{"name", name}, {"fw", std::string(at.fw_ver)}, {"max_qp", at.max_qp},
                                 {"max_qp_wr", at.max_qp_wr}, {"completion_timestamps", ts},
                                 {"hca_core_clock_khz", have_ex ? static_cast<uint64_t>(ax.hca_core_clock) : 0},
                                 {"dma_buf", dmabuf}, {"nvidia_peermem", peermem},

@@ -4,6 +4,8 @@
 // --backend, when that backend has nothing usable).
 #include <grex/transport.h>
 
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -35,25 +37,31 @@ int usage_error(const std::string& msg) {
   return kExitUsage;
 }
 
+int print_usage() {
+  std::fputs(kUsage, stdout);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   std::string only, json_path;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if ((a == "--backend" || a == "--json") && i + 1 >= argc) return usage_error(std::string(a) + " needs a value");
-    if (a == "--backend") {
-      only = argv[++i];
-      if (only != "shm" && only != "dpdk" && only != "verbs" && only != "cuda")
-        return usage_error("unknown backend '" + only + "'");
-    } else if (a == "--json") {
-      json_path = argv[++i];
-    } else {
-      return usage_error("unknown argument '" + std::string(a) + "'");
-    }
+  CLI::App app("grex-info");
+  app.set_help_flag();  // kUsage is the help
+  app.allow_extras();   // reported below, in this tool's words
+  CLI::Option* help = app.add_flag("-h,--help");
+  CLI::Option* backend = app.add_option("--backend", only)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  CLI::Option* json = app.add_option("--json", json_path)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (help->count() > 0) return print_usage();
+    for (const CLI::Option* o : {backend, json})  // CLI11 starts the message with the option's name
+      if (std::string_view(e.what()).starts_with(o->get_name() + ":")) return usage_error(o->get_name() + " needs a value");
+    return usage_error(e.what());
   }
+  if (help->count() > 0) return print_usage();
+  if (!app.remaining().empty()) return usage_error("unknown argument '" + app.remaining().front() + "'");
+  if (backend->count() > 0 && only != "shm" && only != "dpdk" && only != "verbs" && only != "cuda")
+    return usage_error("unknown backend '" + only + "'");
   std::vector<Section> sections;
   if (only.empty() || only == "shm") sections.push_back(probe_shm());
   if (only.empty() || only == "verbs") sections.push_back(probe_verbs());
@@ -73,14 +81,14 @@ int run(int argc, char** argv) {
     }
   }
   if (!json_path.empty()) {
-    Json::Object doc{{"grex_version", std::string(GREX_VERSION)}, {"drivers_built", drivers}};
+    Json doc{{"grex_version", GREX_VERSION}, {"drivers_built", drivers}};
     for (const Section& s : sections) {
-      Json::Object sec = s.json;
-      sec.insert(sec.begin() + 1, {"summary", s.summary});
-      doc.emplace_back(s.name, std::move(sec));
+      Json sec{{"usable", s.usable}, {"summary", s.summary}};  // the summary goes second
+      sec.update(s.json);
+      doc[s.name] = std::move(sec);
     }
-    doc.emplace_back("usable", ok);
-    std::string text = Json(std::move(doc)).dump() + "\n";
+    doc["usable"] = ok;
+    std::string text = doc.dump(2) + "\n";
     if (json_path == "-") {
       std::fputs(text.c_str(), stdout);
     } else if (std::FILE* f = std::fopen(json_path.c_str(), "w")) {

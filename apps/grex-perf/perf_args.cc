@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// grex-perf's command-line parser: an option table shared by all modes, each
-// option tagged with the modes it applies to.
+// grex-perf's command line, read by CLI11: one option table shared by all modes, each
+// option tagged with the modes it applies to, and the value checks of each.
 #include "perf_args.h"
 
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
 #include <array>
 #include <charconv>
-#include <cstdlib>
 #include <string>
 #include <limits>
 
@@ -23,40 +25,40 @@ constexpr unsigned kP2p = kBw | kLat;
 constexpr unsigned kAny = kColl | kP2p;
 
 struct OptionSpec {
-  char short_name;          // '\0' when long-only
-  std::string_view long_name;
+  std::string_view names;    // CLI11's spelling: "-b,--minbytes", "--inplace"
+  std::string_view spelled;  // how errors name it: the short form when there is one
   bool takes_value;
   unsigned modes;
 };
 
 constexpr std::array kOptions = {
-    OptionSpec{'b', "minbytes", true, kColl},
-    OptionSpec{'e', "maxbytes", true, kAny},
-    OptionSpec{'i', "stepbytes", true, kColl},
-    OptionSpec{'f', "stepfactor", true, kColl},
-    OptionSpec{'n', "iters", true, kAny},
-    OptionSpec{'w', "warmup_iters", true, kAny},
-    OptionSpec{'d', "datatype", true, kColl},
-    OptionSpec{'o', "op", true, kColl},
-    OptionSpec{'c', "check", true, kColl},
-    OptionSpec{'r', "root", true, kRooted},
-    OptionSpec{'\0', "inplace", true, kColl},
-    OptionSpec{'s', "size", true, kP2p},
-    OptionSpec{'a', "all", false, kP2p},
-    OptionSpec{'t', "tx-depth", true, kBw},
-    OptionSpec{'q', "qp", true, kBw},
-    OptionSpec{'D', "duration", true, kP2p},
-    OptionSpec{'R', "rdma_cm", false, kP2p},
-    OptionSpec{'p', "port", true, kP2p},
-    OptionSpec{'\0', "report_gbits", false, kBw},
-    OptionSpec{'\0', "memcpy-ref", false, bit(Mode::kSendBw)},
-    OptionSpec{'\0', "alloc", false, kAny},
-    OptionSpec{'\0', "stats", false, kAny},
-    OptionSpec{'\0', "backend", true, kAny},
-    OptionSpec{'\0', "cc", true, kAny},
-    OptionSpec{'\0', "json", true, kAny},
-    OptionSpec{'\0', "plot", true, kAny},
-    OptionSpec{'h', "help", false, kAny},
+    OptionSpec{"-b,--minbytes", "-b", true, kColl},
+    OptionSpec{"-e,--maxbytes", "-e", true, kAny},
+    OptionSpec{"-i,--stepbytes", "-i", true, kColl},
+    OptionSpec{"-f,--stepfactor", "-f", true, kColl},
+    OptionSpec{"-n,--iters", "-n", true, kAny},
+    OptionSpec{"-w,--warmup_iters", "-w", true, kAny},
+    OptionSpec{"-d,--datatype", "-d", true, kColl},
+    OptionSpec{"-o,--op", "-o", true, kColl},
+    OptionSpec{"-c,--check", "-c", true, kColl},
+    OptionSpec{"-r,--root", "-r", true, kRooted},
+    OptionSpec{"--inplace", "--inplace", true, kColl},
+    OptionSpec{"-s,--size", "-s", true, kP2p},
+    OptionSpec{"-a,--all", "-a", false, kP2p},
+    OptionSpec{"-t,--tx-depth", "-t", true, kBw},
+    OptionSpec{"-q,--qp", "-q", true, kBw},
+    OptionSpec{"-D,--duration", "-D", true, kP2p},
+    OptionSpec{"-R,--rdma_cm", "-R", false, kP2p},
+    OptionSpec{"-p,--port", "-p", true, kP2p},
+    OptionSpec{"--report_gbits", "--report_gbits", false, kBw},
+    OptionSpec{"--memcpy-ref", "--memcpy-ref", false, bit(Mode::kSendBw)},
+    OptionSpec{"--alloc", "--alloc", false, kAny},
+    OptionSpec{"--stats", "--stats", false, kAny},
+    OptionSpec{"--backend", "--backend", true, kAny},
+    OptionSpec{"--cc", "--cc", true, kAny},
+    OptionSpec{"--json", "--json", true, kAny},
+    OptionSpec{"--plot", "--plot", true, kAny},
+    OptionSpec{"-h,--help", "-h", false, kAny},
 };
 
 constexpr std::array<std::pair<std::string_view, Mode>, 10> kModes = {{
@@ -79,15 +81,11 @@ Error bad(std::string msg) {
   return Error(Errc::kInvalidArgument, std::move(msg)).hint("see grex-perf --help");
 }
 
-std::string spelled(const OptionSpec& o) {
-  return o.short_name != '\0' ? std::string("-") + o.short_name : "--" + std::string(o.long_name);
-}
-
 Result<int64_t> parse_int(std::string_view text, const OptionSpec& o, int64_t lo, int64_t hi) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
-    return bad("option " + spelled(o) + " needs an integer from " + std::to_string(lo) + " to " +
+    return bad("option " + std::string(o.spelled) + " needs an integer from " + std::to_string(lo) + " to " +
                std::to_string(hi) + ", got '" + std::string(text) + "'");
   return v;
 }
@@ -130,7 +128,7 @@ struct Seen {
 Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_view v) {
   constexpr int64_t kMaxIters = 100'000'000;
   constexpr int64_t kMaxRoot = 1 << 20;
-  switch (o.short_name) {
+  switch (o.spelled.size() == 2 ? o.spelled[1] : '\0') {
     case 'b': a.min_bytes = GREX_TRY(parse_size(v)); return ok();
     case 'e': {
       size_t s = GREX_TRY(parse_size(v));
@@ -156,37 +154,36 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
     case 'p': a.port = static_cast<uint16_t>(GREX_TRY(parse_int(v, o, 1, 65535))); return ok();
     case 'R': a.rdma_cm = true; return ok();
     case 'D': {
-      char* end = nullptr;
-      std::string text(v);
-      double d = std::strtod(text.c_str(), &end);
-      if (text.empty() || end != text.c_str() + text.size() || !(d > 0) || d > 86400)
-        return bad("option -D needs a duration in seconds (above 0, at most 86400), got '" + text + "'");
+      double d = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
+      if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !(d > 0) || d > 86400)
+        return bad("option -D needs a duration in seconds (above 0, at most 86400), got '" + std::string(v) + "'");
       a.duration_s = d;
       return ok();
     }
     case 'h': a.help = true; return ok();
     default: break;
   }
-  if (o.long_name == "inplace") {
+  if (o.spelled == "--inplace") {
     a.placement = GREX_TRY(parse_int(v, o, 0, 1)) == 1 ? Placement::kInPlace : Placement::kOutOfPlace;
-  } else if (o.long_name == "report_gbits") {
+  } else if (o.spelled == "--report_gbits") {
     a.report_gbits = true;
-  } else if (o.long_name == "memcpy-ref") {
+  } else if (o.spelled == "--memcpy-ref") {
     a.memcpy_ref = true;
-  } else if (o.long_name == "alloc") {
+  } else if (o.spelled == "--alloc") {
     a.shared_buffers = true;
-  } else if (o.long_name == "stats") {
+  } else if (o.spelled == "--stats") {
     a.stats = true;
-  } else if (o.long_name == "backend") {
+  } else if (o.spelled == "--backend") {
     if (v.empty()) return bad("option --backend needs a backend name (shm, dpdk, verbs)");
     a.backend = std::string(v);
-  } else if (o.long_name == "cc") {
+  } else if (o.spelled == "--cc") {
     if (v.empty()) return bad("option --cc needs a congestion controller name (rttcc, dcqcn, ..., none)");
     a.cc = std::string(v);
-  } else if (o.long_name == "json") {
+  } else if (o.spelled == "--json") {
     if (v.empty()) return bad("option --json needs a file name");
     a.json_path = std::string(v);
-  } else if (o.long_name == "plot") {
+  } else if (o.spelled == "--plot") {
     if (v.empty()) return bad("option --plot needs a file name (.png)");
     a.plot_path = std::string(v);
   }
@@ -246,63 +243,64 @@ Result<size_t> parse_size(std::string_view text) {
 
 Result<PerfArgs> parse_args(std::span<const std::string_view> args) {
   PerfArgs a;
-  if (args.empty()) return bad("missing MODE (" + std::string(kModeList) + ")");
-  if (args[0] == "-h" || args[0] == "--help") {
+  CLI::App app("grex-perf");
+  app.set_help_flag();  // -h is in the table: usage() is the help, and it needs no MODE
+  app.allow_extras();   // unknown options are reported below, in this tool's words
+  std::string mode_text, host;
+  app.add_option("MODE", mode_text);
+  CLI::Option* host_opt = app.add_option("HOST", host);
+  std::array<CLI::Option*, kOptions.size()> opts{};
+  for (size_t k = 0; k < kOptions.size(); ++k) {
+    std::string names(kOptions[k].names);
+    opts[k] = kOptions[k].takes_value ? app.add_option(names)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+                                      : app.add_flag(names);
+  }
+  static_assert(kOptions.back().spelled == "-h");
+  const size_t help = kOptions.size() - 1;
+  try {
+    app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes argv reversed
+  } catch (const CLI::ArgumentMismatch& e) {
+    if (opts[help]->count() > 0) return PerfArgs{.help = true};
+    for (size_t k = 0; k < kOptions.size(); ++k)  // CLI11 starts the message with the option's name
+      if (std::string_view(e.what()).starts_with(opts[k]->get_name() + ":"))
+        return bad("option " + std::string(kOptions[k].spelled) + " needs a value");
+    return bad(e.what());
+  } catch (const CLI::ParseError& e) {
+    if (opts[help]->count() > 0) return PerfArgs{.help = true};
+    return bad(e.what());
+  }
+  if (opts[help]->count() > 0) {
     a.help = true;
     return a;
   }
+  if (mode_text.empty()) return bad("missing MODE (" + std::string(kModeList) + ")");
   bool known = false;
   for (const auto& [name, m] : kModes)
-    if (args[0] == name) {
+    if (mode_text == name) {
       a.mode = m;
       known = true;
     }
-  if (!known) return bad("unknown mode '" + std::string(args[0]) + "'; use one of " + std::string(kModeList));
+  if (!known || args.front() != mode_text)  // MODE comes first, as in perftest and nccl-tests
+    return bad("unknown mode '" + std::string(known ? args.front() : mode_text) + "'; use one of " +
+               std::string(kModeList));
+  std::vector<std::string> extras = app.remaining();
+  if (host_opt->count() > 0 && is_collective(a.mode)) extras.insert(extras.begin(), host);
+  if (!extras.empty()) return bad("unknown option '" + extras.front() + "'");
+  a.server_host = host;  // perftest: `MODE HOST` is the client of the server on HOST
 
+  // The options in the order given, each with its value at that place.
   Seen seen;
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string_view tok = args[i];
-    const OptionSpec* spec = nullptr;
-    std::string_view inline_value;
-    bool has_inline = false;
-    if (tok.starts_with("--") && tok.size() > 2) {
-      std::string_view name = tok.substr(2);
-      if (auto eq = name.find('='); eq != std::string_view::npos) {
-        inline_value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-        has_inline = true;
-      }
-      for (const auto& o : kOptions)
-        if (o.long_name == name) spec = &o;
-    } else if (tok.size() >= 2 && tok[0] == '-' && tok[1] != '-') {
-      for (const auto& o : kOptions)
-        if (o.short_name == tok[1]) spec = &o;
-      if (tok.size() > 2) {
-        inline_value = tok.substr(2);
-        has_inline = true;
-      }
-    }
-    if (spec == nullptr && !tok.starts_with("-") && !is_collective(a.mode) && a.server_host.empty()) {
-      a.server_host = std::string(tok);  // perftest: `MODE HOST` is the client of the server on HOST
-      continue;
-    }
-    if (spec == nullptr) return bad("unknown option '" + std::string(tok) + "'");
-    if (!(spec->modes & (1u << static_cast<unsigned>(a.mode))))
-      return bad("option " + spelled(*spec) + " does not apply to " + std::string(mode_name(a.mode)));
-    std::string_view value;
-    if (spec->takes_value) {
-      if (has_inline) {
-        value = inline_value;
-      } else if (i + 1 < args.size()) {
-        value = args[++i];
-      } else {
-        return bad("option " + spelled(*spec) + " needs a value");
-      }
-    } else if (has_inline) {
-      return bad("option " + spelled(*spec) + " takes no value, got '" + std::string(tok) + "'");
-    }
-    GREX_TRY(apply(a, seen, *spec, value));
-    if (a.help) return a;
+  std::array<size_t, kOptions.size()> used{};
+  for (const CLI::Option* opt : app.parse_order()) {
+    size_t k = static_cast<size_t>(std::find(opts.begin(), opts.end(), opt) - opts.begin());
+    if (k == kOptions.size()) continue;  // MODE or HOST
+    const OptionSpec& spec = kOptions[k];
+    if (!(spec.modes & bit(a.mode)))
+      return bad("option " + std::string(spec.spelled) + " does not apply to " + std::string(mode_name(a.mode)));
+    std::string value = opt->results().at(used[k]++);
+    if (!spec.takes_value && value != "true")  // CLI11 gives a flag "true", or what followed '='
+      return bad("option " + std::string(spec.spelled) + " takes no value, got '" + value + "'");
+    GREX_TRY(apply(a, seen, spec, value));
   }
   GREX_TRY(validate(a, seen));
   if (a.size_bytes == 0) a.size_bytes = is_lat(a.mode) ? kDefaultLatBytes : kDefaultBwBytes;

@@ -241,7 +241,7 @@ Result<int> run_bw(const PerfArgs& a) {
   job->print(p2p_preamble(*job, a, title.c_str()) + header);
   const double unit = a.report_gbits ? 8.0 : 1e9 / 1048576.0;  // GB/s -> Gb/sec or perftest's MB/sec
   const int64_t iters = a.effective_iters(), warmup = a.effective_warmup();
-  std::vector<JsonObject> rows;
+  std::vector<Json> rows;
   PlotData plot{"grex-perf " + std::string(mode_name(a.mode)) + " (" + job->capabilities().driver + ")",
                 a.report_gbits ? "Gb/s" : "MB/s (2^20 bytes)", {"BW average"}, {}};
   std::vector<unsigned char> copy_dst;
@@ -266,8 +266,8 @@ Result<int> run_bw(const PerfArgs& a) {
       rows.push_back({{"bytes", static_cast<int64_t>(bytes)}, {"iterations", s.iters}, {"bw_peak_gbs", s.peak_gbs},
                       {"bw_avg_gbs", s.avg_gbs}, {"msg_rate_mpps", s.mpps}});
       if (ref > 0) {
-        rows.back().emplace_back("memcpy_gbs", ref);
-        rows.back().emplace_back("ratio", ratio);
+        rows.back()["memcpy_gbs"] = ref;
+        rows.back()["ratio"] = ratio;
       }
       plot.points.push_back({bytes, {s.avg_gbs * unit}});
     }

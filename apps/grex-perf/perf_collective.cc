@@ -170,7 +170,7 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
   int64_t wrong_total = 0;
   double busbw_sum = 0;
   int busbw_count = 0;
-  std::vector<JsonObject> json;
+  std::vector<Json> json;
   // --plot draws busbw of the first type and operator, one line per placement.
   std::string first = std::string(type_label(a.types.front())) +
                       (mode_reduces(a.mode) ? " " + std::string(reduce_op_name(ops.front())) : "");
@@ -202,14 +202,13 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
           busbw_sum += groups[g].busbw;
           ++busbw_count;
           bool ip = groups.size() == 1 ? in_place : g == 1;
-          JsonObject row{{"size", static_cast<int64_t>(bytes)}, {"count", static_cast<int64_t>(count)},
-                         {"type", std::string(type_label(type))}, {"redop", redop}};
-          if (root_label) row.emplace_back("root", int64_t{*root_label});
-          row.insert(row.end(),
-                     {{"placement", std::string(ip ? "in-place" : "out-of-place")},
-                      {"time_us", groups[g].time_us}, {"algbw_gbs", groups[g].algbw},
-                      {"busbw_gbs", groups[g].busbw},
-                      {"wrong", groups[g].checked ? JsonValue{groups[g].wrong} : JsonValue{std::string("N/A")}}});
+          Json row{{"size", bytes}, {"count", count}, {"type", type_label(type)}, {"redop", redop}};
+          if (root_label) row["root"] = *root_label;
+          row["placement"] = ip ? "in-place" : "out-of-place";
+          row["time_us"] = groups[g].time_us;
+          row["algbw_gbs"] = groups[g].algbw;
+          row["busbw_gbs"] = groups[g].busbw;
+          row["wrong"] = groups[g].checked ? Json(groups[g].wrong) : Json("N/A");
           json.push_back(std::move(row));
         }
       }

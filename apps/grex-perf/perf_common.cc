@@ -70,13 +70,14 @@ std::string buffer_kind(Communicator& comm, bool shared) {
   return "alloc (" + comm.device().capabilities().driver + ")";
 }
 
-Result<void> write_json_rows(Communicator& comm, const PerfArgs& args, JsonObject meta,
-                             const std::vector<JsonObject>& rows) {
+Result<void> write_json_rows(Communicator& comm, const PerfArgs& args, const Json& meta,
+                             const std::vector<Json>& rows) {
   if (args.json_path.empty() || comm.rank() != 0) return ok();
-  meta.insert(meta.begin(), {"mode", std::string(mode_name(args.mode))});
-  JsonObject env = common_environment(args, comm.device().capabilities(), comm.size());
-  env.emplace_back("buffers_detail", buffer_kind(comm, args.shared_buffers));
-  return write_text_file(args.json_path, render_json(meta, env, rows));
+  Json head = {{"mode", mode_name(args.mode)}};
+  head.update(meta);
+  Json env = common_environment(args, comm.device().capabilities(), comm.size());
+  env["buffers_detail"] = buffer_kind(comm, args.shared_buffers);
+  return write_text_file(args.json_path, render_json(head, env, rows));
 }
 
 }  // namespace grex::perf

@@ -44,8 +44,8 @@ void print_rank0(const Communicator& comm, const std::string& text);
 /// "malloc" or "alloc (<driver>-shared)" for headers.
 std::string buffer_kind(Communicator& comm, bool shared);
 /// On rank 0, writes rows and the environment to args.json_path if --json was given.
-Result<void> write_json_rows(Communicator& comm, const PerfArgs& args, JsonObject meta,
-                             const std::vector<JsonObject>& rows);
+Result<void> write_json_rows(Communicator& comm, const PerfArgs& args, const Json& meta,
+                             const std::vector<Json>& rows);
 
 /// nccl-tests style sweep of a collective mode (allreduce, reduce_scatter,
 /// allgather, broadcast, reduce, alltoall). Returns the exit code: 1 if any

@@ -2,13 +2,13 @@
 // grex-perf's output: nccl-tests / perftest tables, latency statistics and JSON.
 #include "perf_format.h"
 
-#include "core/json_text.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 
 namespace grex::perf {
 namespace {
@@ -41,23 +41,19 @@ size_t nearest_rank(size_t n, double fraction) {
   return std::clamp<size_t>(k, 1, n) - 1;
 }
 
-void append_json_object(std::string& out, const JsonObject& obj) {
-  out += "{";
-  bool first = true;
-  for (const auto& [key, value] : obj) {
-    out += first ? "" : ", ";
-    first = false;
-    append_json_string(out, key);
-    out += ": ";
-    if (const auto* i = std::get_if<int64_t>(&value)) {
-      out += std::to_string(*i);
-    } else if (const auto* d = std::get_if<double>(&value)) {
-      out += std::isfinite(*d) ? sfmt("%.6g", *d) : "null";
-    } else {
-      append_json_string(out, std::get<std::string>(value));
-    }
-  }
-  out += "}";
+// A number to the 6 significant digits the tables print; other values as they are.
+Json rounded(const Json& v) {
+  if (!v.is_number_float() || !std::isfinite(v.get<double>())) return v;
+  return std::strtod(sfmt("%.6g", v.get<double>()).c_str(), nullptr);
+}
+
+// `obj` on one line as {"key": value, ...}: nlohmann-json writes each key and
+// value; only the spacing between them is this file's.
+std::string one_line(const Json& obj) {
+  std::string out = "{";
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    out += (it == obj.begin() ? "" : ", ") + Json(it.key()).dump() + ": " + rounded(it.value()).dump();
+  return out + "}";
 }
 
 }  // namespace
@@ -205,23 +201,13 @@ std::string stats_lines(const std::string& head, const std::vector<std::pair<std
   return out;
 }
 
-std::string render_json(const JsonObject& meta, const JsonObject& environment, const std::vector<JsonObject>& rows) {
-  std::string out = "{";
-  for (const auto& [key, value] : meta) {
-    std::string one;
-    append_json_object(one, JsonObject{{key, value}});
-    out += one.substr(1, one.size() - 2) + ", ";  // drop the braces: splice into the outer object
-  }
-  if (!environment.empty()) {
-    out += "\"environment\": ";
-    append_json_object(out, environment);
-    out += ",\n ";
-  }
-  out += "\"rows\": [";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    out += i == 0 ? "\n  " : ",\n  ";
-    append_json_object(out, rows[i]);
-  }
+std::string render_json(const Json& meta, const Json& environment, const std::vector<Json>& rows) {
+  std::string out = one_line(meta);
+  out.pop_back();  // the outer object goes on after meta's keys
+  out += meta.empty() ? "" : ", ";
+  if (!environment.empty()) out += Json("environment").dump() + ": " + one_line(environment) + ",\n ";
+  out += Json("rows").dump() + ": [";
+  for (size_t i = 0; i < rows.size(); ++i) out += (i == 0 ? "\n  " : ",\n  ") + one_line(rows[i]);
   out += rows.empty() ? "]}\n" : "\n]}\n";
   return out;
 }

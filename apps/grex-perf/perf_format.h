@@ -12,8 +12,9 @@
 #include <span>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "perf_args.h"
 
@@ -86,13 +87,13 @@ std::string lat_row(size_t bytes, int iters, const LatencyStats& s);
 /// per flow from the "peer.<N>.<name>" counters.
 std::string stats_lines(const std::string& head, const std::vector<std::pair<std::string, uint64_t>>& counters);
 
-/// A JSON scalar.
-using JsonValue = std::variant<int64_t, double, std::string>;
-/// An ordered JSON object of scalars.
-using JsonObject = std::vector<std::pair<std::string, JsonValue>>;
+/// A JSON value whose objects keep their keys in insertion order (--json's objects and rows).
+using Json = nlohmann::ordered_json;
 /// Renders {meta..., "environment": {...}, "rows": [row, ...]} with a trailing
-/// newline; no "environment" key when `environment` is empty.
-std::string render_json(const JsonObject& meta, const JsonObject& environment, const std::vector<JsonObject>& rows);
+/// newline: `meta`'s keys and the environment on the first line, one row per line
+/// after it (scripts grep rows), numbers to 6 significant digits; no
+/// "environment" key when `environment` is empty. Objects of scalars only.
+std::string render_json(const Json& meta, const Json& environment, const std::vector<Json>& rows);
 /// Writes `text` to `path` (replacing it); kSystem with errno on failure.
 Result<void> write_text_file(const std::string& path, const std::string& text);
 

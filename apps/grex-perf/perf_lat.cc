@@ -161,7 +161,7 @@ Result<int> run_lat(const PerfArgs& a) {
   std::string title = is_write(a.mode) ? "RDMA_Write Latency Test" : "Send Latency Test";
   job->print(p2p_preamble(*job, a, title.c_str()) +
              (job->client() ? lat_header() : "# the client times the round trips: its table is the result\n"));
-  std::vector<JsonObject> rows;
+  std::vector<Json> rows;
   PlotData plot{"grex-perf " + std::string(mode_name(a.mode)) + " (" + job->capabilities().driver + ")", "usec",
                 {"t_typical", "99% percentile"}, {}};
   Progress progress(job->client(), sizes.size());

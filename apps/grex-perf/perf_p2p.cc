@@ -10,11 +10,11 @@ namespace {
 
 constexpr int64_t kDefaultStallMs = 60'000;
 
-JsonObject environment_of(const PairJob& job, const PerfArgs& a) {
-  JsonObject env = common_environment(a, job.capabilities(), job.size());
-  env.emplace_back("flows", int64_t{is_bw(a.mode) ? a.flows : 1});
-  env.emplace_back("tx_depth", int64_t{is_bw(a.mode) ? a.tx_depth : 1});
-  env.emplace_back("connection", std::string(job.server_client() ? "server/client" : "launcher"));
+Json environment_of(const PairJob& job, const PerfArgs& a) {
+  Json env = common_environment(a, job.capabilities(), job.size());
+  env["flows"] = is_bw(a.mode) ? a.flows : 1;
+  env["tx_depth"] = is_bw(a.mode) ? a.tx_depth : 1;
+  env["connection"] = job.server_client() ? "server/client" : "launcher";
   return env;
 }
 
@@ -67,7 +67,7 @@ std::string p2p_preamble(const PairJob& job, const PerfArgs& a, const char* titl
   return out + p2p_rule();
 }
 
-Result<int> p2p_finish(PairJob& job, const PerfArgs& a, const std::vector<JsonObject>& rows, const PlotData& plot) {
+Result<int> p2p_finish(PairJob& job, const PerfArgs& a, const std::vector<Json>& rows, const PlotData& plot) {
   job.print(p2p_rule());
   for (int r = 0; a.stats && r <= PairJob::kServer; ++r) {  // rank 0's counters first
     if (r == job.rank()) {

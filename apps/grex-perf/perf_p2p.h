@@ -79,6 +79,6 @@ PostResult post_out(PairFlow& fl, Mode mode, size_t bytes, int n, bool with_imm 
 std::string p2p_preamble(const PairJob& job, const PerfArgs& a, const char* title);
 /// Closes a run: the rule, --stats (rank 0's flows first), a barrier, then
 /// rank 0 writes --json and --plot. Returns the exit code.
-Result<int> p2p_finish(PairJob& job, const PerfArgs& a, const std::vector<JsonObject>& rows, const PlotData& plot);
+Result<int> p2p_finish(PairJob& job, const PerfArgs& a, const std::vector<Json>& rows, const PlotData& plot);
 
 }  // namespace grex::perf

@@ -51,13 +51,13 @@ std::string gp_quote(const std::string& s) {
 
 }  // namespace
 
-JsonObject common_environment(const PerfArgs& a, const Capabilities& caps, int nranks) {
+Json common_environment(const PerfArgs& a, const Capabilities& caps, int nranks) {
   utsname u{};
   ::uname(&u);
   std::string drivers;
   for (const auto& d : Device::available_drivers()) drivers += (drivers.empty() ? "" : ",") + d;
   const char* cc = std::getenv("GREX_CC");
-  JsonObject env = {
+  Json env = {
       {"grex_version", std::string(GREX_VERSION)},
       {"dpdk_version", std::string(GREX_DPDK_VERSION)},
       {"libibverbs_version", std::string(GREX_IBVERBS_VERSION)},

@@ -18,7 +18,7 @@ namespace grex::perf {
 
 /// The "environment" object of --json: grex, DPDK and libibverbs (rdma-core) versions, the
 /// kernel, the time, the command line, the backend and its device capabilities.
-JsonObject common_environment(const PerfArgs& a, const Capabilities& caps, int nranks);
+Json common_environment(const PerfArgs& a, const Capabilities& caps, int nranks);
 
 /// A plot of one or more series against message size (log2 x axis).
 struct PlotData {

@@ -6,9 +6,11 @@
 
 #include <grex/bootstrap.h>
 
+#include <CLI/CLI.hpp>
 #include <openssl/rand.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -65,85 +67,70 @@ struct Cli {
   bool version = false;
 };
 
-Result<int> parse_ranks(std::string_view text) {
-  std::string s(text);
-  char* end = nullptr;
-  errno = 0;
-  long n = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || n < 1 || n > kMaxRanks)
+Result<int> parse_ranks(const std::string& text) {
+  int n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxRanks)
     return Error(Errc::kInvalidArgument,
-                 "-n needs a number of ranks from 1 to " + std::to_string(kMaxRanks) +
-                     ", got '" + s + "'");
-  return static_cast<int>(n);
+                 "-n needs a number of ranks from 1 to " + std::to_string(kMaxRanks) + ", got '" + text + "'");
+  return n;
 }
 
-Result<double> parse_seconds(std::string_view option, std::string_view text) {
-  std::string s(text);
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0)
-    return Error(Errc::kInvalidArgument,
-                 std::string(option) + " needs a number of seconds >= 0, got '" + s + "'");
+Result<double> parse_seconds(std::string_view option, const std::string& text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v < 0)
+    return Error(Errc::kInvalidArgument, std::string(option) + " needs a number of seconds >= 0, got '" + text + "'");
   return v;
+}
+
+/// CLI11's complaint about `opt` in this tool's words, or "" when it is about another option.
+std::string option_error(const CLI::Option* opt, std::string_view what) {
+  std::string name = opt->get_name();  // CLI11 starts its message with the option's name
+  std::string shown = opt->get_snames().empty() ? name : "-" + opt->get_snames().front();  // -n, as in the help
+  if (what.starts_with(name + ":")) return shown + " needs a value";
+  if (what.starts_with(name.substr(2) + " was given a disallowed flag override")) return name + " takes no value";
+  return "";
 }
 
 /// Parses argv into cli. Options end at "--" or at the first non-option.
 Result<void> parse_args(int argc, char** argv, Cli* cli) {
-  bool have_n = false;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.empty() || arg[0] != '-') break;
-    std::string_view name = arg;
-    std::optional<std::string_view> inline_value;
-    if (arg.starts_with("--") && arg.find('=') != std::string_view::npos) {
-      name = arg.substr(0, arg.find('='));
-      inline_value = arg.substr(arg.find('=') + 1);
-    } else if (arg.starts_with("-n") && arg.size() > 2 && arg[2] != '-') {
-      name = "-n";
-      inline_value = arg.substr(2);
-    }
-    auto value = [&]() -> Result<std::string_view> {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= argc)
-        return Error(Errc::kInvalidArgument, std::string(name) + " needs a value");
-      return std::string_view(argv[++i]);
-    };
-    auto flag = [&](bool* target, bool setting) -> Result<void> {
-      if (inline_value)
-        return Error(Errc::kInvalidArgument, std::string(name) + " takes no value");
-      *target = setting;
-      return ok();
-    };
-    if (name == "-n" || name == "--nproc") {
-      cli->launch.nprocs = GREX_TRY(parse_ranks(GREX_TRY(value())));
-      have_n = true;
-    } else if (name == "--backend") {
-      cli->backend = std::string(GREX_TRY(value()));
-      if (cli->backend->empty()) return Error(Errc::kInvalidArgument, "--backend needs a name");
-    } else if (name == "--timeout") {
-      cli->launch.timeout_s = GREX_TRY(parse_seconds(name, GREX_TRY(value())));
-    } else if (name == "--kill-grace") {
-      cli->launch.kill_grace_s = GREX_TRY(parse_seconds(name, GREX_TRY(value())));
-    } else if (name == "--tag-output") {
-      GREX_TRY(flag(&cli->launch.tag_output, true));
-    } else if (name == "--no-tag-output") {
-      GREX_TRY(flag(&cli->launch.tag_output, false));
-    } else if (name == "-h" || name == "--help") {
-      return flag(&cli->help, true);
-    } else if (name == "--version") {
-      return flag(&cli->version, true);
-    } else {
-      return Error(Errc::kInvalidArgument, "unknown option '" + std::string(arg) + "'");
-    }
+  CLI::App app("grex-run");
+  app.set_help_flag();    // kUsage is the help
+  app.prefix_command();   // PROGRAM and its arguments are not grex-run's
+  std::string nproc, timeout, kill_grace, backend;
+  CLI::Option* help = app.add_flag("-h,--help", cli->help)->disable_flag_override();
+  CLI::Option* version = app.add_flag("--version", cli->version)->disable_flag_override();
+  const std::vector<CLI::Option*> opts = {
+      help,
+      version,
+      app.add_option("-n,--nproc", nproc)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
+      app.add_option("--backend", backend)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
+      app.add_option("--timeout", timeout)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
+      app.add_option("--kill-grace", kill_grace)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
+      app.add_flag("--tag-output,!--no-tag-output", cli->launch.tag_output)->disable_flag_override(),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (cli->help || cli->version) return ok();
+    for (const CLI::Option* o : opts)
+      if (std::string msg = option_error(o, e.what()); !msg.empty()) return Error(Errc::kInvalidArgument, msg);
+    return Error(Errc::kInvalidArgument, e.what());
   }
-  for (; i < argc; ++i) cli->launch.argv.emplace_back(argv[i]);
-  if (!have_n) return Error(Errc::kInvalidArgument, "-n N (number of ranks) is required");
+  if (cli->help || cli->version) return ok();
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() != "--" && rest.front().starts_with("-"))
+    return Error(Errc::kInvalidArgument, "unknown option '" + rest.front() + "'");
+  if (opts[2]->count() > 0) cli->launch.nprocs = GREX_TRY(parse_ranks(nproc));
+  if (opts[3]->count() > 0) {
+    if (backend.empty()) return Error(Errc::kInvalidArgument, "--backend needs a name");
+    cli->backend = backend;
+  }
+  if (opts[4]->count() > 0) cli->launch.timeout_s = GREX_TRY(parse_seconds("--timeout", timeout));
+  if (opts[5]->count() > 0) cli->launch.kill_grace_s = GREX_TRY(parse_seconds("--kill-grace", kill_grace));
+  cli->launch.argv.assign(rest.begin() + (!rest.empty() && rest.front() == "--" ? 1 : 0), rest.end());
+  if (opts[2]->count() == 0) return Error(Errc::kInvalidArgument, "-n N (number of ranks) is required");
   if (cli->launch.argv.empty()) return Error(Errc::kInvalidArgument, "no program to run");
   return ok();
 }

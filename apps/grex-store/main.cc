@@ -5,11 +5,12 @@
 
 #include <grex/bootstrap.h>
 
+#include <CLI/CLI.hpp>
+
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <string_view>
 
 namespace {
 
@@ -29,42 +30,34 @@ void usage(FILE* to) {
                static_cast<unsigned>(kDefaultPort));
 }
 
-// Reads "--name V" or "--name=V" at argv[*i]; true (and *out set) when it matched.
-bool take_opt(int argc, char** argv, int* i, std::string_view name, std::string* out, bool* missing) {
-  std::string_view a = argv[*i];
-  if (a == name) {
-    if (*i + 1 >= argc) {
-      *missing = true;
-      return true;
-    }
-    *out = argv[++*i];
-    return true;
-  }
-  if (a.size() > name.size() && a.substr(0, name.size()) == name && a[name.size()] == '=') {
-    *out = std::string(a.substr(name.size() + 1));
-    return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string host = "0.0.0.0";
   std::string port_text = std::to_string(kDefaultPort);
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    bool missing = false;
-    if (a == "--help" || a == "-h") {
-      usage(stdout);
-      return 0;
-    }
-    if (take_opt(argc, argv, &i, "--host", &host, &missing) || take_opt(argc, argv, &i, "--port", &port_text, &missing)) {
-      if (!missing) continue;
-      std::fprintf(stderr, "grex-store: %s needs a value\n", argv[i]);
+  CLI::App app("grex-store");
+  app.set_help_flag();  // usage() is the help
+  app.allow_extras();   // reported below, in this tool's words
+  CLI::Option* help = app.add_flag("-h,--help");
+  CLI::Option* host_opt = app.add_option("--host", host)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  CLI::Option* port_opt = app.add_option("--port", port_text)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (help->count() == 0) {
+      for (const CLI::Option* o : {host_opt, port_opt})  // CLI11 starts the message with the option's name
+        if (what.starts_with(o->get_name() + ":")) what = o->get_name() + " needs a value";
+      std::fprintf(stderr, "grex-store: %s\n", what.c_str());
       return 2;
     }
-    std::fprintf(stderr, "grex-store: unknown argument '%s'\n", argv[i]);
+  }
+  if (help->count() > 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (!app.remaining().empty()) {
+    std::fprintf(stderr, "grex-store: unknown argument '%s'\n", app.remaining().front().c_str());
     usage(stderr);
     return 2;
   }

@@ -1,40 +1,49 @@
 // SPDX-License-Identifier: Apache-2.0
-// ccsim command line: usage() and parse_args().
+// ccsim command line: usage() and parse_args(), read by CLI11.
+#include <CLI/CLI.hpp>
+
+#include <charconv>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "congestion/sim/sim.h"
 
 namespace grex::ccsim {
 namespace {
 
-// ---------------------------------------------------------------- arguments
+/// Thrown by an option's callback when its value does not convert.
+struct BadValue {
+  std::string option, value;
+};
 
-bool parse_double(const char* s, double* out) {
-  if (s == nullptr || *s == '\0') return false;
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  if (*end != '\0' || !std::isfinite(v)) return false;
-  *out = v;
-  return true;
+/// A callback that converts the value into *out with std::from_chars (all of
+/// it; a finite number for doubles, no sign for integers) or throws BadValue.
+template <class T>
+std::function<void(const std::string&)> number(const char* option, T* out, bool positive = false) {
+  return [=](const std::string& v) {
+    T x{};
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    bool ok = !v.empty() && ec == std::errc() && end == v.data() + v.size() && (!positive || x > 0);
+    if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(x);
+    if (!ok) throw BadValue{option, v};
+    *out = x;
+  };
 }
 
-bool parse_u64(const char* s, uint64_t* out) {
-  if (s == nullptr || *s == '\0' || *s == '-') return false;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(s, &end, 10);
-  if (*end != '\0') return false;
-  *out = v;
-  return true;
-}
-
-bool parse_u32(const char* s, uint32_t* out) {
-  uint64_t v = 0;
-  if (!parse_u64(s, &v) || v > UINT32_MAX) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
+/// A callback that sets *out to the value of `choices` named by the value, or throws BadValue.
+template <class T>
+std::function<void(const std::string&)> choice(const char* option, T* out,
+                                               std::vector<std::pair<std::string_view, T>> choices) {
+  return [=](const std::string& v) {
+    for (const auto& [name, value] : choices)
+      if (v == name) {
+        *out = value;
+        return;
+      }
+    throw BadValue{option, v};
+  };
 }
 
 }  // namespace
@@ -73,108 +82,67 @@ std::string usage() {
 
 bool parse_args(int argc, const char* const* argv, Cli* out, std::string* error) {
   Config& c = out->cfg;
-  for (int i = 1; i < argc; ++i) {
-    std::string opt = argv[i];
-    const char* val = nullptr;
-    std::string inline_val;
-    if (const size_t eq = opt.find('='); opt.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inline_val = opt.substr(eq + 1);
-      opt.resize(eq);
-      val = inline_val.c_str();
+  CLI::App app("grex-ccsim");
+  app.set_help_flag();  // usage() is the help
+  app.allow_extras();   // reported below, in this tool's words
+  std::vector<CLI::Option*> opts = {
+      app.add_flag("-h,--help", out->help),
+      app.add_flag("--ecn", c.ecn),
+      app.add_flag("--lossy,!--lossless", c.lossy),
+      app.add_option("--cc", c.cc),
+      app.add_option_function<std::string>("--flows", number("--flows", &c.flows)),
+      app.add_option_function<std::string>("--hosts", number("--hosts", &c.hosts)),
+      app.add_option_function<std::string>("--gbps", number("--gbps", &c.gbps)),
+      app.add_option_function<std::string>("--mtu", number("--mtu", &c.mtu_bytes)),
+      app.add_option_function<std::string>("--base-rtt-us", number("--base-rtt-us", &c.base_rtt_us)),
+      app.add_option_function<std::string>("--rttcc-target-us",
+                                           number("--rttcc-target-us", &c.rttcc_target_us, true)),
+      app.add_option_function<std::string>("--buffer-mb", number("--buffer-mb", &c.buffer_mb)),
+      app.add_option_function<std::string>("--kmin-kb", number("--kmin-kb", &c.kmin_kb)),
+      app.add_option_function<std::string>("--kmax-kb", number("--kmax-kb", &c.kmax_kb)),
+      app.add_option_function<std::string>("--pmax", number("--pmax", &c.pmax)),
+      app.add_option_function<std::string>("--cnp-interval-us", number("--cnp-interval-us", &c.cnp_interval_us)),
+      app.add_option_function<std::string>(
+          "--scenario", choice<Scenario>("--scenario", &c.scenario,
+                                         {{"long", Scenario::kLong},
+                                          {"burst", Scenario::kBurst},
+                                          {"join-leave", Scenario::kJoinLeave}})),
+      app.add_option_function<std::string>("--burst-kb", number("--burst-kb", &c.burst_kb)),
+      app.add_option_function<std::string>("--burst-period-us", number("--burst-period-us", &c.burst_period_us)),
+      app.add_option_function<std::string>("--stagger-us", number("--stagger-us", &c.stagger_us)),
+      app.add_option_function<std::string>("--duration-ms", number("--duration-ms", &c.duration_ms)),
+      app.add_option_function<std::string>("--warmup-ms", number("--warmup-ms", &c.warmup_ms)),
+      app.add_option_function<std::string>(
+          "--pace", choice<bool>("--pace", &c.pace_wire_bytes, {{"payload", false}, {"wire", true}})),
+      app.add_option_function<std::string>("--jitter-ns", number("--jitter-ns", &c.jitter_ns)),
+      app.add_option_function<std::string>("--seed", number("--seed", &c.seed)),
+      app.add_option_function<std::string>("--sample-us", number("--sample-us", &c.sample_us)),
+      app.add_option("--json", out->json_path),
+      app.add_option("--csv", out->csv_path),
+  };
+  for (CLI::Option* o : opts) {
+    if (o->get_items_expected_max() == 0)
+      o->disable_flag_override();  // --ecn=1 is an error, as it always was
+    else
+      o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const BadValue& bad) {
+    *error = "bad value '" + bad.value + "' for " + bad.option;
+    return false;
+  } catch (const CLI::ParseError& e) {
+    *error = e.what();
+    for (const CLI::Option* o : opts) {  // CLI11 starts the message with the option's name
+      const std::string name = o->get_name();
+      if (error->starts_with(name + ":")) *error = name + " needs a value";
+      if (error->starts_with(name.substr(2) + " was given a disallowed flag override")) *error = name + " takes no value";
     }
-    // Flags take no value.
-    if (opt == "--help" || opt == "-h") {
-      out->help = true;
-      continue;
-    }
-    if (opt == "--ecn" || opt == "--lossy" || opt == "--lossless") {
-      if (val != nullptr) {
-        *error = opt + " takes no value";
-        return false;
-      }
-      if (opt == "--ecn") c.ecn = true;
-      if (opt == "--lossy") c.lossy = true;
-      if (opt == "--lossless") c.lossy = false;
-      continue;
-    }
-    if (val == nullptr) {
-      if (i + 1 >= argc) {
-        *error = opt + " needs a value";
-        return false;
-      }
-      val = argv[++i];
-    }
-    bool ok = true;
-    if (opt == "--cc") {
-      c.cc = val;
-    } else if (opt == "--flows") {
-      ok = parse_u32(val, &c.flows);
-    } else if (opt == "--hosts") {
-      ok = parse_u32(val, &c.hosts);
-    } else if (opt == "--gbps") {
-      ok = parse_double(val, &c.gbps);
-    } else if (opt == "--mtu") {
-      ok = parse_u32(val, &c.mtu_bytes);
-    } else if (opt == "--base-rtt-us") {
-      ok = parse_double(val, &c.base_rtt_us);
-    } else if (opt == "--rttcc-target-us") {
-      ok = parse_double(val, &c.rttcc_target_us) && c.rttcc_target_us > 0;
-    } else if (opt == "--buffer-mb") {
-      ok = parse_double(val, &c.buffer_mb);
-    } else if (opt == "--kmin-kb") {
-      ok = parse_double(val, &c.kmin_kb);
-    } else if (opt == "--kmax-kb") {
-      ok = parse_double(val, &c.kmax_kb);
-    } else if (opt == "--pmax") {
-      ok = parse_double(val, &c.pmax);
-    } else if (opt == "--cnp-interval-us") {
-      ok = parse_double(val, &c.cnp_interval_us);
-    } else if (opt == "--scenario") {
-      const std::string s = val;
-      if (s == "long")
-        c.scenario = Scenario::kLong;
-      else if (s == "burst")
-        c.scenario = Scenario::kBurst;
-      else if (s == "join-leave")
-        c.scenario = Scenario::kJoinLeave;
-      else
-        ok = false;
-    } else if (opt == "--burst-kb") {
-      ok = parse_double(val, &c.burst_kb);
-    } else if (opt == "--burst-period-us") {
-      ok = parse_double(val, &c.burst_period_us);
-    } else if (opt == "--stagger-us") {
-      ok = parse_double(val, &c.stagger_us);
-    } else if (opt == "--duration-ms") {
-      ok = parse_double(val, &c.duration_ms);
-    } else if (opt == "--warmup-ms") {
-      ok = parse_double(val, &c.warmup_ms);
-    } else if (opt == "--pace") {
-      const std::string s = val;
-      if (s == "payload")
-        c.pace_wire_bytes = false;
-      else if (s == "wire")
-        c.pace_wire_bytes = true;
-      else
-        ok = false;
-    } else if (opt == "--jitter-ns") {
-      ok = parse_u32(val, &c.jitter_ns);
-    } else if (opt == "--seed") {
-      ok = parse_u64(val, &c.seed);
-    } else if (opt == "--sample-us") {
-      ok = parse_double(val, &c.sample_us);
-    } else if (opt == "--json") {
-      out->json_path = val;
-    } else if (opt == "--csv") {
-      out->csv_path = val;
-    } else {
-      *error = "unknown option " + opt;
-      return false;
-    }
-    if (!ok) {
-      *error = "bad value '" + std::string(val) + "' for " + opt;
-      return false;
-    }
+    return false;
+  }
+  if (!app.remaining().empty()) {
+    *error = "unknown option " + app.remaining().front();
+    return false;
   }
   return true;
 }

@@ -1,208 +1,139 @@
 // SPDX-License-Identifier: Apache-2.0
-// ccsim output: the JSON summary and the CSV time series.
+// ccsim output: the JSON summary (written by nlohmann-json) and the CSV time series.
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "congestion/sim/sim.h"
 
 namespace grex::ccsim {
 namespace {
 
-// ---------------------------------------------------------------- output
+using Json = nlohmann::ordered_json;
 
-class Json {
- public:
-  void open(const char* k, char brace = '{') {
-    if (k != nullptr)
-      key(k);
+// A number as the summary gives it: 6 significant digits (nlohmann-json writes
+// a value that is not finite as null).
+double num(double v) {
+  if (!std::isfinite(v)) return v;
+  char b[40];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return std::strtod(b, nullptr);
+}
+
+Json dist_json(const Dist& d) {
+  return {{"count", d.count}, {"mean", num(d.mean)}, {"p50", num(d.p50)}, {"p99", num(d.p99)}, {"max", num(d.max)}};
+}
+
+Json metrics_json(const Metrics& m) {
+  return {
+      {"seconds", num(m.seconds)},
+      {"goodput", num(m.goodput)},
+      {"goodput_of_line_rate", num(m.goodput_of_line_rate)},
+      {"goodput_gbps", num(m.goodput_gbps)},
+      {"link_utilization", num(m.link_utilization)},
+      {"jain", num(m.jain)},
+      {"jain_flows", m.jain_flows},
+      {"queue_delay_us", dist_json(m.queue_delay_us)},
+      {"queue_kb", dist_json(m.queue_kb)},
+      {"rtt_us", dist_json(m.rtt_us)},
+      {"data_packets", m.data_packets},
+      {"retransmits", m.retransmits},
+      {"probes", m.probes},
+      {"probe_overhead", num(m.probe_overhead)},
+      {"drops", m.drops},
+      {"probe_drops", m.probe_drops},
+      {"nacks", m.nacks},
+      {"ecn_marks", m.ecn_marks},
+      {"cnps", m.cnps},
+      {"stale_probe_replies", m.stale_probe_replies},
+      {"pfc_pause_fraction", num(m.pfc_pause_fraction)},
+      {"pfc_pauses", m.pfc_pauses},
+  };
+}
+
+Json config_json(const Config& cfg, const Result& r) {
+  Json c = {
+      {"cc", cfg.cc},
+      {"flows", cfg.flows},
+      {"hosts", r.hosts},
+      {"gbps", num(cfg.gbps)},
+      {"mtu", cfg.mtu_bytes},
+      {"base_rtt_us", num(cfg.base_rtt_us)},
+      {"rttcc_target_us", num(r.rttcc_target_us)},
+      {"buffer_mb", num(cfg.buffer_mb)},
+      {"lossy", cfg.lossy},
+      {"ecn", cfg.ecn},
+      {"kmin_kb", num(cfg.kmin_kb)},
+      {"kmax_kb", num(cfg.kmax_kb)},
+      {"pmax", num(cfg.pmax)},
+      {"scenario", scenario_name(cfg.scenario)},
+  };
+  if (cfg.scenario == Scenario::kBurst) {
+    c["burst_kb"] = num(cfg.burst_kb);
+    c["burst_period_us"] = num(cfg.burst_period_us);
+  }
+  if (cfg.scenario == Scenario::kJoinLeave) c["stagger_us"] = num(cfg.stagger_us);
+  c["duration_ms"] = num(cfg.duration_ms);
+  c["warmup_ms"] = num(r.warmup_ms);
+  c["pace"] = cfg.pace_wire_bytes ? "wire" : "payload";
+  c["jitter_ns"] = cfg.jitter_ns;
+  c["seed"] = cfg.seed;
+  return c;
+}
+
+// A summary of the join-leave changes, then every change (there is one per join that fits the run).
+Json convergence_json(const Result& r) {
+  std::vector<double> times;
+  uint32_t unconverged = 0;
+  Json list = Json::array();
+  for (const Convergence& c : r.convergence) {
+    if (c.time_us >= 0)
+      times.push_back(c.time_us);
     else
-      item();
-    out_ += brace;
-    ++depth_;
-    first_ = true;
+      ++unconverged;
+    list.push_back({{"change", c.join ? "join" : "leave"}, {"at_us", num(c.at_us)},
+                    {"active_flows", c.active_flows}, {"time_us", num(c.time_us)}});
   }
-  void close(char brace = '}') {
-    --depth_;
-    out_ += '\n';
-    out_.append(static_cast<size_t>(depth_) * 2, ' ');
-    out_ += brace;
-    first_ = false;
-  }
-  void num(const char* k, double v) {
-    key(k);
-    if (!std::isfinite(v)) {
-      out_ += "null";
-      return;
-    }
-    char b[40];
-    std::snprintf(b, sizeof b, "%.6g", v);
-    out_ += b;
-  }
-  void u64(const char* k, uint64_t v) {
-    key(k);
-    char b[32];
-    std::snprintf(b, sizeof b, "%" PRIu64, v);
-    out_ += b;
-  }
-  void str(const char* k, const std::string& v) {
-    key(k);
-    out_ += '"';
-    for (char c : v) {
-      if (c == '"' || c == '\\') out_ += '\\';
-      out_ += c;
-    }
-    out_ += '"';
-  }
-  void boolean(const char* k, bool v) {
-    key(k);
-    out_ += v ? "true" : "false";
-  }
-  void dist(const char* k, const Dist& d) {
-    open(k);
-    u64("count", d.count);
-    num("mean", d.mean);
-    num("p50", d.p50);
-    num("p99", d.p99);
-    num("max", d.max);
-    close();
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  // Starts an element: the comma after the previous one, a new line, the indent.
-  void item() {
-    if (!first_) out_ += ',';
-    if (depth_ > 0) {
-      out_ += '\n';
-      out_.append(static_cast<size_t>(depth_) * 2, ' ');
-    }
-    first_ = false;
-  }
-  void key(const char* k) {
-    item();
-    out_ += '"';
-    out_ += k;
-    out_ += "\": ";
-  }
-  std::string out_;
-  int depth_ = 0;
-  bool first_ = true;
-};
-
-void metrics_json(Json& j, const char* name, const Metrics& m) {
-  j.open(name);
-  j.num("seconds", m.seconds);
-  j.num("goodput", m.goodput);
-  j.num("goodput_of_line_rate", m.goodput_of_line_rate);
-  j.num("goodput_gbps", m.goodput_gbps);
-  j.num("link_utilization", m.link_utilization);
-  j.num("jain", m.jain);
-  j.u64("jain_flows", m.jain_flows);
-  j.dist("queue_delay_us", m.queue_delay_us);
-  j.dist("queue_kb", m.queue_kb);
-  j.dist("rtt_us", m.rtt_us);
-  j.u64("data_packets", m.data_packets);
-  j.u64("retransmits", m.retransmits);
-  j.u64("probes", m.probes);
-  j.num("probe_overhead", m.probe_overhead);
-  j.u64("drops", m.drops);
-  j.u64("probe_drops", m.probe_drops);
-  j.u64("nacks", m.nacks);
-  j.u64("ecn_marks", m.ecn_marks);
-  j.u64("cnps", m.cnps);
-  j.u64("stale_probe_replies", m.stale_probe_replies);
-  j.num("pfc_pause_fraction", m.pfc_pause_fraction);
-  j.u64("pfc_pauses", m.pfc_pauses);
-  j.close();
+  std::sort(times.begin(), times.end());
+  return {
+      {"changes", r.convergence.size()},
+      {"not_converged", unconverged},
+      {"median_us", num(times.empty() ? -1 : times[times.size() / 2])},
+      {"max_us", num(times.empty() ? -1 : times.back())},
+      {"list", std::move(list)},
+  };
 }
 
 }  // namespace
 
 std::string to_json(const Config& cfg, const Result& r, bool with_wall_time) {
-  Json j;
-  j.open(nullptr);
-  j.open("config");
-  j.str("cc", cfg.cc);
-  j.u64("flows", cfg.flows);
-  j.u64("hosts", r.hosts);
-  j.num("gbps", cfg.gbps);
-  j.u64("mtu", cfg.mtu_bytes);
-  j.num("base_rtt_us", cfg.base_rtt_us);
-  j.num("rttcc_target_us", r.rttcc_target_us);
-  j.num("buffer_mb", cfg.buffer_mb);
-  j.boolean("lossy", cfg.lossy);
-  j.boolean("ecn", cfg.ecn);
-  j.num("kmin_kb", cfg.kmin_kb);
-  j.num("kmax_kb", cfg.kmax_kb);
-  j.num("pmax", cfg.pmax);
-  j.str("scenario", scenario_name(cfg.scenario));
-  if (cfg.scenario == Scenario::kBurst) {
-    j.num("burst_kb", cfg.burst_kb);
-    j.num("burst_period_us", cfg.burst_period_us);
-  }
-  if (cfg.scenario == Scenario::kJoinLeave) j.num("stagger_us", cfg.stagger_us);
-  j.num("duration_ms", cfg.duration_ms);
-  j.num("warmup_ms", r.warmup_ms);
-  j.str("pace", cfg.pace_wire_bytes ? "wire" : "payload");
-  j.u64("jitter_ns", cfg.jitter_ns);
-  j.u64("seed", cfg.seed);
-  j.close();
-  j.num("idle_probe_rtt_us", r.idle_probe_rtt_us);
-  j.num("cnp_interval_us", r.cnp_interval_us);
-  j.num("pfc_xoff_kb", static_cast<double>(r.pfc_xoff_bytes) / 1e3);
-  j.num("pfc_xon_kb", static_cast<double>(r.pfc_xon_bytes) / 1e3);
-  metrics_json(j, "window", r.window);
-  metrics_json(j, "whole", r.whole);
-  j.num("max_queue_kb", static_cast<double>(r.max_queue_bytes) / 1e3);
-  j.u64("buffer_overflows", r.buffer_overflows);
-  j.num("final_mean_rate_gbps", r.final_mean_rate_gbps);
-  j.u64("invalid_decisions", r.invalid_decisions);
-  if (cfg.scenario == Scenario::kBurst) {
-    j.open("bursts");
-    j.u64("started", r.bursts_started);
-    j.u64("completed", r.bursts_completed);
-    j.dist("completion_us", r.burst_completion_us);
-    j.close();
-  }
-  if (cfg.scenario == Scenario::kJoinLeave) {
-    // A summary, then every change (there is one per join that fits the run).
-    std::vector<double> times;
-    uint32_t unconverged = 0;
-    for (const Convergence& c : r.convergence) {
-      if (c.time_us >= 0)
-        times.push_back(c.time_us);
-      else
-        ++unconverged;
-    }
-    std::sort(times.begin(), times.end());
-    j.open("convergence");
-    j.u64("changes", r.convergence.size());
-    j.u64("not_converged", unconverged);
-    j.num("median_us", times.empty() ? -1 : times[times.size() / 2]);
-    j.num("max_us", times.empty() ? -1 : times.back());
-    j.open("list", '[');
-    for (const Convergence& c : r.convergence) {
-      j.open(nullptr);
-      j.str("change", c.join ? "join" : "leave");
-      j.num("at_us", c.at_us);
-      j.u64("active_flows", c.active_flows);
-      j.num("time_us", c.time_us);
-      j.close();
-    }
-    j.close(']');
-    j.close();
-  }
-  j.u64("events", r.events);
-  if (with_wall_time) j.num("wall_seconds", r.wall_seconds);
-  j.close();
-  std::string s = j.take();
-  s += '\n';
-  return s;
+  Json j = {
+      {"config", config_json(cfg, r)},
+      {"idle_probe_rtt_us", num(r.idle_probe_rtt_us)},
+      {"cnp_interval_us", num(r.cnp_interval_us)},
+      {"pfc_xoff_kb", num(static_cast<double>(r.pfc_xoff_bytes) / 1e3)},
+      {"pfc_xon_kb", num(static_cast<double>(r.pfc_xon_bytes) / 1e3)},
+      {"window", metrics_json(r.window)},
+      {"whole", metrics_json(r.whole)},
+      {"max_queue_kb", num(static_cast<double>(r.max_queue_bytes) / 1e3)},
+      {"buffer_overflows", r.buffer_overflows},
+      {"final_mean_rate_gbps", num(r.final_mean_rate_gbps)},
+      {"invalid_decisions", r.invalid_decisions},
+  };
+  if (cfg.scenario == Scenario::kBurst)
+    j["bursts"] = {{"started", r.bursts_started},
+                   {"completed", r.bursts_completed},
+                   {"completion_us", dist_json(r.burst_completion_us)}};
+  if (cfg.scenario == Scenario::kJoinLeave) j["convergence"] = convergence_json(r);
+  j["events"] = r.events;
+  if (with_wall_time) j["wall_seconds"] = num(r.wall_seconds);
+  return j.dump(2) + "\n";
 }
 
 std::string to_csv(const Result& r) {
