@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -145,8 +146,10 @@ using BF16 = Half<ref_bf16_to_f32, ref_f32_to_bf16, DataType::kBFloat16>;
 template <class Tr>
 ::testing::AssertionResult same(typename Tr::T got, typename Tr::T want, typename Tr::T a, typename Tr::T b) {
   if (Tr::bits(got) == Tr::bits(want)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << std::hex << "got 0x" << Tr::bits(got) << " want 0x" << Tr::bits(want)
-                                       << " (a 0x" << Tr::bits(a) << ", b 0x" << Tr::bits(b) << ")";
+  std::ostringstream msg;  // AssertionResult's << would not keep std::hex from one value to the next
+  msg << std::hex << "got 0x" << Tr::bits(got) << " want 0x" << Tr::bits(want) << " (a 0x" << Tr::bits(a) << ", b 0x"
+      << Tr::bits(b) << ")";
+  return ::testing::AssertionFailure() << msg.str();
 }
 
 std::string where(SimdLevel level, ReduceOp op, size_t n, size_t i, const char* how) {
@@ -166,9 +169,13 @@ void check_level(SimdLevel level, ReduceOp op, const std::vector<typename Tr::T>
   reduce_at(level, in_a.data(), in_a.data(), b.data(), n, Tr::kType, op);
   reduce_at(level, in_b.data(), a.data(), in_b.data(), n, Tr::kType, op);
   reduce_streaming_at(level, streamed.data(), a.data(), b.data(), n, Tr::kType, op);
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t w = Tr::bits(want[i]);  // the asserts below, only where one would fail (fast in debug builds)
-    if (Tr::bits(d[i]) == w && Tr::bits(in_a[i]) == w && Tr::bits(in_b[i]) == w && Tr::bits(streamed[i]) == w) continue;
+  // Equal bits are equal bytes: compare whole arrays first (fast in a debug build), then find what differs.
+  auto same_bytes = [n](const std::vector<T>& x, const std::vector<T>& y) {
+    return n == 0 || std::memcmp(x.data(), y.data(), n * sizeof(T)) == 0;
+  };
+  const bool all_same = same_bytes(d, want) && same_bytes(in_a, want) && same_bytes(in_b, want) &&
+                        same_bytes(streamed, want);
+  for (size_t i = 0; i < n && !all_same; ++i) {
     ASSERT_TRUE(same<Tr>(d[i], want[i], a[i], b[i])) << where(level, op, n, i, "dst");
     ASSERT_TRUE(same<Tr>(in_a[i], want[i], a[i], b[i])) << where(level, op, n, i, "dst==a");
     ASSERT_TRUE(same<Tr>(in_b[i], want[i], a[i], b[i])) << where(level, op, n, i, "dst==b");
@@ -180,11 +187,11 @@ void check_level(SimdLevel level, ReduceOp op, const std::vector<typename Tr::T>
   for (int group : {3, 8}) {
     std::vector<T> s = d;
     scale_avg_at(level, s.data(), n, Tr::kType, group);
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t w = Tr::bits(Tr::avg(d[i], group));
-      if (Tr::bits(s[i]) == w) continue;
-      ASSERT_EQ(Tr::bits(s[i]), w) << where(level, op, n, i, "scale_avg") << " /" << group;
-    }
+    std::vector<T> s_want(n);
+    for (size_t i = 0; i < n; ++i) s_want[i] = Tr::avg(d[i], group);
+    const bool scaled_same = same_bytes(s, s_want);
+    for (size_t i = 0; i < n && !scaled_same; ++i)
+      ASSERT_EQ(Tr::bits(s[i]), Tr::bits(s_want[i])) << where(level, op, n, i, "scale_avg") << " /" << group;
     ASSERT_EQ(Tr::bits(s[n]), Tr::bits(T{})) << "scale_avg wrote past the end";
   }
 }
