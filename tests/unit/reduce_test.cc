@@ -287,7 +287,10 @@ TEST(Reduce, CallsPastTheStreamingSizeAreExact) {
     b[i] = static_cast<int32_t>(i ^ 0x5a5a5a5au);
   }
   reduce(d.data(), a.data(), b.data(), n, DataType::kInt32, ReduceOp::kMax);
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(d[i], std::max(a[i], b[i])) << "at " << i;
+  std::vector<int32_t> want(n);
+  for (size_t i = 0; i < n; ++i) want[i] = std::max(a[i], b[i]);
+  const bool all_same = std::memcmp(d.data(), want.data(), n * sizeof(int32_t)) == 0;  // fast in a debug build
+  for (size_t i = 0; i < n && !all_same; ++i) ASSERT_EQ(d[i], want[i]) << "at " << i;
   ASSERT_EQ(d[n], 7) << "wrote past the end";
   reduce(a.data(), a.data(), b.data(), n, DataType::kInt32, ReduceOp::kMax);
   ASSERT_EQ(std::memcmp(a.data(), d.data(), n * sizeof(int32_t)), 0) << "in place differs";
