@@ -60,13 +60,15 @@ struct Avx512 {
   static D min(D x, D y) { return _mm512_min_pd(x, y); }
   static F max(F x, F y) { return _mm512_max_ps(x, y); }
   static D max(D x, D y) { return _mm512_max_pd(x, y); }
-  // A masked move from the canonical NaN where the lane is unordered (one compare into a mask register).
+  // vfixupimm: by the class of each lane of x, the table answers "keep the first operand" (0) for quiet and
+  // signalling NaNs, "x" (1) for zero, one, infinities and other values: one port-0 instruction, where a compare
+  // into a mask would compete with f16's conversions for port 5.
+  static constexpr int kNanToFirst = 0x11111100;
   static F canon(F x) {
-    return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), set1(std::numeric_limits<float>::quiet_NaN()));
+    return _mm512_fixupimm_ps(set1(std::numeric_limits<float>::quiet_NaN()), x, _mm512_set1_epi32(kNanToFirst), 0);
   }
   static D canon(D x) {
-    return _mm512_mask_mov_pd(x, _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q),
-                              set1(std::numeric_limits<double>::quiet_NaN()));
+    return _mm512_fixupimm_pd(set1(std::numeric_limits<double>::quiet_NaN()), x, _mm512_set1_epi64(kNanToFirst), 0);
   }
 
   template <class E>
