@@ -20,8 +20,8 @@
 // kept bit. Either way the op runs on f32 vectors with the same instruction the
 // f32 kernel uses, and the scalar conversions match the hardware bit for bit
 // (reduce_test checks all of it). Every float op's result then has its NaN lanes
-// replaced by the canonical NaN (reduce.h), one compare and one blend (AVX-512:
-// a masked move) per vector, which bf16's rounding keeps as it is.
+// replaced by the canonical NaN (reduce.h): a compare and a blend (AVX-512: one
+// vfixupimm) per vector, which bf16's rounding keeps as it is.
 //
 // Each SIMD kernel aligns dst to the vector size with a short first piece,
 // then runs four vectors per iteration with ordinary (cached) stores: the
