@@ -1,39 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// The check pattern: per-type fills, reference reductions and comparisons.
+// The check pattern: per-type fills, expected results (by the reference reduction of reduce_ref.h) and
+// comparisons.
 #include "perf_check.h"
 
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
+#include "collectives/reduce_ref.h"
+
 namespace grex::perf {
 namespace {
 
 constexpr double kFloatRelTolerance = 1e-6;
-
-// x op y with the wrap-around the kernels give integer types (no signed-overflow UB here).
-template <class T>
-T combine(T x, T y, ReduceOp op) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: return static_cast<T>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
-      case ReduceOp::kProd: return static_cast<T>(static_cast<U>(static_cast<U>(x) * static_cast<U>(y)));
-      case ReduceOp::kMin: return y < x ? y : x;
-      case ReduceOp::kMax: return x < y ? y : x;
-    }
-  } else {
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: return x + y;
-      case ReduceOp::kProd: return x * y;
-      case ReduceOp::kMin: return y < x ? y : x;
-      case ReduceOp::kMax: return x < y ? y : x;
-    }
-  }
-  return x;
-}
 
 template <class T>
 void build(unsigned char* input, unsigned char* expected, DataType type, ReduceOp op, int rank, int nranks) {
@@ -42,13 +21,9 @@ void build(unsigned char* input, unsigned char* expected, DataType type, ReduceO
   for (size_t i = 0; i < kPatternPeriod; ++i) {
     in[i] = static_cast<T>(CheckPattern::input_value(type, op, rank, i));
     T acc = static_cast<T>(CheckPattern::input_value(type, op, 0, i));
-    for (int r = 1; r < nranks; ++r) acc = combine(acc, static_cast<T>(CheckPattern::input_value(type, op, r, i)), op);
-    if (op == ReduceOp::kAvg) {
-      // The same arithmetic as detail::scale_avg: reciprocal for floats, division for integers.
-      if constexpr (std::is_floating_point_v<T>) acc = acc * (T(1) / static_cast<T>(nranks));
-      else acc = static_cast<T>(acc / nranks);
-    }
-    want[i] = acc;
+    for (int r = 1; r < nranks; ++r)
+      acc = detail::reduce_ref(op, acc, static_cast<T>(CheckPattern::input_value(type, op, r, i)));
+    want[i] = op == ReduceOp::kAvg ? detail::scale_avg_ref(acc, nranks) : acc;
   }
 }
 

@@ -7,16 +7,21 @@
 //   avx2    explicit AVX2 + F16C intrinsics, 32-byte vectors;
 //   scalar  plain loops (the compiler vectorises the native types with SSE2);
 //           f16 and bf16 go element by element through f16_to_f32() and friends.
-// The SIMD kernels live in reduce_avx2.cc and reduce_avx512.cc around the loop in
-// reduce_simd.h. The SIMD code sits in regions compiled for its instruction set (#pragma GCC
-// target, or clang's attribute push), not in target_clones/ifunc, so it builds
-// and runs under ASan and UBSan like any other code.
+// The SIMD kernels are written once, in reduce_simd_kernels.h, over a traits
+// struct of vector types and intrinsics that reduce_avx2.cc and reduce_avx512.cc
+// each define and instantiate. The SIMD code sits in regions compiled for its
+// instruction set (#pragma GCC target, or clang's attribute push), not in
+// target_clones/ifunc or per-file -m flags (which would let the linker keep an
+// AVX-512 copy of an inline function every file uses), so it builds and runs
+// under ASan and UBSan like any other code.
 //
 // f16 widens with vcvtph2ps and narrows with vcvtps2ph (round to nearest even);
 // bf16 widens by a 16-bit shift and narrows by adding 0x7fff plus the lowest
-// kept bit (NaN: keep the top half, set the quiet bit). Either way the op runs
-// on f32 vectors with the same instruction the f32 kernel uses, and the scalar
-// conversions match the hardware bit for bit (reduce_test checks all of it).
+// kept bit. Either way the op runs on f32 vectors with the same instruction the
+// f32 kernel uses, and the scalar conversions match the hardware bit for bit
+// (reduce_test checks all of it). Every float op's result then has its NaN lanes
+// replaced by the canonical NaN (reduce.h): a compare and a blend (AVX-512: one
+// vfixupimm) per vector, which bf16's rounding keeps as it is.
 //
 // Each SIMD kernel aligns dst to the vector size with a short first piece,
 // then runs four vectors per iteration with ordinary (cached) stores: the
@@ -36,6 +41,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include <unistd.h>
@@ -123,6 +129,13 @@ inline T apply(T x, T y) {
   }
 }
 
+// The canonical quiet NaN for any NaN (reduce.h); every other value as it is.
+template <class T>
+inline T canonical(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x != x ? std::numeric_limits<T>::quiet_NaN() : x;
+  else return x;
+}
+
 // Element i of a buffer that need not be aligned to its type (a user's
 // buffer may start at any byte): copied, never dereferenced as T, which
 // compiles to the same plain moves and vector loops.
@@ -139,25 +152,25 @@ inline void store(void* p, size_t i, T v) {
 
 template <class T, Op op>
 void native(void* d, const void* a, const void* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) store<T>(d, i, apply<op>(load<T>(a, i), load<T>(b, i)));
+  for (size_t i = 0; i < n; ++i) store<T>(d, i, canonical(apply<op>(load<T>(a, i), load<T>(b, i))));
 }
 
 template <float (*Widen)(uint16_t) noexcept, uint16_t (*Narrow)(float) noexcept, Op op>
 void half(void* d, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i)
-    store<uint16_t>(d, i, Narrow(apply<op>(Widen(load<uint16_t>(a, i)), Widen(load<uint16_t>(b, i)))));
+    store<uint16_t>(d, i, Narrow(canonical(apply<op>(Widen(load<uint16_t>(a, i)), Widen(load<uint16_t>(b, i))))));
 }
 
 template <class T>
 void scale_native(void* p, size_t n, int group) {
   T inv = T{1} / static_cast<T>(group);
-  for (size_t i = 0; i < n; ++i) store<T>(p, i, load<T>(p, i) * inv);
+  for (size_t i = 0; i < n; ++i) store<T>(p, i, canonical(load<T>(p, i) * inv));
 }
 
 template <float (*Widen)(uint16_t) noexcept, uint16_t (*Narrow)(float) noexcept>
 void scale_half(void* p, size_t n, int group) {
   float inv = 1.0f / static_cast<float>(group);
-  for (size_t i = 0; i < n; ++i) store<uint16_t>(p, i, Narrow(Widen(load<uint16_t>(p, i)) * inv));
+  for (size_t i = 0; i < n; ++i) store<uint16_t>(p, i, Narrow(canonical(Widen(load<uint16_t>(p, i)) * inv)));
 }
 
 #define GREX_SCALAR_ROW(...) {__VA_ARGS__<Op::kSum>, __VA_ARGS__<Op::kProd>, __VA_ARGS__<Op::kMin>, __VA_ARGS__<Op::kMax>}

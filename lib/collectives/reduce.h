@@ -7,8 +7,17 @@
 // f32, apply the op in f32, round" gives, at every SIMD level. Min and max keep the
 // first operand when either is NaN or both compare equal (x86 minps/maxps with the
 // operands swapped, and `b < a ? b : a` in C++), so min(NaN, 1) is NaN and
-// min(1, NaN) is 1; sums and products propagate NaN. Which payload a NaN result
-// carries when both inputs are NaN is left to the compiler, as for f32.
+// min(1, NaN) is 1; sums and products propagate NaN.
+//
+// NaN bits: every NaN that reduce() or scale_avg() writes is the canonical quiet
+// NaN, positive with no payload (std::numeric_limits<T>::quiet_NaN(): f32
+// 0x7fc00000, f64 0x7ff8000000000000, f16 0x7e00, bf16 0x7fc0), whatever the
+// signs, payloads and quiet bits of the NaN inputs, and for NaNs the op makes
+// (inf - inf, 0 * inf). So the bits are the same at every SIMD level, with
+// cached or streaming stores, in place or not, in any build: x86 keeps the first
+// operand's payload when both are NaN and the compiler may swap the operands of a
+// commutative op, which would otherwise make them depend on register allocation.
+// reduce_ref.h states all of it in plain C++.
 // Integers wrap (two's complement); scale_avg divides them, truncating.
 #pragma once
 

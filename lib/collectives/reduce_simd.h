@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the reduction kernels of every instruction set share (reduce.cc,
 // reduce_avx2.cc, reduce_avx512.cc): the kernel table, the ops, the intrinsics
-// headers and GREX_DEFINE_DRIVER, the loop each SIMD level stamps out.
-// Private to lib/collectives.
+// headers and the target-region macros. The SIMD kernels themselves are in
+// reduce_simd_kernels.h. Private to lib/collectives.
 #pragma once
 
 #include <algorithm>
@@ -71,120 +71,6 @@ struct Kernels {
 // is mostly in cache and the prefetches would only cost issue slots.
 constexpr size_t kPrefetchBytes = 1024;
 constexpr size_t kPrefetchMinBytes = size_t{1} << 20;
-
-// The SIMD driver, stamped into each instruction-set region: K is a "kind"
-// (one per dtype) with T, kLanes elements per vector step, kPrefetch,
-// block<op>(d, a, b) for one step, and for floating kinds scale_block(p, inv)
-// (inv as K::Inv).
-//   run:   the first piece up to dst's kVecBytes alignment, 4 steps per
-//          iteration (prefetching 1 KiB ahead on large heavy kinds),
-//          single steps, then the tail.
-//   part:  fewer than kLanes elements through a stack buffer, so heads and
-//          tails do exactly the arithmetic of the full steps.
-#define GREX_DEFINE_DRIVER()                                                                           \
-  template <class T>                                                                                   \
-  inline size_t head_elems(const T* d, size_t n) {                                                     \
-    auto addr = reinterpret_cast<uintptr_t>(d);                                                        \
-    if (addr % sizeof(T) != 0) return 0;                                                               \
-    return std::min(n, ((kVecBytes - addr % kVecBytes) % kVecBytes) / sizeof(T));                      \
-  }                                                                                                    \
-  template <class K, Op op>                                                                            \
-  void part(typename K::T* d, const typename K::T* a, const typename K::T* b, size_t n) {              \
-    using T = typename K::T;                                                                           \
-    alignas(64) T x[K::kLanes] = {};                                                                   \
-    alignas(64) T y[K::kLanes] = {};                                                                   \
-    alignas(64) T z[K::kLanes];                                                                        \
-    std::memcpy(x, a, n * sizeof(T));                                                                  \
-    std::memcpy(y, b, n * sizeof(T));                                                                  \
-    K::template block<op>(z, x, y);                                                                    \
-    std::memcpy(d, z, n * sizeof(T));                                                                  \
-  }                                                                                                    \
-  template <class K, Op op, bool nt = false>                                                           \
-  void run(void* dv, const void* av, const void* bv, size_t n) {                                       \
-    using T = typename K::T;                                                                           \
-    constexpr size_t L = K::kLanes;                                                                    \
-    auto* d = static_cast<T*>(dv);                                                                     \
-    const auto* a = static_cast<const T*>(av);                                                         \
-    const auto* b = static_cast<const T*>(bv);                                                         \
-    size_t i = head_elems(d, n);                                                                       \
-    if constexpr (nt) {                                                                                \
-      if (reinterpret_cast<uintptr_t>(d + i) % kVecBytes != 0) return run<K, op>(dv, av, bv, n);       \
-    }                                                                                                  \
-    if (i != 0) part<K, op>(d, a, b, i);                                                               \
-    if (K::kPrefetch && n * sizeof(T) >= kPrefetchMinBytes) {                                          \
-      for (; i + 4 * L <= n; i += 4 * L) {                                                             \
-        for (size_t k = 0; k < 4 * kVecBytes; k += 64) {                                               \
-          _mm_prefetch(reinterpret_cast<const char*>(a + i) + kPrefetchBytes + k, _MM_HINT_T0);        \
-          _mm_prefetch(reinterpret_cast<const char*>(b + i) + kPrefetchBytes + k, _MM_HINT_T0);        \
-          if (!nt) _mm_prefetch(reinterpret_cast<const char*>(d + i) + kPrefetchBytes + k, _MM_HINT_T0); \
-        }                                                                                              \
-        K::template block<op, nt>(d + i, a + i, b + i);                                                \
-        K::template block<op, nt>(d + i + L, a + i + L, b + i + L);                                    \
-        K::template block<op, nt>(d + i + 2 * L, a + i + 2 * L, b + i + 2 * L);                        \
-        K::template block<op, nt>(d + i + 3 * L, a + i + 3 * L, b + i + 3 * L);                        \
-      }                                                                                                \
-    }                                                                                                  \
-    for (; i + 4 * L <= n; i += 4 * L) {                                                               \
-      K::template block<op, nt>(d + i, a + i, b + i);                                                  \
-      K::template block<op, nt>(d + i + L, a + i + L, b + i + L);                                      \
-      K::template block<op, nt>(d + i + 2 * L, a + i + 2 * L, b + i + 2 * L);                          \
-      K::template block<op, nt>(d + i + 3 * L, a + i + 3 * L, b + i + 3 * L);                          \
-    }                                                                                                  \
-    for (; i + L <= n; i += L) K::template block<op, nt>(d + i, a + i, b + i);                         \
-    if (i < n) part<K, op>(d + i, a + i, b + i, n - i);                                                \
-    if constexpr (nt) _mm_sfence();                                                                    \
-  }                                                                                                    \
-  template <class K>                                                                                   \
-  void scale_part(typename K::T* p, size_t n, typename K::Inv inv) {                                   \
-    using T = typename K::T;                                                                           \
-    alignas(64) T x[K::kLanes] = {};                                                                   \
-    std::memcpy(x, p, n * sizeof(T));                                                                  \
-    K::scale_block(x, inv);                                                                            \
-    std::memcpy(p, x, n * sizeof(T));                                                                  \
-  }                                                                                                    \
-  template <class K>                                                                                   \
-  void scale(void* pv, size_t n, int group) {                                                          \
-    using T = typename K::T;                                                                           \
-    using Inv = typename K::Inv;                                                                       \
-    constexpr size_t L = K::kLanes;                                                                    \
-    auto* p = static_cast<T*>(pv);                                                                     \
-    Inv inv = Inv{1} / static_cast<Inv>(group);                                                        \
-    size_t i = head_elems(p, n);                                                                       \
-    if (i != 0) scale_part<K>(p, i, inv);                                                              \
-    for (; i + 4 * L <= n; i += 4 * L) {                                                               \
-      K::scale_block(p + i, inv);                                                                      \
-      K::scale_block(p + i + L, inv);                                                                  \
-      K::scale_block(p + i + 2 * L, inv);                                                              \
-      K::scale_block(p + i + 3 * L, inv);                                                              \
-    }                                                                                                  \
-    for (; i + L <= n; i += L) K::scale_block(p + i, inv);                                             \
-    if (i < n) scale_part<K>(p + i, n - i, inv);                                                       \
-  }                                                                                                    \
-  template <class K, bool nt>                                                                          \
-  constexpr auto row() {                                                                               \
-    return std::array<ReduceFn, kOps>{run<K, Op::kSum, nt>, run<K, Op::kProd, nt>, run<K, Op::kMin, nt>, \
-                                      run<K, Op::kMax, nt>};                                           \
-  }                                                                                                    \
-  template <bool nt>                                                                                   \
-  constexpr void fill(ReduceFn (&table)[kDataTypes][kOps]) {                                           \
-    std::array<ReduceFn, kOps> rows[kDataTypes] = {row<Native<float>, nt>(),   row<Native<double>, nt>(), \
-                                                   row<Native<int32_t>, nt>(), row<Native<int64_t>, nt>(), \
-                                                   row<Native<uint8_t>, nt>(), row<F16, nt>(),         \
-                                                   row<BF16, nt>()};                                   \
-    for (int t = 0; t < kDataTypes; ++t)                                                               \
-      for (int o = 0; o < kOps; ++o) table[t][o] = rows[t][static_cast<size_t>(o)];                    \
-  }                                                                                                    \
-  constexpr Kernels make_kernels() {                                                                   \
-    Kernels k{};                                                                                       \
-    fill<false>(k.reduce);                                                                             \
-    fill<true>(k.reduce_streaming);                                                                    \
-    k.scale[0] = scale<Native<float>>;                                                                 \
-    k.scale[1] = scale<Native<double>>;                                                                \
-    k.scale[5] = scale<F16>;                                                                           \
-    k.scale[6] = scale<BF16>;                                                                          \
-    return k;                                                                                          \
-  }                                                                                                    \
-  constexpr Kernels kKernels = make_kernels();
 
 /// The tables of the SIMD levels (reduce_avx2.cc, reduce_avx512.cc).
 extern const Kernels kAvx2Kernels;

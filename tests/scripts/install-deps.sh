@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages grex needs to build and test, only those missing.
-#   install-deps.sh [--bench]   (--bench adds Open MPI for the comparison benchmarks)
+#   install-deps.sh [--bench] [--coverage]   (--bench adds Open MPI for the comparison benchmarks,
+#   --coverage gcovr for run-tests.sh --coverage)
 set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config python3 libssl-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
       dpdk-dev libdpdk-dev libibverbs-dev librdmacm-dev ibverbs-providers gnuplot-nox openmpi-bin
@@ -13,7 +14,10 @@ pkgs=(g++ meson ninja-build pkg-config python3 libssl-dev libgtest-dev libgmock-
 # give the tools their JSON writer and command-line parser.
 # The verbs suite's Soft-RoCE VM (tests/scripts/softroce.sh) installs qemu,
 # busybox and the kernel it boots itself, only when it needs them.
-[[ "${1:-}" == "--bench" ]] && pkgs+=(libopenmpi-dev)
+for arg in "$@"; do
+  [[ "$arg" == "--bench" ]] && pkgs+=(libopenmpi-dev)
+  [[ "$arg" == "--coverage" ]] && pkgs+=(gcovr)
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,22 +3,28 @@
 # Installs what is missing, builds, runs the whole test suite and prints one
 # closing line "N passed, N failed, N skipped". This is the README's second
 # command and what CI runs (.ci/run).
-#   run-tests.sh [--sanitize] [--suite NAME]...
+#   run-tests.sh [--sanitize | --coverage] [--suite NAME]...
+# --coverage runs a debug build with gcov instrumentation (build-coverage/), then prints
+# line and branch coverage of lib/, drivers/, congestion/ and apps/ (gcovr).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 sanitize=()
+coverage=()
 suites=()
 while (($#)); do
   case "$1" in
     --sanitize) sanitize=(--sanitize) ;;
+    --coverage) coverage=(--coverage) ;;
     --suite) suites+=(--suite "$2"); shift ;;
-    *) echo "usage: run-tests.sh [--sanitize] [--suite NAME]..." >&2; exit 2 ;;
+    *) echo "usage: run-tests.sh [--sanitize | --coverage] [--suite NAME]..." >&2; exit 2 ;;
   esac
   shift
 done
-bash "$root/tests/scripts/install-deps.sh"
+bash "$root/tests/scripts/install-deps.sh" "${coverage[@]}"
 start=$(date +%s)
-dir=$(bash "$root/tests/scripts/build.sh" "${sanitize[@]}")
+dir=$(bash "$root/tests/scripts/build.sh" "${sanitize[@]}" "${coverage[@]}")
+# Counters from an earlier run would add up with this one's.
+if ((${#coverage[@]})); then find "$dir" -name '*.gcda' -delete; fi
 echo "run-tests: built in $(( $(date +%s) - start )) s ($dir)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 # UndefinedBehaviorSanitizer only prints by default: make a finding fail its test.
@@ -33,4 +39,5 @@ if ((rc != 0)); then
   grep -B2 -A30 "stdout:\|stderr:" "$dir/meson-test.out" | tail -120 || true
 fi
 echo "run-tests: finished in $(( $(date +%s) - start )) s"
+if ((${#coverage[@]})); then python3 "$root/tests/scripts/coverage.py" "$root" "$dir"; fi
 python3 "$root/tests/scripts/summarize.py" "$dir"
