@@ -529,20 +529,48 @@ Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag)
   });
 }
 
+// Device setup calls (allocate, register, free) go through run(), like a
+// collective: inline when nothing is queued, else after the *_async work
+// ahead of them, on the worker that owns the device meanwhile (transport.h:
+// one thread drives a Device at a time). The collectives' path is unchanged.
 Result<void*> Communicator::alloc(size_t bytes) {
-  MemoryRegion* mr = GREX_TRY(impl_->device->allocate(bytes));
-  impl_->user_allocs[mr->addr()] = mr;
-  return mr->addr();
+  Impl& c = *impl_;
+  void* p = nullptr;
+  GREX_TRY(c.run([&]() -> Result<void> {
+    MemoryRegion* mr = GREX_TRY(c.device->allocate(bytes));
+    c.user_allocs[mr->addr()] = mr;
+    p = mr->addr();
+    return ok();
+  }));
+  return p;
 }
 
 Result<void> Communicator::free(void* ptr) {
-  auto it = impl_->user_allocs.find(ptr);
-  if (it == impl_->user_allocs.end())
-    return Error(Errc::kInvalidArgument, "free: pointer was not returned by Communicator::alloc").rank(impl_->rank);
-  MemoryRegion* mr = it->second;
-  impl_->user_allocs.erase(it);
-  impl_->evict_registrations(mr);
-  return impl_->device->free(mr);
+  Impl& c = *impl_;
+  return c.run([&]() -> Result<void> {
+    auto it = c.user_allocs.find(ptr);
+    if (it == c.user_allocs.end())
+      return Error(Errc::kInvalidArgument, "free: pointer was not returned by Communicator::alloc").rank(c.rank);
+    MemoryRegion* mr = it->second;
+    c.user_allocs.erase(it);
+    c.evict_registrations(mr);
+    return c.device->free(mr);
+  });
+}
+
+Result<MemoryRegion*> Communicator::register_memory(void* addr, size_t bytes, MemoryDomain domain) {
+  Impl& c = *impl_;
+  MemoryRegion* mr = nullptr;
+  GREX_TRY(c.run([&]() -> Result<void> {
+    mr = GREX_TRY(c.device->register_memory(addr, bytes, domain));
+    return ok();
+  }));
+  return mr;
+}
+
+Result<void> Communicator::deregister_memory(MemoryRegion* region) {
+  Impl& c = *impl_;
+  return c.run([&]() -> Result<void> { return c.device->deregister_memory(region); });
 }
 
 }  // namespace grex
