@@ -312,6 +312,8 @@ int Communicator::rank() const noexcept { return impl_->rank; }
 int Communicator::size() const noexcept { return impl_->size; }
 Device& Communicator::device() noexcept { return *impl_->device; }
 const CommStats& Communicator::stats() const noexcept {
+  // Written by whichever thread runs the collectives; read here from the caller's.
+  impl_->stats.collectives = impl_->collectives_done.get();
   impl_->stats.bytes_sent = impl_->engine->posted_bytes();
   impl_->stats.wait_ns = impl_->engine->wait_ns();
   return impl_->stats;
@@ -395,7 +397,7 @@ Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
     return e;
   }
   release_retired();
-  ++stats.collectives;
+  collectives_done.add();
   return ok();
 }
 
