@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Communicator setup (device, endpoints to every peer), point-to-point calls, argument checks.
+#include <openssl/err.h>
 #include <openssl/rand.h>
 #include <sched.h>
 
@@ -19,9 +20,17 @@ namespace {
 
 constexpr const char* kSubsys = "comm";
 
-std::string random_hex(size_t bytes) {
+// `bytes` random bytes as hex; an error when OpenSSL has no entropy (the id
+// would repeat, and two jobs could share shared-memory names).
+Result<std::string> random_hex(size_t bytes) {
   unsigned char buf[32];
-  RAND_bytes(buf, static_cast<int>(bytes));
+  if (bytes > sizeof buf) return Error(Errc::kInternal, "random_hex: " + std::to_string(bytes) + " bytes asked");
+  if (RAND_bytes(buf, static_cast<int>(bytes)) != 1) {
+    char why[256] = "no OpenSSL error queued";
+    if (unsigned long e = ERR_get_error(); e != 0) ERR_error_string_n(e, why, sizeof why);
+    return Error(Errc::kSystem, std::string("RAND_bytes failed to make the communicator id: ") + why)
+        .hint("is the OpenSSL entropy source (getrandom, /dev/urandom) available to this process?");
+  }
   static const char* kHex = "0123456789abcdef";
   std::string s;
   for (size_t i = 0; i < bytes; ++i) {
@@ -174,8 +183,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   // Every rank sends "<random id> <host id>": rank 0's id names this
   // communicator's shared resources; the host ids count the ranks per host.
   const std::string my_host = host_id();
-  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", random_hex(8) + " " + my_host),
-                          "communicator setup");
+  const std::string my_id = GREX_TRY_CTX(random_hex(8), "communicator setup");
+  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + my_host), "communicator setup");
   DeviceOptions dopts = c.opts.device;
   if (!c.opts.cc.empty() && dopts.params.count("cc") == 0) dopts.params["cc"] = c.opts.cc;
   dopts.driver = c.opts.backend;
