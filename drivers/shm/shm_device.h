@@ -177,6 +177,7 @@ class ShmDevice final : public Device {
   std::vector<std::pair<std::string, uint64_t>> counters() const override;
 
   // Used by endpoints.
+  /// Queues a completion for poll(); callers check cq_full() first.
   void complete(const Completion& c) noexcept;
   bool cq_full() const noexcept { return cq_count_ == cq_.size(); }
   void add_endpoint(ShmEndpoint* ep);
@@ -186,7 +187,7 @@ class ShmDevice final : public Device {
 
   struct Stats {
     Counter bytes_sent, bytes_received, eager_msgs, rndv_msgs, cma_bytes, mapped_bytes, writes, remote_writes,
-        peer_failures;
+        peer_failures, cq_overflows;
   };
   Stats stats;
 
