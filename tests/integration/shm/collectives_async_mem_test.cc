@@ -64,8 +64,10 @@ int communicator_rank(Rank& r, const char* algo) {
       RANK_OK(w);
       work.push_back(*w);
     }
-    // While they run: alloc, write, free; register and drop a buffer of our
-    // own; the next round's shared buffer; a look at the counters.
+    // While they run (before anything below waits for them): the counters.
+    RANK_CHECK(c->stats().collectives <= static_cast<uint64_t>((t + 1) * kInFlight));
+    // Then alloc, write, free; register and drop a buffer of our own; the
+    // next round's shared buffer (each waits for the allreduces).
     auto tmp = c->alloc(256 * 1024);
     RANK_OK(tmp);
     std::memset(*tmp, t, 256 * 1024);
@@ -76,7 +78,6 @@ int communicator_rank(Rank& r, const char* algo) {
     RANK_OK(c->deregister_memory(*reg));
     auto next = c->alloc(kCounts[0] * sizeof(int32_t));
     RANK_OK(next);
-    RANK_CHECK(c->stats().collectives <= static_cast<uint64_t>((t + 1) * kInFlight));
     for (auto& w : work) RANK_OK(w->wait());
     for (int k = 0; k < kInFlight; ++k) RANK_CHECK(sums_ok(data[k], kCounts[k], k, t));
     RANK_OK(c->free(shared));
