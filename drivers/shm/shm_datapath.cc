@@ -508,14 +508,18 @@ void ShmDevice::complete(const Completion& c) noexcept {
   // dropped: a caller that posts without polling sees its posts refused
   // (queue full) instead. Reaching this is a driver bug; it is counted
   // (counter "cq_overflows") and logged, never silent.
-  if (cq_count_ == cq_.size()) {
-    stats.cq_overflows.add();
-    GREX_ERROR("shm", "rank %d: completion queue overflow (driver bug); completion for context %llu lost",
-               opts_.rank, static_cast<unsigned long long>(c.context));
+  if (cq_full()) [[unlikely]] {
+    lost_completion(c);
     return;
   }
-  cq_[(cq_head_ + cq_count_) & (cq_.size() - 1)] = c;  // size: a power of two
+  cq_[(cq_head_ + cq_count_) & (cq_cap_ - 1)] = c;  // size: a power of two
   ++cq_count_;
+}
+
+void ShmDevice::lost_completion(const Completion& c) noexcept {
+  stats.cq_overflows.add();
+  GREX_ERROR("shm", "rank %d: completion queue overflow (driver bug); completion for context %llu lost", opts_.rank,
+             static_cast<unsigned long long>(c.context));
 }
 
 size_t ShmDevice::poll(std::span<Completion> out) noexcept {
@@ -531,7 +535,7 @@ size_t ShmDevice::poll(std::span<Completion> out) noexcept {
   size_t n = 0;
   while (n < out.size() && cq_count_ > 0) {
     out[n++] = cq_[cq_head_];
-    cq_head_ = (cq_head_ + 1) & (cq_.size() - 1);
+    cq_head_ = (cq_head_ + 1) & (cq_cap_ - 1);
     --cq_count_;
   }
   if (cq_count_ == 0) cq_head_ = 0;  // reuse the ring's first (cached) lines

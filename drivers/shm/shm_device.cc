@@ -185,6 +185,7 @@ void ShmDevice::add_endpoint(ShmEndpoint* ep) {
     std::vector<Completion> n(need);
     for (size_t i = 0; i < cq_count_; ++i) n[i] = cq_[(cq_head_ + i) % cq_.size()];
     cq_ = std::move(n);
+    cq_cap_ = cq_.size();
     cq_head_ = 0;
   }
 }
