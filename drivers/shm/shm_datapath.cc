@@ -137,6 +137,7 @@ size_t ShmEndpoint::reap_rts() noexcept {
       ++i;
       continue;
     }
+    if (dev_->cq_full()) break;  // reaped on a later poll
     dev_->complete({p.context, p.length, p.tag, peer_, 0, Op::kSend, Status::kSuccess});
     dev_->stats.bytes_sent.add(p.length);
     rts_.erase(i);
@@ -149,7 +150,9 @@ size_t ShmEndpoint::place_out() noexcept {
   // Reap first: a slot we are about to reuse may still have a finished,
   // unreported rendezvous send.
   size_t placed = rts_.empty() ? 0 : reap_rts();
-  while (!out_.empty()) {
+  // Placing may complete the request at once (eager send, write): only with
+  // room in the completion queue; the rest waits in out_ for a poll.
+  while (!out_.empty() && !dev_->cq_full()) {
     OutOp& op = out_.front();
     if (!(op.is_write ? place_write(op.write) : place_send(op.send))) break;
     out_.pop();
@@ -239,6 +242,7 @@ size_t ShmEndpoint::scan_arrivals() noexcept {
       failed_ = true;
       return n;
     }
+    if (s->type == SlotType::kWriteImm && dev_->cq_full()) break;  // its completion needs room: next poll
     ++recv_seq_;
     ++n;
     if (s->type == SlotType::kWriteImm) {
@@ -264,7 +268,7 @@ size_t ShmEndpoint::match_arrivals() noexcept {
   size_t done = 0;
   // Walk arrived messages oldest first; each takes the oldest posted receive
   // with its tag. Unmatched ones stay (and hold their slot) until one is posted.
-  for (size_t i = 0; i < arrived_.size();) {
+  for (size_t i = 0; i < arrived_.size() && !dev_->cq_full();) {  // a delivery completes a receive
     SlotHeader* s = seg_.slot(dir_in_, arrived_.at(i));
     size_t k = 0;
     while (k < recvs_.size() && recvs_.at(k).tag != s->tag) ++k;
@@ -470,8 +474,9 @@ void ShmEndpoint::check_peer() noexcept {
 
 void ShmEndpoint::fail_all() noexcept {
   // Messages already in our ring can still be delivered; everything that
-  // needs the peer again fails now.
-  while (!out_.empty()) {
+  // needs the peer again fails now, as far as the completion queue has room
+  // (progress() calls again after the next poll).
+  while (!out_.empty() && !dev_->cq_full()) {
     OutOp& op = out_.front();
     if (op.is_write)
       dev_->complete({op.write.context, 0, 0, peer_, op.write.imm, Op::kWrite, Status::kPeerGone});
@@ -479,11 +484,11 @@ void ShmEndpoint::fail_all() noexcept {
       dev_->complete({op.send.context, 0, op.send.tag, peer_, 0, Op::kSend, Status::kPeerGone});
     out_.pop();
   }
-  while (!rts_.empty()) {
+  while (!rts_.empty() && !dev_->cq_full()) {
     dev_->complete({rts_.front().context, 0, rts_.front().tag, peer_, 0, Op::kSend, Status::kPeerGone});
     rts_.pop();
   }
-  while (!recvs_.empty()) {
+  while (!recvs_.empty() && !dev_->cq_full()) {
     dev_->complete({recvs_.front().context, 0, recvs_.front().tag, peer_, 0, Op::kRecv, Status::kPeerGone});
     recvs_.pop();
   }
@@ -498,15 +503,23 @@ size_t ShmEndpoint::progress() noexcept {
 }
 
 void ShmDevice::complete(const Completion& c) noexcept {
-  if (cq_count_ == cq_.size()) {
-    // Cannot happen while callers respect queue_depth (the CQ is sized for
-    // every outstanding request); count it rather than overwrite.
-    GREX_ERROR("shm", "completion queue overflow; completion for context %llu lost",
-               static_cast<unsigned long long>(c.context));
+  // Every caller checked cq_full() first and left the work that would
+  // complete for a later poll (back-pressure), so a completion is never
+  // dropped: a caller that posts without polling sees its posts refused
+  // (queue full) instead. Reaching this is a driver bug; it is counted
+  // (counter "cq_overflows") and logged, never silent.
+  if (cq_full()) [[unlikely]] {
+    lost_completion(c);
     return;
   }
-  cq_[(cq_head_ + cq_count_) & (cq_.size() - 1)] = c;  // size: a power of two
+  cq_[(cq_head_ + cq_count_) & (cq_cap_ - 1)] = c;  // size: a power of two
   ++cq_count_;
+}
+
+void ShmDevice::lost_completion(const Completion& c) noexcept {
+  stats.cq_overflows.add();
+  GREX_ERROR("shm", "rank %d: completion queue overflow (driver bug); completion for context %llu lost", opts_.rank,
+             static_cast<unsigned long long>(c.context));
 }
 
 size_t ShmDevice::poll(std::span<Completion> out) noexcept {
@@ -522,7 +535,7 @@ size_t ShmDevice::poll(std::span<Completion> out) noexcept {
   size_t n = 0;
   while (n < out.size() && cq_count_ > 0) {
     out[n++] = cq_[cq_head_];
-    cq_head_ = (cq_head_ + 1) & (cq_.size() - 1);
+    cq_head_ = (cq_head_ + 1) & (cq_cap_ - 1);
     --cq_count_;
   }
   if (cq_count_ == 0) cq_head_ = 0;  // reuse the ring's first (cached) lines

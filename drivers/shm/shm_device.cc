@@ -185,6 +185,7 @@ void ShmDevice::add_endpoint(ShmEndpoint* ep) {
     std::vector<Completion> n(need);
     for (size_t i = 0; i < cq_count_; ++i) n[i] = cq_[(cq_head_ + i) % cq_.size()];
     cq_ = std::move(n);
+    cq_cap_ = cq_.size();
     cq_head_ = 0;
   }
 }
@@ -247,7 +248,7 @@ std::vector<std::pair<std::string, uint64_t>> ShmDevice::counters() const {
           {"eager_msgs", stats.eager_msgs.get()},       {"rndv_msgs", stats.rndv_msgs.get()},
           {"cma_bytes", stats.cma_bytes.get()},         {"mapped_bytes", stats.mapped_bytes.get()},
           {"writes", stats.writes.get()},               {"remote_writes", stats.remote_writes.get()},
-          {"peer_failures", stats.peer_failures.get()}};
+          {"peer_failures", stats.peer_failures.get()}, {"cq_overflows", stats.cq_overflows.get()}};
 }
 
 }  // namespace grex::shm

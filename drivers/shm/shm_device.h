@@ -177,8 +177,11 @@ class ShmDevice final : public Device {
   std::vector<std::pair<std::string, uint64_t>> counters() const override;
 
   // Used by endpoints.
+  /// Queues a completion for poll(); callers check cq_full() first.
   void complete(const Completion& c) noexcept;
-  bool cq_full() const noexcept { return cq_count_ == cq_.size(); }
+  /// complete()'s path for a full queue (a driver bug): counted and logged, out of line.
+  [[gnu::cold, gnu::noinline]] void lost_completion(const Completion& c) noexcept;
+  bool cq_full() const noexcept { return cq_count_ == cq_cap_; }
   void add_endpoint(ShmEndpoint* ep);
   void remove_endpoint(ShmEndpoint* ep) noexcept;
   const ShmRegion* region_by_id(uint32_t id) const noexcept;
@@ -186,7 +189,7 @@ class ShmDevice final : public Device {
 
   struct Stats {
     Counter bytes_sent, bytes_received, eager_msgs, rndv_msgs, cma_bytes, mapped_bytes, writes, remote_writes,
-        peer_failures;
+        peer_failures, cq_overflows;
   };
   Stats stats;
 
@@ -205,6 +208,7 @@ class ShmDevice final : public Device {
   std::vector<Completion> cq_;  // ring of completions not yet returned
   size_t cq_head_ = 0;
   size_t cq_count_ = 0;
+  size_t cq_cap_ = 0;  // cq_.size() (a power of two), beside the count cq_full() compares it with
   uint64_t polls_ = 0;
   uint64_t last_check_ns_ = 0;
   std::unordered_map<uint32_t, ShmRegion*> regions_;  // id -> live registration

@@ -180,7 +180,8 @@ grex_result_t grex_comm_init_rank(int rank, int world_size, const char* store_ad
 
 grex_result_t grex_comm_destroy(grex_comm_t* comm) {
   if (comm == nullptr) return GREX_OK;
-  for (auto& [ptr, mr] : comm->registrations) (void)comm->comm->device().deregister_memory(mr);
+  // Through the communicator: after the async collectives still in flight.
+  for (auto& [ptr, mr] : comm->registrations) (void)comm->comm->deregister_memory(mr);
   delete comm;
   return GREX_OK;
 }
@@ -351,7 +352,7 @@ grex_result_t grex_mem_register(grex_comm_t* c, void* ptr, size_t bytes) {
   if (c == nullptr || ptr == nullptr) return invalid(fn, "comm or ptr is NULL");
   if (bytes == 0) return invalid(fn, "bytes is 0");
   if (c->registrations.count(ptr) != 0) return invalid(fn, "this ptr is registered already");
-  auto mr = c->comm->device().register_memory(ptr, bytes);
+  auto mr = c->comm->register_memory(ptr, bytes);
   if (!mr) return fail(mr.error());
   c->registrations[ptr] = *mr;
   return GREX_OK;
@@ -365,7 +366,7 @@ grex_result_t grex_mem_deregister(grex_comm_t* c, void* ptr) {
     return fail(Error(Errc::kNotFound, std::string(fn) + ": ptr was not registered with grex_mem_register"));
   grex::MemoryRegion* mr = it->second;
   c->registrations.erase(it);
-  return done(c->comm->device().deregister_memory(mr));
+  return done(c->comm->deregister_memory(mr));
 }
 
 }  // extern "C"

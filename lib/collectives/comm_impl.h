@@ -20,6 +20,7 @@
 
 #include "collectives/cost_model.h"
 #include "collectives/engine.h"
+#include "core/counters.h"
 
 namespace grex {
 namespace detail {
@@ -105,7 +106,8 @@ struct Communicator::Impl {
   std::vector<std::unique_ptr<Endpoint>> endpoints;  // [rank]; null for self
   std::unique_ptr<detail::Engine> engine;
   CommOptions opts;
-  CommStats stats;
+  CommStats stats;             // filled by Communicator::stats() on the caller's thread
+  Counter collectives_done;    // finish() counts here (the worker's thread, maybe)
   int rank = 0;
   int size = 1;
   uint32_t seq = 0;                  // collective sequence number, for tags

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Communicator setup (device, endpoints to every peer), point-to-point calls, argument checks.
+#include <openssl/err.h>
 #include <openssl/rand.h>
 #include <sched.h>
 
@@ -19,9 +20,17 @@ namespace {
 
 constexpr const char* kSubsys = "comm";
 
-std::string random_hex(size_t bytes) {
+// `bytes` random bytes as hex; an error when OpenSSL has no entropy (the id
+// would repeat, and two jobs could share shared-memory names).
+Result<std::string> random_hex(size_t bytes) {
   unsigned char buf[32];
-  RAND_bytes(buf, static_cast<int>(bytes));
+  if (bytes > sizeof buf) return Error(Errc::kInternal, "random_hex: " + std::to_string(bytes) + " bytes asked");
+  if (RAND_bytes(buf, static_cast<int>(bytes)) != 1) {
+    char why[256] = "no OpenSSL error queued";
+    if (unsigned long e = ERR_get_error(); e != 0) ERR_error_string_n(e, why, sizeof why);
+    return Error(Errc::kSystem, std::string("RAND_bytes failed to make the communicator id: ") + why)
+        .hint("is the OpenSSL entropy source (getrandom, /dev/urandom) available to this process?");
+  }
   static const char* kHex = "0123456789abcdef";
   std::string s;
   for (size_t i = 0; i < bytes; ++i) {
@@ -175,8 +184,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   // Every rank sends "<random id> <host id>": rank 0's id names this
   // communicator's shared resources; the host ids count the ranks per host.
   const std::string my_host = host_id();
-  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", random_hex(8) + " " + my_host),
-                          "communicator setup");
+  const std::string my_id = GREX_TRY_CTX(random_hex(8), "communicator setup");
+  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + my_host), "communicator setup");
   DeviceOptions dopts = c.opts.device;
   if (!c.opts.cc.empty() && dopts.params.count("cc") == 0) dopts.params["cc"] = c.opts.cc;
   dopts.driver = c.opts.backend;
@@ -313,6 +322,8 @@ int Communicator::rank() const noexcept { return impl_->rank; }
 int Communicator::size() const noexcept { return impl_->size; }
 Device& Communicator::device() noexcept { return *impl_->device; }
 const CommStats& Communicator::stats() const noexcept {
+  // Written by whichever thread runs the collectives; read here from the caller's.
+  impl_->stats.collectives = impl_->collectives_done.get();
   impl_->stats.bytes_sent = impl_->engine->posted_bytes();
   impl_->stats.wait_ns = impl_->engine->wait_ns();
   return impl_->stats;
@@ -396,7 +407,7 @@ Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
     return e;
   }
   release_retired();
-  ++stats.collectives;
+  collectives_done.add();
   return ok();
 }
 
@@ -530,20 +541,48 @@ Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag)
   });
 }
 
+// Device setup calls (allocate, register, free) go through run(), like a
+// collective: inline when nothing is queued, else after the *_async work
+// ahead of them, on the worker that owns the device meanwhile (transport.h:
+// one thread drives a Device at a time). The collectives' path is unchanged.
 Result<void*> Communicator::alloc(size_t bytes) {
-  MemoryRegion* mr = GREX_TRY(impl_->device->allocate(bytes));
-  impl_->user_allocs[mr->addr()] = mr;
-  return mr->addr();
+  Impl& c = *impl_;
+  void* p = nullptr;
+  GREX_TRY(c.run([&]() -> Result<void> {
+    MemoryRegion* mr = GREX_TRY(c.device->allocate(bytes));
+    c.user_allocs[mr->addr()] = mr;
+    p = mr->addr();
+    return ok();
+  }));
+  return p;
 }
 
 Result<void> Communicator::free(void* ptr) {
-  auto it = impl_->user_allocs.find(ptr);
-  if (it == impl_->user_allocs.end())
-    return Error(Errc::kInvalidArgument, "free: pointer was not returned by Communicator::alloc").rank(impl_->rank);
-  MemoryRegion* mr = it->second;
-  impl_->user_allocs.erase(it);
-  impl_->evict_registrations(mr);
-  return impl_->device->free(mr);
+  Impl& c = *impl_;
+  return c.run([&]() -> Result<void> {
+    auto it = c.user_allocs.find(ptr);
+    if (it == c.user_allocs.end())
+      return Error(Errc::kInvalidArgument, "free: pointer was not returned by Communicator::alloc").rank(c.rank);
+    MemoryRegion* mr = it->second;
+    c.user_allocs.erase(it);
+    c.evict_registrations(mr);
+    return c.device->free(mr);
+  });
+}
+
+Result<MemoryRegion*> Communicator::register_memory(void* addr, size_t bytes, MemoryDomain domain) {
+  Impl& c = *impl_;
+  MemoryRegion* mr = nullptr;
+  GREX_TRY(c.run([&]() -> Result<void> {
+    mr = GREX_TRY(c.device->register_memory(addr, bytes, domain));
+    return ok();
+  }));
+  return mr;
+}
+
+Result<void> Communicator::deregister_memory(MemoryRegion* region) {
+  Impl& c = *impl_;
+  return c.run([&]() -> Result<void> { return c.device->deregister_memory(region); });
 }
 
 }  // namespace grex

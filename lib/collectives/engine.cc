@@ -59,7 +59,7 @@ Result<OpId> Engine::post(int peer, bool is_recv, Req req, Post post_fn) {
 Result<OpId> Engine::send(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag) {
   auto id = post(peer, false, SendRequest{mr, offset, length, tag, 0},
                  [](Endpoint* ep, std::span<const SendRequest> r) { return ep->post_send(r); });
-  if (id) posted_bytes_ += length;
+  if (id) posted_bytes_.add(length);
   return id;
 }
 
@@ -78,7 +78,7 @@ Result<OpId> Engine::write(int peer, const MemoryRegion* mr, uint64_t offset, ui
                            const RemoteRegion& remote, uint64_t remote_offset, bool cold) {
   auto id = post(peer, false, WriteRequest{mr, offset, length, remote, remote_offset, 0, false, 0, cold},
                  [](Endpoint* ep, std::span<const WriteRequest> r) { return ep->post_write(r); });
-  if (id) posted_bytes_ += length;
+  if (id) posted_bytes_.add(length);
   return id;
 }
 
@@ -222,11 +222,11 @@ Result<void> Engine::wait_all(std::span<const OpId> ids, const Deadline& deadlin
     if (all) break;
     GREX_TRY(progress());
     if ((++spins & 255) == 0 && deadline.expired()) {
-      wait_ns_ += now_ns() - t0;
+      wait_ns_.add(now_ns() - t0);
       return timeout_error(what);
     }
   }
-  wait_ns_ += now_ns() - t0;
+  wait_ns_.add(now_ns() - t0);
   return ok();
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/counters.h"
 
 namespace grex::detail {
 
@@ -59,8 +60,9 @@ class Engine {
   void set_timeout_ms(int64_t ms) noexcept { timeout_ms_ = ms; }
   /// Bytes received by a finished receive.
   uint64_t bytes(OpId id) const noexcept;
-  uint64_t posted_bytes() const noexcept { return posted_bytes_; }
-  uint64_t wait_ns() const noexcept { return wait_ns_; }
+  /// Counters, read by any thread (Communicator::stats() while a collective runs).
+  uint64_t posted_bytes() const noexcept { return posted_bytes_.get(); }
+  uint64_t wait_ns() const noexcept { return wait_ns_.get(); }
 
  private:
   static constexpr size_t kTrack = 1u << 12;  // requests tracked at once (a ring this small stays in cache)
@@ -86,8 +88,8 @@ class Engine {
   std::array<Completion, 64> cq_buf_{};
   std::vector<uint32_t> pending_per_peer_;
   size_t pending_ = 0;
-  uint64_t posted_bytes_ = 0;
-  uint64_t wait_ns_ = 0;
+  Counter posted_bytes_;  // relaxed atomics: plain stores on x86
+  Counter wait_ns_;
   int64_t timeout_ms_ = 0;
   uint32_t idle_polls_ = 0;
   bool adaptive_ = false;

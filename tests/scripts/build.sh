@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Configures (once) and builds grex.   build.sh [--sanitize | --coverage] [BUILD_DIR]
+# Configures (once) and builds grex.   build.sh [--sanitize | --tsan | --coverage] [BUILD_DIR]
 # --sanitize builds with AddressSanitizer + UndefinedBehaviorSanitizer in build-sanitize/.
+# --tsan builds with ThreadSanitizer in build-tsan/.
 # --coverage builds a debug build with gcov instrumentation (-Db_coverage=true) in build-coverage/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-sanitize=0
-if [[ "${1:-}" == "--sanitize" ]]; then sanitize=1; shift; fi
-coverage=0
-if [[ "${1:-}" == "--coverage" ]]; then coverage=1; shift; fi
-dir=${1:-$root/$([[ $sanitize == 1 ]] && echo build-sanitize || echo build)}
-[[ $coverage == 1 && -z "${1:-}" ]] && dir=$root/build-coverage
+mode=release
+case "${1:-}" in
+  --sanitize | --tsan | --coverage) mode=${1#--}; shift ;;
+esac
+case $mode in
+  release) default_dir=build ;;
+  sanitize) default_dir=build-sanitize ;;
+  tsan) default_dir=build-tsan ;;
+  coverage) default_dir=build-coverage ;;
+esac
+dir=${1:-$root/$default_dir}
 if [[ ! -f "$dir/build.ninja" ]]; then
-  args=(--buildtype=release)
-  # Sanitized builds leave out the PyTorch extension: Python cannot load an ASan module.
-  [[ $sanitize == 1 ]] && args=(--buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dtorch=disabled)
-  [[ $coverage == 1 ]] && args=(--buildtype=debug -Db_coverage=true)
+  case $mode in
+    release) args=(--buildtype=release) ;;
+    # Sanitized builds leave out the PyTorch extension: Python cannot load an ASan module.
+    sanitize) args=(--buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dtorch=disabled) ;;
+    # ThreadSanitizer: the same, and without the dpdk and verbs drivers, whose
+    # libraries (EAL threads, rdma-core) are not instrumented, so TSan would
+    # report their synchronisation as races; their suites are not run under it.
+    tsan) args=(--buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dtorch=disabled
+                -Ddpdk=disabled -Dverbs=disabled) ;;
+    coverage) args=(--buildtype=debug -Db_coverage=true) ;;
+  esac
   mkdir -p "$dir"
   if ! meson setup "$dir" "$root" "${args[@]}" > "$dir/../.meson-setup-$(basename "$dir").log" 2>&1; then
     cat "$dir/../.meson-setup-$(basename "$dir").log" >&2

@@ -6,8 +6,16 @@
 /// Every rank of the group calls the same collectives in the same order.
 /// Calls block until the operation finished on this rank, or return an Error:
 /// kTimeout (naming the ranks still awaited), kPeerFailed (naming the rank
-/// that died), kInvalidArgument (before any byte moves). A Communicator is
-/// used by one thread at a time.
+/// that died), kInvalidArgument (before any byte moves).
+///
+/// Threads: a Communicator is used by one thread at a time. Its *_async
+/// collectives run on a worker thread of the communicator, which then drives
+/// the Device; every other call that uses the Device (blocking collectives,
+/// send/recv, alloc/free, register_memory/deregister_memory) runs after the
+/// async work issued before it, in issue order, so each may be made while
+/// async collectives are in flight. device() is the exception: calls on the
+/// Device it returns race with the worker unless no async collective is in
+/// flight (every Work waited for); use the Communicator's own calls instead.
 #pragma once
 
 #include <grex/bootstrap.h>
@@ -129,8 +137,13 @@ class Communicator {
 
   int rank() const noexcept;
   int size() const noexcept;
-  /// The transport device (for registering memory, counters).
+  /// The transport device (capabilities, counters). Calls that change it
+  /// (register_memory, allocate, poll, ...) must not overlap async
+  /// collectives: use register_memory() / alloc() below, which are ordered
+  /// with them (see the thread rules above).
   Device& device() noexcept;
+  /// Counters so far; may be read while async collectives run (they may
+  /// lag the collective in flight).
   const CommStats& stats() const noexcept;
   /// Options in force (after environment overrides).
   const CommOptions& options() const noexcept;
@@ -191,10 +204,19 @@ class Communicator {
   std::string allreduce_algorithm(size_t bytes) const;
 
   /// Memory the backend moves fastest (shm: shared between processes, read by
-  /// peers in place). Optional: collectives work on any host memory.
+  /// peers in place). Optional: collectives work on any host memory. Runs
+  /// after the async collectives issued before it (it waits for them).
   Result<void*> alloc(size_t bytes);
-  /// Releases memory from alloc().
+  /// Releases memory from alloc(); after the async collectives issued before
+  /// it, which may still use that memory.
   Result<void> free(void* ptr);
+  /// Registers [addr, addr+bytes) with the device once (Device::register_memory,
+  /// reference counted), so collectives on buffers inside it skip
+  /// registration. Ordered with async collectives like alloc().
+  Result<MemoryRegion*> register_memory(void* addr, size_t bytes, MemoryDomain domain = MemoryDomain::kHost);
+  /// Drops one reference taken by register_memory(); after the async
+  /// collectives issued before it.
+  Result<void> deregister_memory(MemoryRegion* region);
 
   struct Impl;
 

@@ -7,7 +7,11 @@
  * on failure grex_last_error_message() gives this thread's last error in full
  * (cause, rank, peer, device, hint). Calls on one communicator are made from
  * one thread at a time, as with the C++ Communicator; collectives run in issue
- * order, the non-blocking ones on the communicator's worker thread.
+ * order, the non-blocking ones on the communicator's worker thread. Every
+ * call that uses the device (collectives, grex_mem_alloc/free,
+ * grex_mem_register/deregister) runs after the non-blocking collectives
+ * issued before it, so each may be called while those are in flight (the
+ * memory calls then wait for them).
  *
  * Link with -lgrex (pkg-config --cflags --libs grex).
  */

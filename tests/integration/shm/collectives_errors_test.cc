@@ -4,6 +4,9 @@
 // once (direct's descriptors, the flat and staged slots' signatures) and
 // names both calls in a kMismatch; the others name them after the timeout.
 #include <gtest/gtest.h>
+// The test below swaps in a failing RAND_METHOD, an API OpenSSL 3 deprecates.
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/rand.h>
 
 #include <chrono>
 #include <cstdio>
@@ -166,6 +169,22 @@ TEST(Errors, AlltoallvCountsThatDisagreeAreNamed) {
     }
     return 0;
   }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Without entropy the communicator id (which names its shared memory) would
+// be whatever the stack held: creation fails and says why instead.
+TEST(Errors, RandBytesFailureFailsCreation) {
+  auto res = run_ranks(1, [](Rank& r) -> int {
+    static RAND_METHOD failing{};
+    failing.bytes = [](unsigned char*, int) { return 0; };
+    RANK_CHECK(RAND_set_rand_method(&failing) == 1);
+    auto c = Communicator::create(r.bootstrap, opts_for("ring"));
+    RANK_CHECK(!c.ok());
+    RANK_CHECK(c.error().code() == Errc::kSystem);
+    RANK_CHECK(c.error().message().find("RAND_bytes") != std::string::npos);
+    return 0;
+  });
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 

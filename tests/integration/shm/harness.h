@@ -26,6 +26,8 @@ struct Rank {
   int rank;
   int size;
   std::shared_ptr<Bootstrap> bootstrap;
+  uint16_t store_port = 0;  ///< the job's store on 127.0.0.1, for a second client (the C API)
+  std::string job_token;
 };
 
 /// Fails the rank's process with a message naming the file and line.
@@ -129,7 +131,7 @@ inline RunResult run_ranks(int n, const std::function<int(Rank&)>& fn, int timeo
         std::fprintf(stderr, "rank %d bootstrap: %s\n", r, bs.error().message().c_str());
         ::_exit(90);
       }
-      Rank ctx{r, n, std::shared_ptr<Bootstrap>(std::move(*bs))};
+      Rank ctx{r, n, std::shared_ptr<Bootstrap>(std::move(*bs)), port, token};
       int code = fn(ctx);
       std::fflush(stdout);
       std::fflush(stderr);

@@ -455,5 +455,82 @@ TEST(ShmTransport, RegistrationCacheReusesCoveringRegion) {
   EXPECT_EQ(dev.registration_count(), 0u);
 }
 
+uint64_t counter(const Device& dev, const char* name) {
+  for (auto& [n, v] : dev.counters())
+    if (n == name) return v;
+  return ~uint64_t{0};
+}
+
+// A caller that posts again and again without polling: one-sided writes
+// without immediate complete at once, so before the completion queue had
+// back-pressure the 33rd completion (queue of 32: 8 slots, depth 8) was
+// dropped with a log line and its request never completed. Now the queue
+// stops taking work when it is full (a post is refused: poll, then post the
+// rest) and every request completes exactly once.
+TEST(ShmTransport, CompletionQueueNeverDropsWhenTheCallerDoesNotPoll) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    DeviceOptions o;
+    o.queue_depth = 8;
+    o.params["slots"] = "8";
+    auto link = open_link(r, "cqfull", o);
+    RANK_OK(link);
+    Device& dev = *link->dev;
+    constexpr size_t kWrites = 6 * 8, kLen = 64;
+    auto shared = dev.allocate(kWrites * kLen);
+    RANK_OK(shared);
+    RemoteRegion mine = (*shared)->remote();
+    auto all = r.bootstrap->all_gather("cqfull/region", std::string(reinterpret_cast<char*>(&mine), sizeof(mine)));
+    RANK_OK(all);
+    if (r.rank == 0) {
+      RemoteRegion theirs;
+      std::memcpy(&theirs, (*all)[1].data(), sizeof(theirs));
+      auto* src = static_cast<uint8_t*>((*shared)->addr());
+      fill(src, kWrites * kLen, 5);
+      std::vector<WriteRequest> w;
+      for (size_t i = 0; i < kWrites; ++i) w.push_back({*shared, i * kLen, kLen, theirs, i * kLen, 0, false, i + 1});
+      // Six posts of eight, no poll in between: more than the queue holds.
+      size_t posted = 0;
+      bool refused = false;
+      for (size_t b = 0; b < kWrites / 8; ++b) {
+        PostResult pr = link->to(1).post_write(std::span<const WriteRequest>(w).subspan(posted, 8));
+        RANK_CHECK(pr.error == Errc::kOk);
+        posted += pr.count;
+        if (pr.count < 8) {
+          refused = true;
+          break;
+        }
+      }
+      RANK_CHECK(refused);  // back-pressure, not a silent drop
+      std::vector<Completion> done;
+      while (posted < kWrites) {  // poll, then post the rest
+        Completion cs[8];
+        size_t n = dev.poll(cs);
+        done.insert(done.end(), cs, cs + n);
+        posted += link->to(1).post_write(std::span<const WriteRequest>(w).subspan(posted)).count;
+      }
+      RANK_CHECK(drain(dev, kWrites, &done));
+      std::vector<int> seen(kWrites + 1, 0);
+      for (auto& c : done) {
+        RANK_CHECK(c.op == Op::kWrite && c.status == Status::kSuccess && c.bytes == kLen);
+        RANK_CHECK(c.context >= 1 && c.context <= kWrites);
+        ++seen[c.context];
+      }
+      for (size_t i = 1; i <= kWrites; ++i) RANK_CHECK(seen[i] == 1);
+      Completion extra[4];
+      RANK_CHECK(dev.poll(extra) == 0);
+      RANK_CHECK(counter(dev, "cq_overflows") == 0);
+    }
+    RANK_OK(r.bootstrap->barrier("cqfull-written"));
+    if (r.rank == 1) {
+      std::vector<uint8_t> want(kWrites * kLen);
+      fill(want.data(), want.size(), 5);
+      RANK_CHECK(std::memcmp((*shared)->addr(), want.data(), want.size()) == 0);
+    }
+    RANK_OK(r.bootstrap->barrier("cqfull-done"));
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 }  // namespace
 }  // namespace grex::test
