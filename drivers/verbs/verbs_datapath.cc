@@ -253,12 +253,16 @@ bool VerbsEndpoint::flush(PostList& pl) noexcept {
   ibv_send_wr* bad = nullptr;
   if (int e = ibv_post_send(qp_, pl.wrs, &bad); e != 0) {
     fail(Status::kLocalError, std::string("ibv_post_send: ") + std::strerror(e));
-    pl.n = 0;
+    for (uint32_t k = 0; k < pl.n_early; ++k) complete({pl.early[k].context, 0, pl.early[k].tag, peer_, 0,
+                                                        grex::Op::kSend, Status::kLocalError});
+    pl.n = pl.n_early = 0;
     return false;
   }
   sq_posted_ += pl.n;
   dev_->stats.wr_posted.add(pl.n);
-  pl.n = 0;
+  for (uint32_t k = 0; k < pl.n_early; ++k)
+    complete({pl.early[k].context, pl.early[k].bytes, pl.early[k].tag, peer_, 0, grex::Op::kSend, Status::kSuccess});
+  pl.n = pl.n_early = 0;
   return true;
 }
 
@@ -301,7 +305,12 @@ bool VerbsEndpoint::match_sends() noexcept {
       continue;
     }
     paced(len, now);
-    ops_.push(Op{s.context, len, s.tag, grex::Op::kSend, Status::kSuccess, sq_posted_ + pl.n});
+    if (r.kind == Ready::kEager && eager_inline(len)) {
+      sq_bytes_ -= len;  // not waited for: nothing of it stays on the queue
+      pl.early[pl.n_early++] = {s.context, len, s.tag};
+    } else {
+      ops_.push(Op{s.context, len, s.tag, grex::Op::kSend, Status::kSuccess, sq_posted_ + pl.n});
+    }
     dev_->stats.sends.add();
     dev_->stats.bytes_sent.add(len);
     ready_.pop();

@@ -214,6 +214,7 @@ class VerbsEndpoint final : public Endpoint {
   void free_slot(uint32_t slot) noexcept;
   void credit_piggyback(EagerHeader& h) noexcept;
   bool append_eager(PostList& pl, const Ready& r) noexcept;
+  bool eager_inline(uint64_t len) const noexcept { return sizeof(EagerHeader) + len <= max_inline_; }
   bool append_ctrl(PostList& pl, const Ctrl& c) noexcept;
   void want_advert(uint64_t tag) noexcept;
   bool eager_room() const noexcept {
@@ -308,6 +309,14 @@ struct VerbsEndpoint::PostList {
   ibv_sge sges[2 * kBatch];  // two for each work request (an eager message's header and payload)
   Ctrl* ctrls;              // the endpoint's inline control storage
   uint32_t n = 0;
+  // Sends whose bytes the post itself copies (inline eager messages): their
+  // buffers are free once the post succeeds, so they complete then, without
+  // waiting a round trip for the NIC's acknowledgement.
+  struct Early {  // no initializers: nothing to clear per post list
+    uint64_t context, bytes, tag;
+  };
+  Early early[kBatch];
+  uint32_t n_early = 0;
 };
 
 class VerbsDevice final : public Device {
