@@ -505,7 +505,7 @@ void DpdkDevice::forget_region(uint32_t id) noexcept {
 uint8_t* DpdkDevice::resolve(uint32_t rkey, uint64_t offset, uint64_t len) noexcept {
   if (rkey < 1 || rkey > regions_.size() || regions_[rkey - 1] == nullptr) return nullptr;
   DpdkRegion* r = regions_[rkey - 1];
-  if (offset > r->length() || len > r->length() - offset) return nullptr;
+  if (!r->holds(offset, len)) return nullptr;
   return static_cast<uint8_t*>(r->addr()) + offset;
 }
 

@@ -86,7 +86,7 @@ PostResult ShmEndpoint::post_write(std::span<const WriteRequest> reqs) noexcept 
 // (kLocalError), the remote one inside what this peer advertised (kRemoteAccess).
 Status ShmEndpoint::check_one_sided(const ShmRegion* region, uint64_t offset, uint64_t length,
                                     const RemoteRegion& remote, uint64_t remote_offset) const noexcept {
-  if (region == nullptr || offset > region->length() || length > region->length() - offset) return Status::kLocalError;
+  if (region == nullptr || !region->holds(offset, length)) return Status::kLocalError;
   if (remote.owner != static_cast<uint64_t>(peer_pid_) || remote_offset > remote.length ||
       length > remote.length - remote_offset)
     return Status::kRemoteAccess;
@@ -167,8 +167,7 @@ bool ShmEndpoint::place_send(const SendRequest& r) noexcept {
   if (s->state.load(std::memory_order_acquire) != 0) return false;
   if (rts_.full()) return false;
   const auto* region = static_cast<const ShmRegion*>(r.region);
-  if (r.length > 0 &&
-      (region == nullptr || r.offset > region->length() || r.length > region->length() - r.offset)) {
+  if (!request_in_bounds(region, r.offset, r.length)) {
     dev_->complete({r.context, 0, r.tag, peer_, 0, Op::kSend, Status::kLocalError});
     return true;
   }
@@ -289,8 +288,7 @@ bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
   const auto* region = r.region;
   uint64_t len = s->length;
   Status st = Status::kSuccess;
-  if (r.length > 0 &&
-      (region == nullptr || r.offset > region->length() || r.length > region->length() - r.offset)) {
+  if (!request_in_bounds(region, r.offset, r.length)) {
     st = Status::kLocalError;
     len = 0;
   } else if (len > r.length) {

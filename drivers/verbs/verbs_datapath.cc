@@ -22,9 +22,7 @@ constexpr uint64_t kMaxChunk = uint64_t{1} << 30;  // bytes per RDMA WRITE (belo
 
 uint32_t chunks(uint64_t len) { return len == 0 ? 1 : static_cast<uint32_t>((len + kMaxChunk - 1) / kMaxChunk); }
 
-bool bad_range(const MemoryRegion* r, uint64_t off, uint64_t len) {
-  return len > 0 && (r == nullptr || off > r->length() || len > r->length() - off);
-}
+bool bad_range(const MemoryRegion* r, uint64_t off, uint64_t len) { return !request_in_bounds(r, off, len); }
 
 Status status_of(ibv_wc_status s) {
   switch (s) {

@@ -38,13 +38,7 @@ struct Span {
 }  // namespace
 
 Result<void> Communicator::Impl::ensure_work(size_t bytes) {
-  if (work_bytes >= bytes) return ok();
-  if (work != nullptr) GREX_TRY(device->free(work));
-  work = nullptr;
-  work_bytes = 0;
-  work = GREX_TRY(device->allocate(std::max<size_t>(bytes, 4096)));
-  work_bytes = work->length();
-  return ok();
+  return detail::grow_region(*device, work, work_bytes, std::max<size_t>(bytes, 4096));
 }
 
 Result<uint8_t*> Communicator::Impl::small_bounce(const void* p, size_t bytes) {

@@ -98,6 +98,11 @@ inline const JobFn::Ops JobFn::kHeapOps{[](JobFn& j) { return (*static_cast<D*>(
                                             [](JobFn& to, JobFn& from) noexcept { to.ptr_ = from.ptr_; },
                                             [](JobFn& j) noexcept { delete static_cast<D*>(j.ptr_); }};
 
+/// Makes `mr` (device-allocated, `have` bytes) hold at least `want` bytes:
+/// freed and allocated anew when it is smaller. The scratch, staging and work
+/// buffers all grow this way.
+Result<void> grow_region(Device& dev, MemoryRegion*& mr, size_t& have, size_t want);
+
 }  // namespace detail
 
 struct Communicator::Impl {

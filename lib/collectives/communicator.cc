@@ -411,14 +411,18 @@ Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
   return ok();
 }
 
-Result<void> Communicator::Impl::ensure_scratch(size_t bytes) {
-  if (scratch_bytes >= bytes) return ok();
-  if (scratch != nullptr) GREX_TRY(device->free(scratch));
-  scratch = nullptr;
-  scratch_bytes = 0;
-  scratch = GREX_TRY(device->allocate(bytes));
-  scratch_bytes = bytes;
+Result<void> detail::grow_region(Device& dev, MemoryRegion*& mr, size_t& have, size_t want) {
+  if (have >= want) return ok();
+  if (mr != nullptr) GREX_TRY(dev.free(mr));
+  mr = nullptr;
+  have = 0;
+  mr = GREX_TRY(dev.allocate(want));
+  have = mr->length();
   return ok();
+}
+
+Result<void> Communicator::Impl::ensure_scratch(size_t bytes) {
+  return detail::grow_region(*device, scratch, scratch_bytes, bytes);
 }
 
 Result<MemoryRegion*> Communicator::Impl::registration(const void* p, size_t n, bool* transient) {
@@ -469,13 +473,7 @@ bool Communicator::Impl::should_stage(const MemoryRegion* mr, size_t bytes) cons
 }
 
 Result<void> Communicator::Impl::ensure_staging(size_t bytes) {
-  if (staging_bytes >= bytes) return ok();
-  if (staging != nullptr) GREX_TRY(device->free(staging));
-  staging = nullptr;
-  staging_bytes = 0;
-  staging = GREX_TRY(device->allocate(bytes));
-  staging_bytes = bytes;
-  return ok();
+  return detail::grow_region(*device, staging, staging_bytes, bytes);
 }
 
 

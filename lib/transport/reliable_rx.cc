@@ -19,8 +19,7 @@ bool Flow::post_recv(const RecvRequest& r) noexcept {
   x.req = r;
   x.used = true;
   x.tag = r.tag;
-  if (r.length > 0 && (r.region == nullptr || r.offset > r.region->length() ||
-                       r.length > r.region->length() - r.offset)) {
+  if (!request_in_bounds(r.region, r.offset, r.length)) {
     x.done = true;
     x.status = Status::kLocalError;
     ++recv_ready_;

@@ -51,8 +51,7 @@ void Flow::push_ctrl(const wire::Header& h) noexcept {
 
 bool Flow::post_send(const SendRequest& r) noexcept {
   if (failed_ || sends_.size() + matched_.size() >= sends_.capacity() || tx_n_ >= txmsgs_.size() - 1) return false;
-  if (r.length > 0 && (r.region == nullptr || r.offset > r.region->length() ||
-                       r.length > r.region->length() - r.offset)) {
+  if (!request_in_bounds(r.region, r.offset, r.length)) {
     // Fails here, before it could consume one of the peer's adverts.
     return done_.push(Completion{r.context, 0, r.tag, peer_, 0, Op::kSend, Status::kLocalError});
   }
@@ -74,8 +73,7 @@ bool Flow::post_write(const WriteRequest& r) noexcept {
   m.base_offset = r.remote_offset;
   m.tag = (static_cast<uint64_t>(static_cast<uint32_t>(r.remote.rkey)) << 32) | r.imm;
   m.context = r.context;
-  if (r.length > 0 && (r.region == nullptr || r.offset > r.region->length() ||
-                       r.length > r.region->length() - r.offset)) {
+  if (!request_in_bounds(r.region, r.offset, r.length)) {
     m.done = true;
     m.status = Status::kLocalError;
     m.segmented = true;
@@ -125,8 +123,7 @@ void Flow::match_sends() noexcept {
     m.send_len = std::min<uint64_t>(s.length, a.len);  // the receiver reports truncation
     m.tag = s.tag;
     m.context = s.context;
-    if (s.length > 0 && (s.region == nullptr || s.offset > s.region->length() ||
-                         s.length > s.region->length() - s.offset)) {
+    if (!request_in_bounds(s.region, s.offset, s.length)) {
       m.done = m.segmented = true;
       m.status = Status::kLocalError;
       ++unreported_done_;

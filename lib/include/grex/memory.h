@@ -44,6 +44,8 @@ class MemoryRegion {
   uint64_t lkey() const noexcept { return lkey_; }
   /// The description a peer needs to write into this region.
   RemoteRegion remote() const noexcept { return remote_; }
+  /// True when [offset, offset+n) of the region lies inside it.
+  bool holds(uint64_t offset, uint64_t n) const noexcept { return offset <= length_ && n <= length_ - offset; }
   /// True when [p, p+n) lies inside the region.
   bool contains(const void* p, size_t n) const noexcept {
     auto a = reinterpret_cast<uintptr_t>(p);

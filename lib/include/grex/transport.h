@@ -106,6 +106,12 @@ struct Completion {
   Status status = Status::kSuccess;
 };
 
+/// Whether a request's [offset, offset+length) lies in `region` (an empty
+/// range needs no region): drivers check every request with this before use.
+inline bool request_in_bounds(const MemoryRegion* region, uint64_t offset, uint64_t length) noexcept {
+  return length == 0 || (region != nullptr && region->holds(offset, length));
+}
+
 /// Two-sided send: `length` bytes at `offset` in `region`, matched by `tag`.
 struct SendRequest {
   const MemoryRegion* region = nullptr;
