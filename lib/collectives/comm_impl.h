@@ -111,6 +111,8 @@ struct Communicator::Impl {
   std::vector<std::unique_ptr<Endpoint>> endpoints;  // [rank]; null for self
   std::unique_ptr<detail::Engine> engine;
   CommOptions opts;
+  /// opts.stage_sends, read once at creation (the data path compares no strings).
+  enum class Stage : uint8_t { kAuto, kAlways, kNever } stage = Stage::kAuto;
   CommStats stats;             // filled by Communicator::stats() on the caller's thread
   Counter collectives_done;    // finish() counts here (the worker's thread, maybe)
   int rank = 0;

@@ -215,6 +215,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   bool adaptive = c.opts.progress == "adaptive" || (c.opts.progress == "auto" && local > cores);
   c.engine->set_adaptive(adaptive);
+  c.stage = c.opts.stage_sends == "always"  ? Impl::Stage::kAlways
+            : c.opts.stage_sends == "never" ? Impl::Stage::kNever
+                                            : Impl::Stage::kAuto;
   if (c.opts.algo != "auto") c.forced_algo = detail::parse_algo(c.opts.algo);
   GREX_TRY_CTX(c.setup_flat(local == c.size), "communicator setup (flat allreduce)");
   if (c.opts.cost != "measure") {
@@ -465,8 +468,8 @@ void Communicator::Impl::evict_registrations(const MemoryRegion* mr) {
 }
 
 bool Communicator::Impl::should_stage(const MemoryRegion* mr, size_t bytes) const {
-  if (!device->capabilities().allocate_shared || opts.stage_sends == "never") return false;
-  if (opts.stage_sends == "always") return true;
+  if (!device->capabilities().allocate_shared || stage == Stage::kNever) return false;
+  if (stage == Stage::kAlways) return true;
   if (bytes < opts.stage_min_bytes) return false;
   // Memory that is already device-allocated is read in place by peers.
   return !is_user_alloc(mr) && mr != scratch && mr != staging;

@@ -61,7 +61,7 @@ Result<void> Communicator::Impl::setup_flat(bool all_local) {
   // The staged direct allreduce (staged_allreduce.cc) shares the area: its
   // flags and slots follow the two flat slots.
   const uint64_t flat_bytes = max > 0 ? 2 * stride : 0;
-  const uint64_t stage_bytes = opts.stage_sends != "never" ? staged_area_bytes() : 0;
+  const uint64_t stage_bytes = stage != Stage::kNever ? staged_area_bytes() : 0;
   std::string mine(sizeof(RemoteRegion) + 2 * sizeof(uint64_t), '\0');
   if (flat_bytes + stage_bytes > 0) {
     auto area = device->allocate(flat_bytes + stage_bytes);

@@ -96,7 +96,7 @@ size_t Communicator::Impl::staged_area_bytes() const noexcept {
 
 bool Communicator::Impl::staged_fits(size_t bytes, bool any_in_place) const noexcept {
   if (!staged_on || size < 2) return false;
-  if (opts.stage_sends == "always") return true;
+  if (stage == Stage::kAlways) return true;
   if (size == 2) return bytes >= (any_in_place ? kStagedMinBytes2InPlace : kStagedMinBytes2);
   return bytes >= (any_in_place ? kStagedMinBytesNInPlace : kStagedMinBytesN);
 }
