@@ -393,7 +393,10 @@ TEST(VerbsTransport, EagerAndRendezvousAgreeOnEveryMatch) {
       // Every slot first; past them each send asks for an advert, and goes
       // eagerly after all where slots come back before the advert.
       RANK_CHECK(flood_eager >= 64);
-      RANK_CHECK(stream_eager == kStream);  // eager again, the credits came back
+      // Eager again, and more messages than slots: the credits came back. (A
+      // send that finds every slot taken asks for an advert, and may take it
+      // if it comes before the credit: not every one of them is eager.)
+      RANK_CHECK(stream_eager > 64);
       RANK_CHECK(eager < msgs.size());
       RANK_CHECK(wants > 0);  // large messages with no advert yet, and the flood past the credits
     } else {
