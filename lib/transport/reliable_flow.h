@@ -204,6 +204,9 @@ class Flow {
   void rx_mark(uint32_t psn) noexcept;
   void push_ctrl(const wire::Header& h) noexcept;
   wire::Header make(wire::Type t) const noexcept;
+  /// A header of type `t` carrying our ACK state (cumulative ACK, SACK, rx_above).
+  wire::Header make_acking(wire::Type t) const noexcept;
+  void push_ack() noexcept;  ///< queues an ACK and clears what made it due
   uint64_t sack_bits() const noexcept;
   bool pending_work() const noexcept;
 

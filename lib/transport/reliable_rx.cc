@@ -110,12 +110,9 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   // ACK it lies. (Reordering costs a spurious resend, never correctness.)
   if (static_cast<int32_t>(rcv_high_ - rcv_nxt_) < 0) rcv_high_ = rcv_nxt_;
   if (static_cast<int32_t>(h.psn - rcv_high_) > 0) {
-    wire::Header n = make(wire::Type::kNack);
+    wire::Header n = make_acking(wire::Type::kNack);
     n.psn = rcv_high_;
     n.msg_id = h.psn - rcv_high_;
-    n.ack = rcv_nxt_;
-    n.sack = sack_bits();
-    n.rx_above = rx_above_;
     push_ctrl(n);
     ++stats_.nacks_sent;
     if (rcv_high_ == rcv_nxt_) {  // it names the oldest hole too: no second NACK for it below
@@ -142,11 +139,8 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   if (sack_bits() != 0) {
     // Packets above a hole at rcv_nxt_: ask for it, once per rto_min per hole.
     if (nacked_psn_ != rcv_nxt_ || now_ns - nack_ns_ > cfg_.rto_min_ns) {
-      wire::Header n = make(wire::Type::kNack);
+      wire::Header n = make_acking(wire::Type::kNack);
       n.psn = rcv_nxt_;
-      n.ack = rcv_nxt_;
-      n.sack = sack_bits();
-      n.rx_above = rx_above_;
       push_ctrl(n);
       ++stats_.nacks_sent;
       nacked_psn_ = rcv_nxt_;
@@ -154,15 +148,7 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
     }
   }
   ack_due_ = true;
-  if (++unacked_rx_ >= cfg_.ack_every) {
-    wire::Header a = make(wire::Type::kAck);
-    a.ack = rcv_nxt_;
-    a.sack = sack_bits();
-    push_ctrl(a);
-    ++stats_.acks_sent;
-    unacked_rx_ = 0;
-    ack_due_ = false;
-  }
+  if (++unacked_rx_ >= cfg_.ack_every) push_ack();
 }
 
 void Flow::on_advert(const wire::Header& h, const uint8_t* payload) noexcept {

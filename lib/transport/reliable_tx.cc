@@ -44,6 +44,21 @@ wire::Header Flow::make(wire::Type t) const noexcept {
   return h;
 }
 
+wire::Header Flow::make_acking(wire::Type t) const noexcept {
+  wire::Header h = make(t);
+  h.ack = rcv_nxt_;
+  h.sack = sack_bits();
+  h.rx_above = rx_above_;
+  return h;
+}
+
+void Flow::push_ack() noexcept {
+  push_ctrl(make_acking(wire::Type::kAck));
+  ++stats_.acks_sent;
+  ack_due_ = false;
+  unacked_rx_ = 0;
+}
+
 void Flow::push_ctrl(const wire::Header& h) noexcept {
   if (ctrl_.full()) ctrl_.pop();  // keep the newest: an old ACK is superseded anyway
   ctrl_.push(Ctrl{h});
@@ -179,11 +194,8 @@ bool Flow::next_data(TxPacket* p, uint64_t now_ns) noexcept {
 void Flow::fill_data(TxPacket* p, uint32_t psn, uint64_t now_ns) noexcept {
   const Slot& s = win_[psn % span_];
   const TxMsg& m = txmsgs_[s.msg];
-  wire::Header h = make(wire::Type::kData);
+  wire::Header h = make_acking(wire::Type::kData);
   h.psn = psn;
-  h.ack = rcv_nxt_;
-  h.sack = sack_bits();
-  h.rx_above = rx_above_;
   h.msg_id = m.msg_id;
   h.payload_len = s.len;
   h.timestamp = now_ns;
@@ -397,16 +409,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     fail_all(Status::kPeerGone);
     return 0;
   }
-  if (ack_due_) {
-    wire::Header h = make(wire::Type::kAck);
-    h.ack = rcv_nxt_;
-    h.sack = sack_bits();
-    h.rx_above = rx_above_;
-    push_ctrl(h);
-    ++stats_.acks_sent;
-    ack_due_ = false;
-    unacked_rx_ = 0;
-  }
+  if (ack_due_) push_ack();
   while (n < out.size() && !ctrl_.empty()) {
     TxPacket& p = out[n++];
     p = TxPacket{ctrl_.front().hdr, nullptr, nullptr};
@@ -536,12 +539,9 @@ void Flow::fail_all(Status why) noexcept {
 }
 
 void Flow::close(int culprit) noexcept {
-  wire::Header h = make(wire::Type::kClose);
   // Carry our ACK state: the peer's sends that arrived complete at the peer
   // even if the ACKs for them were lost.
-  h.ack = rcv_nxt_;
-  h.sack = sack_bits();
-  h.rx_above = rx_above_;
+  wire::Header h = make_acking(wire::Type::kClose);
   if (culprit >= 0) {
     h.flags = wire::kFlagAbort;
     h.msg_id = static_cast<uint32_t>(culprit + 1);
