@@ -365,6 +365,26 @@ Result<void*> ShmEndpoint::map(const RemoteRegion& remote) {
   return static_cast<void*>(m.base);
 }
 
+namespace {
+// Copies n bytes between our `local` and `remote` in process `pid` (a write
+// when `to_remote`), through as many process_vm_readv/writev calls as it
+// takes. 0, or the errno of the first that failed (EIO: it moved nothing).
+int cma_copy(pid_t pid, void* local, void* remote, size_t n, bool to_remote) noexcept {
+  iovec l{local, n};
+  iovec r{remote, n};
+  for (size_t done = 0; done < n;) {
+    const ssize_t k = to_remote ? ::process_vm_writev(pid, &l, 1, &r, 1, 0) : ::process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (k <= 0) return k < 0 ? errno : EIO;
+    done += static_cast<size_t>(k);
+    l.iov_base = static_cast<uint8_t*>(l.iov_base) + k;
+    l.iov_len -= static_cast<size_t>(k);
+    r.iov_base = static_cast<uint8_t*>(r.iov_base) + k;
+    r.iov_len -= static_cast<size_t>(k);
+  }
+  return 0;
+}
+}  // namespace
+
 bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1,
                             size_t n, bool one_sided) noexcept {
   if (fd_plus1 > 0) {
@@ -375,24 +395,12 @@ bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t o
     }
   }
   if (!cma_ok_) return false;
-  iovec l{dst, n};
-  iovec r{reinterpret_cast<void*>(src), n};
-  size_t got = 0;
-  while (got < n) {
-    ssize_t k = ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
-    if (k <= 0) {
-      // One-sided: a fault means a bad remote range (kRemoteAccess), as for
-      // writes. Rendezvous: the sender keeps its buffer until we finish, so
-      // a fault means it is exiting.
-      int err = k < 0 ? errno : EIO;
-      if (!one_sided || err == ESRCH) cma_failed(err);
-      return false;
-    }
-    got += static_cast<size_t>(k);
-    l.iov_base = static_cast<uint8_t*>(l.iov_base) + k;
-    l.iov_len -= static_cast<size_t>(k);
-    r.iov_base = static_cast<uint8_t*>(r.iov_base) + k;
-    r.iov_len -= static_cast<size_t>(k);
+  if (int err = cma_copy(peer_pid_, dst, reinterpret_cast<void*>(src), n, false); err != 0) {
+    // One-sided: a fault means a bad remote range (kRemoteAccess), as for
+    // writes. Rendezvous: the sender keeps its buffer until we finish, so
+    // a fault means it is exiting.
+    if (!one_sided || err == ESRCH) cma_failed(err);
+    return false;
   }
   dev_->stats.cma_bytes.add(n);
   return true;
@@ -414,23 +422,12 @@ bool ShmEndpoint::write_peer(const void* src, const RemoteRegion& dst, uint64_t 
     }
   }
   if (!cma_ok_) return false;
-  iovec l{const_cast<void*>(src), n};
-  iovec r{reinterpret_cast<void*>(dst.addr + offset), n};
-  size_t put = 0;
-  while (put < n) {
-    ssize_t k = ::process_vm_writev(peer_pid_, &l, 1, &r, 1, 0);
-    if (k <= 0) {
-      // A fault here means the target range is not (or no longer) mapped: the
-      // request fails with kRemoteAccess; only a vanished process fails the peer.
-      int err = k < 0 ? errno : EIO;
-      if (err == ESRCH) cma_failed(err);
-      return false;
-    }
-    put += static_cast<size_t>(k);
-    l.iov_base = static_cast<uint8_t*>(l.iov_base) + k;
-    l.iov_len -= static_cast<size_t>(k);
-    r.iov_base = static_cast<uint8_t*>(r.iov_base) + k;
-    r.iov_len -= static_cast<size_t>(k);
+  if (int err = cma_copy(peer_pid_, const_cast<void*>(src), reinterpret_cast<void*>(dst.addr + offset), n, true);
+      err != 0) {
+    // A fault here means the target range is not (or no longer) mapped: the
+    // request fails with kRemoteAccess; only a vanished process fails the peer.
+    if (err == ESRCH) cma_failed(err);
+    return false;
   }
   dev_->stats.cma_bytes.add(n);
   return true;
