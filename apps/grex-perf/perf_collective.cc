@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
+#include "perf_clock.h"
 #include "perf_check.h"
 #include "perf_common.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
+#include "perf_clock.h"
 #include "perf_common.h"
 #include "perf_pair.h"
 

@@ -11,7 +11,7 @@
 #include <ctime>
 #include <fstream>
 
-#include "core/clock.h"
+#include "perf_clock.h"
 #include "grex_version.h"
 
 namespace grex::perf {

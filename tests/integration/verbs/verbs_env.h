@@ -179,6 +179,13 @@ bool post_all(Device& dev, const std::vector<Req>& reqs, Post post, std::vector<
   return true;
 }
 
+/// A device counter by name (UINT64_MAX when the device has none of that name).
+inline uint64_t counter_of(Device& dev, const std::string& name) {
+  for (auto& [k, v] : dev.counters())
+    if (k == name) return v;
+  return UINT64_MAX;
+}
+
 inline const char* op_name(Op op) {
   switch (op) {
     case Op::kSend: return "send";
