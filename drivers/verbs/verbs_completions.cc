@@ -187,9 +187,10 @@ void VerbsEndpoint::fail(Status why, const std::string& reason) noexcept {
     r.used = false;
   }
   recv_head_ = recv_next_;
-  pending_.drain([](uint64_t, uint32_t) {});
-  unexpected_.drain([](uint64_t, const Unexpected&) {});
-  adverts_.drain([](uint64_t, const Advert&) {});
+  pending_.clear();
+  unexpected_.clear();
+  wants_.clear();
+  adverts_.clear();
   eagers_out_.clear();
   credit_waiters_.clear();
   ctrl_out_.clear();

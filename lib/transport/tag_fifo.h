@@ -98,6 +98,9 @@ class TagFifo {
     return nullptr;
   }
 
+  /// Empties every queue (no allocation).
+  void clear() noexcept { reset_keep_capacity(); }
+
   /// Calls f(tag, T&) on every entry in the order they were pushed, then
   /// empties every queue. For failing what is pending (no allocation).
   template <typename F>

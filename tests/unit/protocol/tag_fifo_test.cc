@@ -89,6 +89,16 @@ TEST(TagFifo, DrainVisitsEverythingInPushOrder) {
   for (int i = 0; i < 8; ++i) EXPECT_TRUE(q.push(42, i));  // the whole pool is free again
 }
 
+TEST(TagFifo, ClearFreesEveryEntry) {
+  TagFifo<int> q(4);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(q.push(static_cast<uint64_t>(i), i));
+  q.clear();
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.front(2), nullptr);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(q.push(9, i));
+  EXPECT_EQ(*q.front(9), 0);
+}
+
 // Tags chosen to collide in the table (same low bits after the mix are not
 // predictable, so use many) and queues emptied in random order: deletion must
 // keep every other tag findable.
