@@ -9,6 +9,10 @@
 
 namespace grex {
 
+using detail::bad_arg;
+using detail::Coll;
+using detail::CollArgs;
+
 // Each collective: argument checks on the caller's thread, then a job that
 // runs inline or on the worker (work.cc); the job checks that no earlier
 // collective broke the communicator.
@@ -34,8 +38,7 @@ static Result<Job> barrier_job(Communicator::Impl& c) {
     GREX_TRY(c.check_usable("barrier"));
     c.begin({"barrier"});
     if (c.size == 1) return ok();
-    if (c.flat_max > 0) return c.finish(c.flat_barrier(), "barrier");
-    return c.finish(c.dissemination_barrier(), "barrier");
+    return c.finish(c.run_first(Coll::kBarrier, CollArgs{}), "barrier");
   });
 }
 
@@ -47,7 +50,8 @@ static Result<Job> broadcast_job(Communicator::Impl& c, void* buf, size_t count,
     GREX_TRY(c.check_usable("broadcast"));
     c.begin({"broadcast", "bytes", bytes, -1, -1, root});
     if (c.size == 1 || bytes == 0) return ok();
-    return c.finish(c.tree_broadcast(buf, bytes, root), "broadcast");
+    return c.finish(c.run_first(Coll::kBroadcast, CollArgs{nullptr, buf, bytes, DataType::kUint8, ReduceOp::kSum, root}),
+                    "broadcast");
   });
 }
 
@@ -64,27 +68,17 @@ static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, voi
       return ok();
     }
     auto run = [&](const void* in, void* out) -> Result<void> {
-      switch (c.job_allreduce_algo(bytes)) {
-        case detail::Algo::kRing:
-          return c.ring_allreduce(in, out, count, type, op);
-        case detail::Algo::kDirect:
-          if (!c.direct_ok()) return c.ring_allreduce(in, out, count, type, op);
-          return c.direct_allreduce(in, out, count, type, op);
-        case detail::Algo::kRabenseifner:
-          return c.allreduce_recursive(in, out, count, type, op, true);
-        case detail::Algo::kRecursiveDoubling:
-          return c.allreduce_recursive(in, out, count, type, op, false);
-        case detail::Algo::kTree:
-          return c.allreduce_tree(in, out, count, type, op);
-        case detail::Algo::kFlat:
-          return c.flat_allreduce(in, out, count, type, op);
-      }
-      return ok();
+      const detail::Group& g = *c.world;
+      const CollArgs a{in, out, count, type, op, 0, c.next_tag_base()};
+      const detail::Algorithm* algo = &detail::allreduce_algorithm(c.select.allreduce_memo(c.ctx, g, bytes));
+      // GREX_ALGO=direct on a device without one-sided operations: ring.
+      if (algo->usable != nullptr && !algo->usable(c.ctx, g, a)) algo = &detail::allreduce_algorithm(detail::Algo::kRing);
+      return algo->run(c.ctx, g, a);
     };
     // A small vector in memory the device would register for this call only
     // (verbs: pinning the pages costs more than the whole exchange) goes
     // through a buffer the Communicator keeps registered, as NCCL's do.
-    if (uint8_t* b = GREX_TRY(c.small_bounce(recvbuf, bytes)); b != nullptr) {
+    if (uint8_t* b = GREX_TRY(c.bufs->small_bounce(recvbuf, bytes)); b != nullptr) {
       std::memcpy(b, sendbuf, bytes);
       GREX_TRY(c.finish(run(b, b), "allreduce"));
       std::memcpy(recvbuf, b, bytes);
@@ -106,7 +100,8 @@ static Result<Job> reduce_scatter_job(Communicator::Impl& c, const void* sendbuf
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
       return ok();
     }
-    return c.finish(c.ring_reduce_scatter(sendbuf, recvbuf, recvcount, type, op), "reduce_scatter");
+    return c.finish(c.run_first(Coll::kReduceScatter, CollArgs{sendbuf, recvbuf, recvcount, type, op}),
+                    "reduce_scatter");
   });
 }
 
@@ -122,7 +117,7 @@ static Result<Job> allgather_job(Communicator::Impl& c, const void* sendbuf, voi
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
       return ok();
     }
-    return c.finish(c.ring_allgather(sendbuf, recvbuf, count, type), "allgather");
+    return c.finish(c.run_first(Coll::kAllgather, CollArgs{sendbuf, recvbuf, count, type}), "allgather");
   });
 }
 
@@ -139,7 +134,7 @@ static Result<Job> reduce_job(Communicator::Impl& c, const void* sendbuf, void* 
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
       return ok();
     }
-    return c.finish(c.tree_reduce(sendbuf, recvbuf, count, type, op, root), "reduce");
+    return c.finish(c.run_first(Coll::kReduce, CollArgs{sendbuf, recvbuf, count, type, op, root}), "reduce");
   });
 }
 
@@ -155,7 +150,7 @@ static Result<Job> alltoall_job(Communicator::Impl& c, const void* sendbuf, void
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, block);
       return ok();
     }
-    return c.finish(c.pairwise_alltoall(sendbuf, recvbuf, count, type), "alltoall");
+    return c.finish(c.run_first(Coll::kAlltoall, CollArgs{sendbuf, recvbuf, count, type}), "alltoall");
   });
 }
 
@@ -180,8 +175,9 @@ static Result<Job> alltoallv_job(Communicator::Impl& c, const void* sendbuf, std
               rd = std::move(rd)]() -> Result<void> {
     GREX_TRY(c.check_usable("alltoallv"));
     c.begin({"alltoallv", nullptr, 0, static_cast<int>(type), -1, -1});
-    if (c.size == 1) return c.alltoallv_own_block(sendbuf, sc, sd, recvbuf, rc, rd);
-    return c.finish(c.pairwise_alltoallv(sendbuf, sc, sd, recvbuf, rc, rd), "alltoallv");
+    if (c.size == 1) return detail::alltoallv_own_block(c.ctx, *c.world, sendbuf, sc, sd, recvbuf, rc, rd);
+    return c.finish(detail::pairwise_alltoallv(c.ctx, *c.world, sendbuf, sc, sd, recvbuf, rc, rd, c.next_tag_base()),
+                    "alltoallv");
   });
 }
 

@@ -16,6 +16,9 @@
 #include "core/log.h"
 
 namespace grex {
+
+using detail::bad_arg;
+
 namespace {
 
 constexpr const char* kSubsys = "comm";
@@ -146,20 +149,14 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 Communicator::~Communicator() {
   if (!impl_) return;
-  impl_->stop_worker();
+  impl_->queue.stop();
   // Endpoints first: closing one still makes progress on its flow, and after a
   // failed collective that flow may hold operations on the registrations and
   // buffers released below (a DPDK flow matched a send against a freed region).
   impl_->endpoints.clear();
-  impl_->release_retired();
-  for (auto& c : impl_->reg_cache) (void)impl_->device->deregister_memory(c.mr);
-  impl_->reg_cache.clear();
-  for (auto& [p, mr] : impl_->user_allocs) (void)impl_->device->free(mr);
-  if (impl_->scratch != nullptr) (void)impl_->device->free(impl_->scratch);
-  if (impl_->staging != nullptr) (void)impl_->device->free(impl_->staging);
-  if (impl_->work != nullptr) (void)impl_->device->free(impl_->work);
-  if (impl_->bounce != nullptr) (void)impl_->device->free(impl_->bounce);
-  if (impl_->flat_area != nullptr) (void)impl_->device->free(impl_->flat_area);
+  impl_->bufs.reset();
+  if (impl_->area && impl_->area->region != nullptr) (void)impl_->device->free(impl_->area->region);
+  impl_->area.reset();
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::from_env(CommOptions opts) {
@@ -205,6 +202,12 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   GREX_TRY_CTX(c.bootstrap->barrier(prefix + "/connected"), "communicator setup");
   c.engine = std::make_unique<detail::Engine>(c.device.get(), &c.endpoints, c.rank);
   c.engine->set_timeout_ms(c.opts.timeout_ms);
+  c.bufs = std::make_unique<detail::Buffers>(*c.device);
+  c.world.emplace(detail::Group::world(*c.engine, c.rank, c.size));
+  c.ctx.device = c.device.get();
+  c.ctx.bufs = c.bufs.get();
+  c.ctx.opts = &c.opts;
+  c.ctx.rank = c.rank;
   int local = 0, local_index = 0;
   for (size_t r = 0; r < ids.size(); ++r)
     if (ids[r].substr(ids[r].find(' ') + 1) == my_host) {
@@ -215,13 +218,15 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   bool adaptive = c.opts.progress == "adaptive" || (c.opts.progress == "auto" && local > cores);
   c.engine->set_adaptive(adaptive);
-  c.stage = c.opts.stage_sends == "always"  ? Impl::Stage::kAlways
-            : c.opts.stage_sends == "never" ? Impl::Stage::kNever
-                                            : Impl::Stage::kAuto;
-  if (c.opts.algo != "auto") c.forced_algo = detail::parse_algo(c.opts.algo);
-  GREX_TRY_CTX(c.setup_flat(local == c.size), "communicator setup (flat allreduce)");
+  c.ctx.stage = c.opts.stage_sends == "always"  ? detail::Stage::kAlways
+                : c.opts.stage_sends == "never" ? detail::Stage::kNever
+                                                : detail::Stage::kAuto;
+  if (c.opts.algo != "auto") c.select.forced = detail::parse_algo(c.opts.algo);
+  GREX_TRY_CTX(detail::setup_shared_area(c.ctx, *c.world, local == c.size, *c.bootstrap, prefix + "/flat", &c.area),
+               "communicator setup (flat allreduce)");
+  c.ctx.area = c.area.get();
   if (c.opts.cost != "measure") {
-    c.cost = GREX_TRY(detail::CostModel::parse(c.opts.cost));
+    c.select.cost = GREX_TRY(detail::CostModel::parse(c.opts.cost));
   } else if (c.size > 1) {
     // Calibrate spread out too: two ranks left on one CPU by the store's
     // wake-ups ping-pong at the scheduler's pace (alpha 6.2 instead of
@@ -231,8 +236,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
     GREX_TRY_CTX(c.calibrate(), "communicator setup (cost-model calibration)");
   }
   std::string choice;
-  if (c.forced_algo) {
-    choice = detail::algo_name(*c.forced_algo);
+  if (c.select.forced) {
+    choice = detail::algo_name(*c.select.forced);
   } else {  // the model's picks by size: "recursive_doubling from 1 B, direct from 64 KiB"
     const char* last = nullptr;
     for (size_t b = 1; b <= (size_t{1} << 30); b *= 2) {
@@ -245,7 +250,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
       last = a;
     }
   }
-  GREX_INFO(kSubsys, "cost model: GREX_COST=%s (alpha us, beta GB/s, gamma GB/s); allreduce: %s", c.cost.describe().c_str(),
+  GREX_INFO(kSubsys, "cost model: GREX_COST=%s (alpha us, beta GB/s, gamma GB/s); allreduce: %s", c.select.cost.describe().c_str(),
             choice.c_str());
   GREX_DEBUG(kSubsys, "%d local ranks on %d cores: %s progress", local, cores, adaptive ? "adaptive" : "spin");
   if (local > 1 && c.opts.spread) spread_local_rank(local_index, cpus);
@@ -262,7 +267,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
 // saw, so all choose alike.
 Result<void> Communicator::Impl::calibrate() {
   constexpr size_t kBig = size_t{1} << 20;
-  GREX_TRY(ensure_work(2 * kBig));
+  GREX_TRY(bufs->ensure_work(2 * kBig));
+  MemoryRegion* work = bufs->work();
   double alpha = 0, beta = 0, gamma = 0;
   const int partner = rank % 2 == 0 ? rank + 1 : rank - 1;
   if (partner < size) {
@@ -271,7 +277,7 @@ Result<void> Communicator::Impl::calibrate() {
     uint64_t round = 0;
     auto one_way_s = [&](size_t bytes, int iters) -> Result<double> {
       const uint64_t tag = (1ull << 62) | (++round << 32);
-      Deadline dl = deadline();
+      Deadline dl = ctx.deadline();
       uint64_t t0 = 0;
       for (int i = -2; i < iters; ++i) {  // two untimed rounds first
         if (i == 0) t0 = now_ns();
@@ -317,7 +323,7 @@ Result<void> Communicator::Impl::calibrate() {
     m.beta_s_per_byte = std::max(m.beta_s_per_byte, b);
     m.gamma_s_per_byte = std::max(m.gamma_s_per_byte, g);
   }
-  cost = m;
+  select.cost = m;
   return ok();
 }
 
@@ -341,7 +347,7 @@ Result<void> Communicator::Impl::check_usable(const char* what) const {
   return ok();
 }
 
-void Communicator::Impl::begin(const CallSig& s) noexcept {
+void Communicator::Impl::begin(const detail::CallSig& s) noexcept {
   // A few multiply-xorshift rounds over the fields (every rank computes the
   // same bits; the name enters as its first 8 bytes, distinct for every
   // collective). Cheap: this runs on every call, 8-byte allreduces included.
@@ -354,11 +360,11 @@ void Communicator::Impl::begin(const CallSig& s) noexcept {
     h ^= h >> 31;
   }
   sig = static_cast<uint32_t>(h ^ (h >> 32));
-  call = s;
-  ++ncoll;
+  ctx.call = s;
+  ++ctx.ncoll;
 }
 
-std::string Communicator::Impl::describe(const CallSig& c) {
+std::string detail::describe(const CallSig& c) {
   std::string t = c.what;
   if (c.count_name != nullptr) t += std::string(" ") + c.count_name + "=" + std::to_string(c.count);
   if (c.dtype >= 0) t += " " + std::string(dtype_name(static_cast<DataType>(c.dtype)));
@@ -367,18 +373,19 @@ std::string Communicator::Impl::describe(const CallSig& c) {
   return t;
 }
 
-Error Communicator::Impl::mismatch(int peer, const CallSig& theirs) const {
+Error detail::Context::mismatch(int peer, const CallSig& theirs) const {
   return Error(Errc::kMismatch, "ranks disagree on collective #" + std::to_string(ncoll) + ": rank " +
                                     std::to_string(peer) + " called " + describe(theirs) + ", rank " +
-                                    std::to_string(rank) + " called " + sig_text())
+                                    std::to_string(rank) + " called " + describe(call))
       .rank(rank)
       .peer(peer)
       .hint("every rank must call the same collectives, in the same order, with the same count, dtype, op and root");
 }
 
 Error Communicator::Impl::diagnose(Error e) {
+  const uint64_t ncoll = ctx.ncoll;
   if (ncoll == 0 || size < 2) return e;
-  const std::string sig_text = this->sig_text();
+  const std::string sig_text = detail::describe(ctx.call);
   const std::string key = opts.name + "/sig/" + std::to_string(ncoll) + "/";
   Store& st = bootstrap->store();
   if (!st.set(key + std::to_string(rank), sig_text)) return e;
@@ -409,76 +416,10 @@ Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
     broken = e;
     return e;
   }
-  release_retired();
+  bufs->release_retired();
   collectives_done.add();
   return ok();
 }
-
-Result<void> detail::grow_region(Device& dev, MemoryRegion*& mr, size_t& have, size_t want) {
-  if (have >= want) return ok();
-  if (mr != nullptr) GREX_TRY(dev.free(mr));
-  mr = nullptr;
-  have = 0;
-  mr = GREX_TRY(dev.allocate(want));
-  have = mr->length();
-  return ok();
-}
-
-Result<void> Communicator::Impl::ensure_scratch(size_t bytes) {
-  return detail::grow_region(*device, scratch, scratch_bytes, bytes);
-}
-
-Result<MemoryRegion*> Communicator::Impl::registration(const void* p, size_t n, bool* transient) {
-  *transient = false;
-  for (auto& c : reg_cache)
-    if (c.mr->contains(p, n)) {
-      c.last_use = ++reg_clock;
-      return c.mr;
-    }
-  MemoryRegion* mr = GREX_TRY(device->register_memory(const_cast<void*>(p), n));
-  if (device->capabilities().registration_pins_pages) {
-    // User memory is registered for this call only. (Memory from alloc()
-    // stays registered in the device's cache, which finds it again cheaply.)
-    *transient = true;
-    return mr;
-  }
-  if (reg_cache.size() == kMaxCachedRegistrations) {
-    auto victim = std::min_element(reg_cache.begin(), reg_cache.end(),
-                                   [](const auto& a, const auto& b) { return a.last_use < b.last_use; });
-    (void)device->deregister_memory(victim->mr);
-    reg_cache.erase(victim);
-  }
-  reg_cache.push_back({mr, ++reg_clock});
-  return mr;
-}
-
-ScopedRegistration::~ScopedRegistration() {
-  if (transient_ && mr_ != nullptr) c_.retired.push_back(mr_);
-}
-
-void Communicator::Impl::evict_registrations(const MemoryRegion* mr) {
-  for (size_t i = 0; i < reg_cache.size();) {
-    if (mr->contains(reg_cache[i].mr->addr(), reg_cache[i].mr->length()) || reg_cache[i].mr == mr) {
-      (void)device->deregister_memory(reg_cache[i].mr);
-      reg_cache.erase(reg_cache.begin() + static_cast<long>(i));
-    } else {
-      ++i;
-    }
-  }
-}
-
-bool Communicator::Impl::should_stage(const MemoryRegion* mr, size_t bytes) const {
-  if (!device->capabilities().allocate_shared || stage == Stage::kNever) return false;
-  if (stage == Stage::kAlways) return true;
-  if (bytes < opts.stage_min_bytes) return false;
-  // Memory that is already device-allocated is read in place by peers.
-  return !is_user_alloc(mr) && mr != scratch && mr != staging;
-}
-
-Result<void> Communicator::Impl::ensure_staging(size_t bytes) {
-  return detail::grow_region(*device, staging, staging_bytes, bytes);
-}
-
 
 Result<void> Communicator::Impl::check_p2p(const char* what, const void* buf, size_t bytes, int peer) const {
   GREX_TRY(check_usable(what));
@@ -496,18 +437,18 @@ Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_
     // it on success, as a collective's does.
     Result<void> r = ok();
     {
-      ScopedRegistration reg(c);
+      detail::ScopedRegistration reg(*c.bufs);
       GREX_TRY(reg.acquire(buf, bytes));
       r = [&]() -> Result<void> {
         if (c.p2p_chunked(bytes)) {
-          bool stage = c.should_stage(reg.get(), bytes);
-          if (stage) GREX_TRY(c.ensure_staging(c.opts.chunk_bytes * detail::kStreamWindow));
+          bool stage = c.ctx.should_stage(reg.get(), bytes);
+          if (stage) GREX_TRY(c.bufs->ensure_staging(c.opts.chunk_bytes * detail::kStreamWindow));
           detail::StreamSide snd{peer, reg.get(), reg.offset(buf), bytes, stage};
-          return detail::stream(c, snd, detail::StreamSide{}, c.opts.chunk_bytes, tag,
+          return detail::stream(c.ctx, *c.world, snd, detail::StreamSide{}, c.opts.chunk_bytes, tag,
                                 [](size_t, const uint8_t*, uint64_t, uint64_t) {});
         }
         auto id = GREX_TRY(c.engine->send(peer, reg.get(), reg.offset(buf), bytes, tag));
-        return c.engine->wait(id, c.deadline(), "send");
+        return c.engine->wait(id, c.ctx.deadline(), "send");
       }();
     }
     return c.finish(std::move(r), "send");
@@ -520,16 +461,16 @@ Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag)
     GREX_TRY(c.check_p2p("recv", buf, bytes, peer));
     Result<void> r = ok();
     {
-      ScopedRegistration reg(c);  // ends before finish(), as in send()
+      detail::ScopedRegistration reg(*c.bufs);  // ends before finish(), as in send()
       GREX_TRY(reg.acquire(buf, bytes));
       r = [&]() -> Result<void> {
         if (c.p2p_chunked(bytes)) {
           detail::StreamSide rcv{peer, reg.get(), reg.offset(buf), bytes};
-          return detail::stream(c, detail::StreamSide{}, rcv, c.opts.chunk_bytes, tag,
+          return detail::stream(c.ctx, *c.world, detail::StreamSide{}, rcv, c.opts.chunk_bytes, tag,
                                 [](size_t, const uint8_t*, uint64_t, uint64_t) {});
         }
         auto id = GREX_TRY(c.engine->recv(peer, reg.get(), reg.offset(buf), bytes, tag));
-        GREX_TRY(c.engine->wait(id, c.deadline(), "recv"));
+        GREX_TRY(c.engine->wait(id, c.ctx.deadline(), "recv"));
         if (c.engine->bytes(id) != bytes)
           return Error(Errc::kMismatch, "expected " + std::to_string(bytes) + " bytes, got " +
                                             std::to_string(c.engine->bytes(id)))
@@ -550,9 +491,7 @@ Result<void*> Communicator::alloc(size_t bytes) {
   Impl& c = *impl_;
   void* p = nullptr;
   GREX_TRY(c.run([&]() -> Result<void> {
-    MemoryRegion* mr = GREX_TRY(c.device->allocate(bytes));
-    c.user_allocs[mr->addr()] = mr;
-    p = mr->addr();
+    p = GREX_TRY(c.bufs->alloc(bytes));
     return ok();
   }));
   return p;
@@ -561,13 +500,9 @@ Result<void*> Communicator::alloc(size_t bytes) {
 Result<void> Communicator::free(void* ptr) {
   Impl& c = *impl_;
   return c.run([&]() -> Result<void> {
-    auto it = c.user_allocs.find(ptr);
-    if (it == c.user_allocs.end())
+    if (!GREX_TRY(c.bufs->free(ptr)))
       return Error(Errc::kInvalidArgument, "free: pointer was not returned by Communicator::alloc").rank(c.rank);
-    MemoryRegion* mr = it->second;
-    c.user_allocs.erase(it);
-    c.evict_registrations(mr);
-    return c.device->free(mr);
+    return ok();
   });
 }
 

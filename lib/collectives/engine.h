@@ -60,6 +60,8 @@ class Engine {
   void set_timeout_ms(int64_t ms) noexcept { timeout_ms_ = ms; }
   /// Bytes received by a finished receive.
   uint64_t bytes(OpId id) const noexcept;
+  /// The endpoint to `peer` (null for this rank), for setup-time calls such as map().
+  Endpoint* endpoint(int peer) const noexcept { return (*eps_)[static_cast<size_t>(peer)].get(); }
   /// Counters, read by any thread (Communicator::stats() while a collective runs).
   uint64_t posted_bytes() const noexcept { return posted_bytes_.get(); }
   uint64_t wait_ns() const noexcept { return wait_ns_.get(); }
@@ -76,6 +78,7 @@ class Engine {
   Result<OpId> track(int peer, bool is_recv);
   template <class Req, class Post>
   Result<OpId> post(int peer, bool is_recv, Req req, Post post_fn);
+
   Error failure(const Completion& c) const;
   Error peer_error(int peer, const Endpoint* ep) const;
   Result<void> check_peers() const;

@@ -25,11 +25,12 @@
 
 #include <sched.h>
 
-#include "collectives/comm_impl.h"
+#include "collectives/algorithm.h"
+#include "collectives/shared_area.h"
 #include "collectives/reduce.h"
 #include "core/log.h"
 
-namespace grex {
+namespace grex::detail {
 namespace {
 
 constexpr const char* kSubsys = "comm";
@@ -51,26 +52,31 @@ std::atomic_ref<uint64_t> seq_of(uint8_t* slot) noexcept {
 
 }  // namespace
 
-Result<void> Communicator::Impl::setup_flat(bool all_local) {
-  // Every rank takes the same branches up to the exchanges below: size,
-  // the backend's capability and where the ranks live are the same for all.
-  if (size < 2 || !all_local || !device->capabilities().load_store) return ok();
-  // Each rank reads (size - 1) slots per call: the option bounds that sum.
-  const uint64_t max = opts.flat_max_bytes / static_cast<uint64_t>(size - 1);
+Result<void> setup_shared_area(Context& c, const Group& g, bool all_local, Bootstrap& bs, const std::string& key,
+                               std::unique_ptr<SharedArea>* out) {
+  out->reset();
+  const int size = g.size(), rank = g.rank();
+  Device& device = *c.device;
+  // Every member takes the same branches up to the exchanges below: size,
+  // the backend's capability and where the members live are the same for all.
+  if (size < 2 || !all_local || !device.capabilities().load_store) return ok();
+  // Each member reads (size - 1) slots per call: the option bounds that sum.
+  const uint64_t max = c.opts->flat_max_bytes / static_cast<uint64_t>(size - 1);
   const size_t stride = slot_stride(max);
   // The staged direct allreduce (staged_allreduce.cc) shares the area: its
   // flags and slots follow the two flat slots.
   const uint64_t flat_bytes = max > 0 ? 2 * stride : 0;
-  const uint64_t stage_bytes = stage != Stage::kNever ? staged_area_bytes() : 0;
+  const uint64_t stage_bytes = c.stage != Stage::kNever ? staged_area_bytes(size) : 0;
   std::string mine(sizeof(RemoteRegion) + 2 * sizeof(uint64_t), '\0');
+  MemoryRegion* region = nullptr;
   if (flat_bytes + stage_bytes > 0) {
-    auto area = device->allocate(flat_bytes + stage_bytes);
+    auto area = device.allocate(flat_bytes + stage_bytes);
     if (area) {
-      flat_area = *area;
+      region = *area;
       // The flat slots and the staging flags start at zero; the staging
       // slots are written before they are read.
-      std::memset(flat_area->addr(), 0, flat_bytes + std::min(stage_bytes, staged_flags_bytes()));
-      RemoteRegion rr = flat_area->remote();
+      std::memset(region->addr(), 0, flat_bytes + std::min<uint64_t>(stage_bytes, staged_flags_bytes(size)));
+      RemoteRegion rr = region->remote();
       std::memcpy(mine.data(), &rr, sizeof rr);
       std::memcpy(mine.data() + sizeof rr, &max, sizeof max);
       std::memcpy(mine.data() + sizeof rr + sizeof max, &stage_bytes, sizeof stage_bytes);
@@ -78,15 +84,17 @@ Result<void> Communicator::Impl::setup_flat(bool all_local) {
       GREX_WARN(kSubsys, "flat and staged allreduce off: %s", area.error().message().c_str());
     }
   }
-  auto all = GREX_TRY(bootstrap->all_gather(opts.name + "/flat", mine));
-  // Usable only if every rank offers an area of the same size and maps all.
-  bool usable = flat_area != nullptr;
+  auto all = GREX_TRY(bs.all_gather(key, mine));
+  // Usable only if every member offers an area of the same size and maps all.
+  // (The store's all_gather is over the communicator's ranks; the group's
+  // records are those of its members.)
+  bool usable = region != nullptr;
   std::vector<uint8_t*> bases(static_cast<size_t>(size), nullptr);
   for (int p = 0; p < size && usable; ++p) {
-    const std::string& rec = all[static_cast<size_t>(p)];
+    const std::string& rec = all[static_cast<size_t>(g.global(p))];
     RemoteRegion rr;
     uint64_t theirs = 0, their_stage = 0;
-    if (rec.size() != mine.size()) return Error(Errc::kProtocol, "flat setup: malformed record").peer(p);
+    if (rec.size() != mine.size()) return Error(Errc::kProtocol, "flat setup: malformed record").peer(g.global(p));
     std::memcpy(&rr, rec.data(), sizeof rr);
     std::memcpy(&theirs, rec.data() + sizeof rr, sizeof theirs);
     std::memcpy(&their_stage, rec.data() + sizeof rr + sizeof theirs, sizeof their_stage);
@@ -95,37 +103,37 @@ Result<void> Communicator::Impl::setup_flat(bool all_local) {
       break;
     }
     if (p == rank) {
-      bases[static_cast<size_t>(p)] = static_cast<uint8_t*>(flat_area->addr());
+      bases[static_cast<size_t>(p)] = static_cast<uint8_t*>(region->addr());
       continue;
     }
-    auto m = endpoints[static_cast<size_t>(p)]->map(rr);
+    auto m = g.map(p, rr);
     if (!m) {
-      GREX_WARN(kSubsys, "flat allreduce off: rank %d's area: %s", p, m.error().message().c_str());
+      GREX_WARN(kSubsys, "flat allreduce off: rank %d's area: %s", g.global(p), m.error().message().c_str());
       usable = false;
       break;
     }
     bases[static_cast<size_t>(p)] = static_cast<uint8_t*>(*m);
   }
-  auto votes = GREX_TRY(bootstrap->all_gather(opts.name + "/flat-ok", usable ? "1" : "0"));
-  for (const std::string& v : votes) usable = usable && v == "1";
+  auto votes = GREX_TRY(bs.all_gather(key + "-ok", usable ? "1" : "0"));
+  for (int p = 0; p < size; ++p) usable = usable && votes[static_cast<size_t>(g.global(p))] == "1";
   if (!usable) {
-    if (flat_area != nullptr) (void)device->free(flat_area);
-    flat_area = nullptr;
+    if (region != nullptr) (void)device.free(region);
     return ok();
   }
-  flat_bases = std::move(bases);
-  flat_stride = stride;
-  flat_max = max;
-  stage_off = stage_bytes > 0 ? flat_bytes : 0;
-  staged_on = stage_bytes > 0;
+  auto a = std::make_unique<SharedArea>();
+  a->region = region;
+  a->members.assign(g.members().begin(), g.members().end());
+  a->bases = std::move(bases);
+  a->flat_stride = stride;
+  a->flat_max = max;
+  a->stage_off = stage_bytes > 0 ? flat_bytes : 0;
+  a->staged_on = stage_bytes > 0;
+  *out = std::move(a);
   return ok();
 }
 
-Result<void> Communicator::Impl::flat_wait(int peer, uint64_t seq, size_t slot, const char* what) {
-  return wait_line(peer, flat_bases[static_cast<size_t>(peer)] + slot, seq, false, what);
-}
-
-Result<void> Communicator::Impl::wait_line(int peer, uint8_t* line, uint64_t want, bool at_least, const char* what) {
+Result<void> wait_line(const Context& c, const Group& g, int peer, uint8_t* line, uint64_t want, bool at_least,
+                       const char* what) {
   auto arrived = [&]() {
     const uint64_t v = seq_of(line).load(std::memory_order_acquire);
     return at_least ? v >= want : v == want;
@@ -134,8 +142,9 @@ Result<void> Communicator::Impl::wait_line(int peer, uint8_t* line, uint64_t wan
   // or aborting peer (and, after a long wait, yield or nap as it does for
   // messages). With more ranks than cores the awaited rank is likely not
   // running: give it the CPU at once, with a yield per burst.
-  SpinDeadline deadline(opts.timeout_ms);
-  const bool adaptive = engine->adaptive();
+  Engine& engine = g.engine();
+  SpinDeadline deadline(c.opts->timeout_ms);
+  const bool adaptive = engine.adaptive();
   const uint32_t burst = adaptive ? kAdaptiveBurst : kSpinBurst;
   uint32_t bursts = 0;
   for (uint32_t spins = 1; !arrived(); ++spins) {
@@ -148,36 +157,50 @@ Result<void> Communicator::Impl::wait_line(int peer, uint8_t* line, uint64_t wan
       sched_yield();
       continue;
     }
-    GREX_TRY(engine->progress());
-    GREX_TRY(engine->check_peer(peer));
+    GREX_TRY(engine.progress());
+    GREX_TRY(g.check_peer(peer));
     if ((bursts & 15) == 0 && deadline.expired())
-      return Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(opts.timeout_ms) +
-                                       " ms waiting on rank " + std::to_string(peer))
-          .rank(rank)
-          .peer(peer)
+      return Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(c.opts->timeout_ms) +
+                                       " ms waiting on rank " + std::to_string(g.global(peer)))
+          .rank(c.rank)
+          .peer(g.global(peer))
           .hint("a rank is slower, stuck, or called a different collective; raise GREX_TIMEOUT_MS if it is just slow");
   }
-  engine->note_progress();
+  engine.note_progress();
   return ok();
 }
 
-Result<size_t> Communicator::Impl::flat_exchange(const void* data, size_t bytes, uint64_t sig, const char* what) {
-  const uint64_t seq = ++flat_seq;
-  const size_t slot = (seq & 1) * flat_stride;
-  uint8_t* mine = flat_bases[static_cast<size_t>(rank)] + slot;
+namespace {
+
+// kMismatch naming both calls, from a peer's packed signature (or the flat
+// barrier's).
+Error packed_mismatch(const Context& c, int global_peer, uint64_t theirs) {
+  if (theirs == kBarrierSig) return c.mismatch(global_peer, CallSig{"barrier"});
+  return c.mismatch(global_peer, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
+                                         static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
+}
+
+// Publishes `bytes` of data under `sig` in this member's next slot and waits
+// until every peer published the same call; returns the slot's offset.
+Result<size_t> flat_exchange(const Context& c, const Group& g, SharedArea& area, const void* data, size_t bytes,
+                             uint64_t sig, const char* what) {
+  const int size = g.size(), rank = g.rank();
+  const uint64_t seq = ++area.flat_seq;
+  const size_t slot = (seq & 1) * area.flat_stride;
+  uint8_t* mine = area.bases[static_cast<size_t>(rank)] + slot;
   if (bytes > 0) std::memcpy(mine + kHead, data, bytes);
   std::memcpy(mine + 8, &sig, sizeof sig);
   seq_of(mine).store(seq, std::memory_order_release);
   // A peer's slot of this call, if it is there and disagrees: kMismatch.
   auto disagrees = [&](int p) -> std::optional<Error> {
-    uint8_t* theirs_slot = flat_bases[static_cast<size_t>(p)] + slot;
+    uint8_t* theirs_slot = area.bases[static_cast<size_t>(p)] + slot;
     if (seq_of(theirs_slot).load(std::memory_order_acquire) != seq) return std::nullopt;
-    return published_mismatch(p, theirs_slot, sig);
+    return published_mismatch(c, g, p, theirs_slot, sig);
   };
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
-    if (auto w = flat_wait(p, seq, slot, what); !w) {
-      // A rank that saw a mismatch published its slot before it aborted:
+    if (auto w = wait_line(c, g, p, area.bases[static_cast<size_t>(p)] + slot, seq, false, what); !w) {
+      // A member that saw a mismatch published its slot before it aborted:
       // whoever learns of the abort first names both calls too.
       for (int q = 0; q < size; ++q)
         if (q != rank)
@@ -189,34 +212,37 @@ Result<size_t> Communicator::Impl::flat_exchange(const void* data, size_t bytes,
   return slot;
 }
 
-std::optional<Error> Communicator::Impl::published_mismatch(int peer, const uint8_t* line, uint64_t sig) const {
+}  // namespace
+
+std::optional<Error> published_mismatch(const Context& c, const Group& g, int peer, const uint8_t* line,
+                                        uint64_t sig) {
   uint64_t theirs;
   std::memcpy(&theirs, line + 8, sizeof theirs);
   if (theirs == sig) return std::nullopt;
-  return packed_mismatch(peer, theirs);
+  return packed_mismatch(c, g.global(peer), theirs);
 }
 
-Error Communicator::Impl::packed_mismatch(int peer, uint64_t theirs) const {
-  if (theirs == kBarrierSig) return mismatch(peer, CallSig{"barrier"});
-  return mismatch(peer, CallSig{"allreduce", "count", theirs & ((uint64_t{1} << 48) - 1),
-                                static_cast<int>((theirs >> 48) & 0xff), static_cast<int>(theirs >> 56), -1});
+bool flat_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
+  const size_t bytes = a.count * dtype_size(a.type);
+  return c.area != nullptr && bytes > 0 && bytes <= c.area->flat_max && c.area->serves(g);
 }
 
-Result<void> Communicator::Impl::flat_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
-                                                ReduceOp op) {
-  const size_t slot =
-      GREX_TRY(flat_exchange(sendbuf, count * dtype_size(type), pack_sig(count, type, op), "allreduce (flat)"));
-  // Rank order, from the slots (the own one too: in place, recvbuf is the input).
-  detail::reduce(recvbuf, flat_bases[0] + slot + kHead, flat_bases[1] + slot + kHead, count, type, op);
-  for (int p = 2; p < size; ++p)
-    detail::reduce(recvbuf, recvbuf, flat_bases[static_cast<size_t>(p)] + slot + kHead, count, type, op);
-  if (op == ReduceOp::kAvg) detail::scale_avg(recvbuf, count, type, size);
+Result<void> flat_allreduce(Context& c, const Group& g, const CollArgs& a) {
+  SharedArea& area = *c.area;
+  const size_t slot = GREX_TRY(
+      flat_exchange(c, g, area, a.send, a.count * dtype_size(a.type), pack_sig(a.count, a.type, a.op), "allreduce (flat)"));
+  // Member order, from the slots (the own one too: in place, recv is the input).
+  const auto& b = area.bases;
+  reduce(a.recv, b[0] + slot + kHead, b[1] + slot + kHead, a.count, a.type, a.op);
+  for (size_t p = 2; p < b.size(); ++p) reduce(a.recv, a.recv, b[p] + slot + kHead, a.count, a.type, a.op);
+  if (a.op == ReduceOp::kAvg) scale_avg(a.recv, a.count, a.type, g.size());
   return ok();
 }
 
-Result<void> Communicator::Impl::flat_barrier() {
-  GREX_TRY(flat_exchange(nullptr, 0, kBarrierSig, "barrier (flat)"));
+// A barrier through the same slots (no data).
+Result<void> flat_barrier(Context& c, const Group& g, const CollArgs&) {
+  GREX_TRY(flat_exchange(c, g, *c.area, nullptr, 0, kBarrierSig, "barrier (flat)"));
   return ok();
 }
 
-}  // namespace grex
+}  // namespace grex::detail

@@ -36,11 +36,12 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/comm_impl.h"
+#include "collectives/algorithm.h"
+#include "collectives/shared_area.h"
 #include "collectives/reduce.h"
 #include "core/copy.h"
 
-namespace grex {
+namespace grex::detail {
 namespace {
 
 constexpr size_t kSlots = 4;               // blocks a rank may run ahead of the slowest peer
@@ -78,39 +79,45 @@ std::atomic_ref<uint64_t> flag(uint8_t* line) noexcept {
 
 }  // namespace
 
-size_t Communicator::Impl::staged_flags_bytes() const noexcept {
+size_t staged_flags_bytes(int size) noexcept {
   const size_t lines = static_cast<size_t>(size) * (kSlots + 2) + 1;
   return (lines * kLine + 4095) / 4096 * 4096;
 }
 
-size_t Communicator::Impl::staged_slot_bytes() const noexcept {
+size_t staged_slot_bytes(int size) noexcept {
   const size_t b = kSlotBudget / static_cast<size_t>(std::max(size, 1)) / 4096 * 4096;
   return std::clamp(b, kMinBlock, kMaxBlock);
 }
 
-size_t Communicator::Impl::staged_area_bytes() const noexcept {
+size_t staged_area_bytes(int size) noexcept {
   // A slot per peer and block in flight for published inputs (the own index
   // unused), and as many result slots.
-  return staged_flags_bytes() + (static_cast<size_t>(size) + 1) * kSlots * staged_slot_bytes();
+  return staged_flags_bytes(size) + (static_cast<size_t>(size) + 1) * kSlots * staged_slot_bytes(size);
 }
 
-bool Communicator::Impl::staged_fits(size_t bytes, bool any_in_place) const noexcept {
-  if (!staged_on || size < 2) return false;
-  if (stage == Stage::kAlways) return true;
+bool staged_fits(const Context& c, const Group& g, size_t bytes, bool any_in_place) noexcept {
+  const int size = g.size();
+  if (c.area == nullptr || !c.area->staged_on || size < 2 || !c.area->serves(g)) return false;
+  if (c.stage == Stage::kAlways) return true;
   if (size == 2) return bytes >= (any_in_place ? kStagedMinBytes2InPlace : kStagedMinBytes2);
   return bytes >= (any_in_place ? kStagedMinBytesNInPlace : kStagedMinBytesN);
 }
 
-Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
-                                                  ReduceOp op) {
+Result<void> staged_allreduce(Context& c, const Group& g, const CollArgs& a) {
+  const void* sendbuf = a.send;
+  void* recvbuf = a.recv;
+  const size_t count = a.count;
+  const DataType type = a.type;
+  const ReduceOp op = a.op;
   const size_t es = dtype_size(type);
-  const int n = size;
-  const int r = rank;
+  const int n = g.size();
+  const int r = g.rank();
+  SharedArea& sa = *c.area;
   const uint64_t sig = pack_sig(count, type, op);
-  auto area = [&](int p) { return flat_bases[static_cast<size_t>(p)] + stage_off; };
+  auto area = [&](int p) { return sa.bases[static_cast<size_t>(p)] + sa.stage_off; };
   auto line = [&](int p, size_t i) { return area(p) + i * kLine; };
-  const size_t slots_off = staged_flags_bytes();
-  const size_t slot_bytes = staged_slot_bytes();
+  const size_t slots_off = staged_flags_bytes(n);
+  const size_t slot_bytes = staged_slot_bytes(n);
   auto in_slot = [&](int owner, int j, uint64_t q) {  // owner's slot of block q for reducer j
     return area(owner) + slots_off + (static_cast<size_t>(j) * kSlots + q % kSlots) * slot_bytes;
   };
@@ -146,7 +153,7 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
   const char* what = "allreduce (staged)";
 
   // A peer that published block q under another signature: kMismatch.
-  auto disagrees = [&](int p, uint64_t q) { return published_mismatch(p, line(p, pub_line(r, q)), sig); };
+  auto disagrees = [&](int p, uint64_t q) { return published_mismatch(c, g, p, line(p, pub_line(r, q)), sig); };
   // A failed wait: name a disagreeing call if any peer published one.
   auto fail = [&](Error e, uint64_t q) -> Error {
     for (int p = 0; p < n; ++p)
@@ -156,17 +163,17 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
   };
   auto wait = [&](int peer, size_t i, uint64_t want, uint64_t q) -> Result<void> {
     if (want == 0) return ok();
-    if (auto w = wait_line(peer, line(peer, i), want, true, what); !w) return fail(std::move(w).error(), q);
+    if (auto w = wait_line(c, g, peer, line(peer, i), want, true, what); !w) return fail(std::move(w).error(), q);
     return ok();
   };
 
   // Out of place: the own result of the block reduced last, still to be
   // copied out (its slot is rewritten only after the next reduce).
-  detail::CopyJob own{};
-  const uint64_t base = stage_seq;
-  stage_seq += nblocks;
+  CopyJob own{};
+  const uint64_t base = sa.stage_seq;
+  sa.stage_seq += nblocks;
   // 2. Reduce block b of segment r, in rank order, into the result slot.
-  auto reduce = [&](uint64_t b) -> Result<void> {
+  auto reduce_block = [&](uint64_t b) -> Result<void> {
     const uint64_t q = base + b + 1;
     for (int k = 1; k < n; ++k) GREX_TRY(wait((r + k) % n, pulled_line(n, r), q > kSlots ? q - kSlots : 0, q));
     const auto [off, bytes] = piece(r, b);
@@ -179,7 +186,7 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
       }
       if (p > 0 && bytes > 0) detail::reduce(acc, p == 1 ? src(0) : acc, src(p), bytes / es, type, op);
     }
-    if (op == ReduceOp::kAvg && bytes > 0) detail::scale_avg(acc, bytes / es, type, n);
+    if (op == ReduceOp::kAvg && bytes > 0) scale_avg(acc, bytes / es, type, n);
     for (int k = 1; k < n; ++k) flag(line(r, consumed_line(n, (r + k) % n))).store(q, std::memory_order_release);
     flag(line(r, res_line(n))).store(q, std::memory_order_release);
     // Out of place, the own result goes out in the next pass, beside the
@@ -203,7 +210,7 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
     const uint64_t ql = base + b - 1;  // the block pulled (b >= 2)
     for (int k = 1; k < n; ++k) {
       const int j = (r + k) % n;
-      detail::CopyJob jobs[3] = {own, {}, {}};
+      CopyJob jobs[3] = {own, {}, {}};
       own = {};
       if (b < nblocks) {
         GREX_TRY(wait(j, consumed_line(n, r), qp > kSlots ? qp - kSlots : 0, qp));
@@ -215,7 +222,7 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
         const auto [off, bytes] = piece(j, b - 2);
         jobs[2] = {static_cast<uint8_t*>(recvbuf) + off, res_slot(j, ql), bytes, stream_out};
       }
-      detail::copy_together(jobs, 3);
+      copy_together(jobs, 3);
       if (b < nblocks) {
         std::memcpy(line(r, pub_line(j, qp)) + 8, &sig, sizeof sig);
         flag(line(r, pub_line(j, qp))).store(qp, std::memory_order_release);
@@ -229,9 +236,9 @@ Result<void> Communicator::Impl::staged_allreduce(const void* sendbuf, void* rec
   // result), then reduce b - 1.
   for (uint64_t i = 0; i < nblocks + 2; ++i) {
     GREX_TRY(publish_and_pull(i));
-    if (i >= 1 && i <= nblocks) GREX_TRY(reduce(i - 1));
+    if (i >= 1 && i <= nblocks) GREX_TRY(reduce_block(i - 1));
   }
   return ok();
 }
 
-}  // namespace grex
+}  // namespace grex::detail

@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/comm_impl.h"
+#include "collectives/context.h"
+#include "collectives/group.h"
 
 namespace grex::detail {
 
@@ -23,28 +24,31 @@ struct StreamSide {
 
 inline constexpr size_t kStreamWindow = 8;
 
-/// Runs the step. `on_chunk(index, data, offset_in_range, length)` is called in
-/// chunk order as each received chunk lands (data points at it).
+/// Runs the step (peers are member indexes of `g`). `on_chunk(index, data,
+/// offset_in_range, length)` is called in chunk order as each received chunk
+/// lands (data points at it).
 template <class OnChunk>
-Result<void> stream(Communicator::Impl& c, const StreamSide& send, const StreamSide& recv, size_t chunk,
+Result<void> stream(Context& c, const Group& g, const StreamSide& send, const StreamSide& recv, size_t chunk,
                     uint64_t tag, OnChunk on_chunk) {
-  Engine& e = *c.engine;
+  Engine& e = g.engine();
+  MemoryRegion* scratch_mr = c.bufs->scratch();
+  MemoryRegion* staging_mr = c.bufs->staging();
   const size_t ns = send.peer < 0 ? 0 : (send.length + chunk - 1) / chunk;
   const size_t nr = recv.peer < 0 ? 0 : (recv.length + chunk - 1) / chunk;
   OpId sids[kStreamWindow];
   OpId rids[kStreamWindow];
   size_t ps = 0, ds = 0, pr = 0, dr = 0;
-  uint8_t* scratch = c.scratch != nullptr ? static_cast<uint8_t*>(c.scratch->addr()) : nullptr;
-  SpinDeadline deadline(c.opts.timeout_ms);  // most exchanges end before its first check
+  uint8_t* scratch = scratch_mr != nullptr ? static_cast<uint8_t*>(scratch_mr->addr()) : nullptr;
+  SpinDeadline deadline(c.opts->timeout_ms);  // most exchanges end before its first check
   size_t spins = 0;
   while (dr < nr || ds < ns) {
     while (pr < nr && pr - dr < kStreamWindow) {
       uint64_t off = pr * chunk;
       uint64_t len = std::min<uint64_t>(chunk, recv.length - off);
       if (recv.mr != nullptr)
-        rids[pr % kStreamWindow] = GREX_TRY(e.recv(recv.peer, recv.mr, recv.offset + off, len, tag));
+        rids[pr % kStreamWindow] = GREX_TRY(g.recv(recv.peer, recv.mr, recv.offset + off, len, tag));
       else
-        rids[pr % kStreamWindow] = GREX_TRY(e.recv(recv.peer, c.scratch, (pr % kStreamWindow) * chunk, len, tag));
+        rids[pr % kStreamWindow] = GREX_TRY(g.recv(recv.peer, scratch_mr, (pr % kStreamWindow) * chunk, len, tag));
       ++pr;
     }
     while (ps < ns && ps - ds < kStreamWindow) {
@@ -52,11 +56,11 @@ Result<void> stream(Communicator::Impl& c, const StreamSide& send, const StreamS
       uint64_t len = std::min<uint64_t>(chunk, send.length - off);
       if (send.stage) {
         uint64_t slot = (ps % kStreamWindow) * chunk;
-        std::memcpy(static_cast<uint8_t*>(c.staging->addr()) + slot,
+        std::memcpy(static_cast<uint8_t*>(staging_mr->addr()) + slot,
                     static_cast<const uint8_t*>(send.mr->addr()) + send.offset + off, len);
-        sids[ps % kStreamWindow] = GREX_TRY(e.send(send.peer, c.staging, slot, len, tag));
+        sids[ps % kStreamWindow] = GREX_TRY(g.send(send.peer, staging_mr, slot, len, tag));
       } else {
-        sids[ps % kStreamWindow] = GREX_TRY(e.send(send.peer, send.mr, send.offset + off, len, tag));
+        sids[ps % kStreamWindow] = GREX_TRY(g.send(send.peer, send.mr, send.offset + off, len, tag));
       }
       ++ps;
     }

@@ -3,14 +3,18 @@
 // its children as soon as it has it; barrier by dissemination.
 #include <vector>
 
-#include "collectives/comm_impl.h"
+#include "collectives/algorithm.h"
 #include "collectives/stream.h"
 
-namespace grex {
+namespace grex::detail {
 
-Result<void> Communicator::Impl::tree_broadcast(void* buf, size_t bytes, int root) {
-  const int n = size;
-  const int vr = (rank - root + n) % n;  // rank relative to the root
+// Broadcasts a.count bytes at a.recv from member a.root.
+Result<void> tree_broadcast(Context& c, const Group& g, const CollArgs& a) {
+  void* buf = a.recv;
+  const size_t bytes = a.count;
+  const int root = a.root;
+  const int n = g.size();
+  const int vr = (g.rank() - root + n) % n;  // rank relative to the root
   int parent = -1;
   int mask = 1;
   while (mask < n) {
@@ -24,55 +28,56 @@ Result<void> Communicator::Impl::tree_broadcast(void* buf, size_t bytes, int roo
   for (int m = mask >> 1; m > 0; m >>= 1)
     if (vr + m < n) children.push_back((vr + m + root) % n);
 
-  ScopedRegistration reg(*this);
+  ScopedRegistration reg(*c.bufs);
   GREX_TRY(reg.acquire(buf, bytes));
   const uint64_t off0 = reg.offset(buf);
-  const size_t chunk = opts.chunk_bytes;
+  const size_t chunk = c.opts->chunk_bytes;
   const size_t nchunks = (bytes + chunk - 1) / chunk;
-  const uint64_t tag = next_tag_base();
-  detail::Engine& e = *engine;
-  Deadline dl = deadline();
+  const uint64_t tag = a.tag;
+  Engine& e = g.engine();
+  Deadline dl = c.deadline();
 
-  std::vector<detail::OpId> sends;
+  std::vector<OpId> sends;
   sends.reserve(nchunks * children.size());
-  auto forward = [&](size_t c) -> Result<void> {
-    uint64_t off = c * chunk;
+  auto forward = [&](size_t k) -> Result<void> {
+    uint64_t off = k * chunk;
     uint64_t len = std::min<uint64_t>(chunk, bytes - off);
-    for (int ch : children) sends.push_back(GREX_TRY(e.send(ch, reg.get(), off0 + off, len, tag)));
+    for (int ch : children) sends.push_back(GREX_TRY(g.send(ch, reg.get(), off0 + off, len, tag)));
     return ok();
   };
   if (parent < 0) {
-    for (size_t c = 0; c < nchunks; ++c) GREX_TRY(forward(c));
+    for (size_t k = 0; k < nchunks; ++k) GREX_TRY(forward(k));
   } else {
-    detail::OpId rids[detail::kStreamWindow];
+    OpId rids[kStreamWindow];
     size_t pr = 0, dr = 0, spins = 0;
     while (dr < nchunks) {
-      while (pr < nchunks && pr - dr < detail::kStreamWindow) {
+      while (pr < nchunks && pr - dr < kStreamWindow) {
         uint64_t off = pr * chunk;
-        rids[pr % detail::kStreamWindow] =
-            GREX_TRY(e.recv(parent, reg.get(), off0 + off, std::min<uint64_t>(chunk, bytes - off), tag));
+        rids[pr % kStreamWindow] =
+            GREX_TRY(g.recv(parent, reg.get(), off0 + off, std::min<uint64_t>(chunk, bytes - off), tag));
         ++pr;
       }
       GREX_TRY(e.progress());
-      while (dr < pr && e.done(rids[dr % detail::kStreamWindow])) GREX_TRY(forward(dr++));
+      while (dr < pr && e.done(rids[dr % kStreamWindow])) GREX_TRY(forward(dr++));
       if ((++spins & 1023) == 0 && dl.expired()) return e.timeout_error("broadcast");
     }
   }
   return e.wait_all(sends, dl, "broadcast");
 }
 
-Result<void> Communicator::Impl::dissemination_barrier() {
-  const uint64_t tag = next_tag_base();
-  Deadline dl = deadline();
-  for (int k = 1, round = 0; k < size; k <<= 1, ++round) {
-    int to = (rank + k) % size;
-    int from = (rank - k + size) % size;
-    detail::OpId ids[2];
-    ids[0] = GREX_TRY(engine->recv(from, nullptr, 0, 0, tag | static_cast<uint64_t>(round)));
-    ids[1] = GREX_TRY(engine->send(to, nullptr, 0, 0, tag | static_cast<uint64_t>(round)));
-    GREX_TRY(engine->wait_all(ids, dl, "barrier"));
+Result<void> dissemination_barrier(Context& c, const Group& g, const CollArgs& a) {
+  const uint64_t tag = a.tag;
+  const int n = g.size(), r = g.rank();
+  Deadline dl = c.deadline();
+  for (int k = 1, round = 0; k < n; k <<= 1, ++round) {
+    int to = (r + k) % n;
+    int from = (r - k + n) % n;
+    OpId ids[2];
+    ids[0] = GREX_TRY(g.recv(from, nullptr, 0, 0, tag | static_cast<uint64_t>(round)));
+    ids[1] = GREX_TRY(g.send(to, nullptr, 0, 0, tag | static_cast<uint64_t>(round)));
+    GREX_TRY(g.engine().wait_all(ids, dl, "barrier"));
   }
   return ok();
 }
 
-}  // namespace grex
+}  // namespace grex::detail

@@ -7,7 +7,7 @@
 #include <array>
 #include <memory>
 
-#include "collectives/comm_impl.h"
+#include "collectives/work_queue.h"
 
 namespace grex::detail {
 namespace {

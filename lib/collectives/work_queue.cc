@@ -4,8 +4,9 @@
 // running, else it queues behind the others and waits, so the device is only
 // ever driven by one thread at a time.
 #include <chrono>
+#include <optional>
 
-#include "collectives/comm_impl.h"
+#include "collectives/work_queue.h"
 
 namespace grex {
 
@@ -45,63 +46,67 @@ bool Work::test() const {
   return state_->done;
 }
 
-Result<void> Communicator::Impl::run(detail::JobFn fn) {
-  // Nothing submitted is still running: the device is ours (see async_open).
-  if (async_open.load(std::memory_order_acquire) == 0) return fn();
+namespace detail {
+
+Result<void> WorkQueue::run(JobFn fn) {
+  // Nothing submitted is still running: the device is ours (see open_).
+  if (open_.load(std::memory_order_acquire) == 0) return fn();
   {
-    std::unique_lock<std::mutex> lk(q_mu);
-    if (queue.empty() && !running) {
-      running = true;
+    std::unique_lock<std::mutex> lk(mu_);
+    if (queue_.empty() && !running_) {
+      running_ = true;
       lk.unlock();
       Result<void> r = fn();
       lk.lock();
-      running = false;
-      q_cv.notify_all();
+      running_ = false;
+      cv_.notify_all();
       return r;
     }
   }
   return submit(std::move(fn))->wait();
 }
 
-WorkPtr Communicator::Impl::submit(detail::JobFn fn) {
+WorkPtr WorkQueue::submit(JobFn fn) {
   auto state = std::make_shared<Work::State>();
-  async_open.fetch_add(1, std::memory_order_relaxed);  // only this thread submits
+  open_.fetch_add(1, std::memory_order_relaxed);  // only this thread submits
   {
-    std::lock_guard<std::mutex> lk(q_mu);
-    queue.push_back(Job{std::move(fn), state});
-    if (!worker.joinable()) worker = std::thread([this] { worker_loop(); });
+    std::lock_guard<std::mutex> lk(mu_);
+    queue_.push_back(Job{std::move(fn), state});
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   }
-  q_cv.notify_all();
+  cv_.notify_all();
   return std::make_shared<Work>(state);
 }
 
-void Communicator::Impl::worker_loop() {
-  std::unique_lock<std::mutex> lk(q_mu);
+void WorkQueue::worker_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    q_cv.wait(lk, [&] { return (stopping && queue.empty()) || (!queue.empty() && !running); });
-    if (queue.empty()) return;  // stopping
-    Job job = std::move(queue.front());
-    queue.pop_front();
-    running = true;
+    cv_.wait(lk, [&] { return (stopping_ && queue_.empty()) || (!queue_.empty() && !running_); });
+    if (queue_.empty()) return;  // stopping
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
     lk.unlock();
     Result<void> r = job.fn();
     // Done with the device before the Work says so: a blocking call the
     // caller makes after wait() may then run inline.
-    async_open.fetch_sub(1, std::memory_order_release);
+    open_.fetch_sub(1, std::memory_order_release);
     job.state->finish(std::move(r));
     lk.lock();
-    running = false;
-    q_cv.notify_all();
+    running_ = false;
+    cv_.notify_all();
   }
 }
 
-void Communicator::Impl::stop_worker() {
+void WorkQueue::stop() {
   {
-    std::lock_guard<std::mutex> lk(q_mu);
-    stopping = true;
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
   }
-  q_cv.notify_all();
-  if (worker.joinable()) worker.join();  // what was queued still runs first
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();  // what was queued still runs first
 }
+
+}  // namespace detail
 
 }  // namespace grex

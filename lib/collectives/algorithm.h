@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// The collective algorithms behind one small interface, in one table (as
+// congestion/registry.cc lists the congestion controllers): each entry says
+// which collective it implements, whether it can run on a group and call,
+// and runs it on a group view. The communicator picks an entry per call (the
+// cost model for allreduce, the first usable entry for the others); a
+// communicator that composes collectives over sub-groups calls entries the
+// same way.
+#pragma once
+
+#include <grex/communicator.h>
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "collectives/context.h"
+#include "collectives/cost_model.h"
+#include "collectives/group.h"
+
+namespace grex::detail {
+
+enum class Coll : uint8_t { kAllreduce, kBroadcast, kReduce, kReduceScatter, kAllgather, kAlltoall, kBarrier };
+const char* coll_name(Coll c) noexcept;
+
+struct Algorithm {
+  Coll coll;
+  const char* name;
+  const char* description;
+  Algo allreduce_id;  // the cost model's name for it (allreduce entries only)
+  /// Whether it can run this call on `g` (device capabilities, shared area,
+  /// size); every member must answer alike. Null: always.
+  bool (*usable)(const Context& c, const Group& g, const CollArgs& a) noexcept;
+  Result<void> (*run)(Context& c, const Group& g, const CollArgs& a);
+};
+
+std::span<const Algorithm> algorithms() noexcept;
+const Algorithm* find_algorithm(Coll coll, std::string_view name) noexcept;
+/// The allreduce entry the cost model named (constant time: the hot path).
+const Algorithm& allreduce_algorithm(Algo id) noexcept;
+/// The first entry for `coll` that can run the call.
+const Algorithm& first_usable(Coll coll, const Context& c, const Group& g, const CollArgs& a) noexcept;
+
+// The algorithms (each file's header comment says how it works). Counts are
+// per member: allreduce, reduce and broadcast (bytes, type kUint8) move
+// `count` elements; reduce_scatter and allgather `count` per member; alltoall
+// `count` to each member.
+Result<void> ring_allreduce(Context& c, const Group& g, const CollArgs& a);
+Result<void> rabenseifner_allreduce(Context& c, const Group& g, const CollArgs& a);
+Result<void> recursive_doubling_allreduce(Context& c, const Group& g, const CollArgs& a);
+Result<void> tree_allreduce(Context& c, const Group& g, const CollArgs& a);
+/// One-sided reads and writes, segment r reduced by member r (direct_allreduce.cc).
+Result<void> direct_allreduce(Context& c, const Group& g, const CollArgs& a);
+bool direct_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
+Result<void> flat_allreduce(Context& c, const Group& g, const CollArgs& a);
+bool flat_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
+Result<void> flat_barrier(Context& c, const Group& g, const CollArgs& a);
+Result<void> tree_broadcast(Context& c, const Group& g, const CollArgs& a);
+Result<void> tree_reduce(Context& c, const Group& g, const CollArgs& a);
+Result<void> ring_reduce_scatter(Context& c, const Group& g, const CollArgs& a);
+Result<void> ring_allgather(Context& c, const Group& g, const CollArgs& a);
+Result<void> pairwise_alltoall(Context& c, const Group& g, const CollArgs& a);
+Result<void> dissemination_barrier(Context& c, const Group& g, const CollArgs& a);
+
+/// Uneven alltoall (byte counts and offsets per member, already scaled by
+/// the element size). Not in the table: its arguments are its own.
+Result<void> pairwise_alltoallv(Context& c, const Group& g, const void* sendbuf, const std::vector<uint64_t>& scounts,
+                                const std::vector<uint64_t>& sdispls, void* recvbuf,
+                                const std::vector<uint64_t>& rcounts, const std::vector<uint64_t>& rdispls,
+                                uint64_t tag);
+/// The copy of this member's own block; kMismatch when it sends itself
+/// another byte count than it expects.
+Result<void> alltoallv_own_block(const Context& c, const Group& g, const void* sendbuf,
+                                 const std::vector<uint64_t>& scounts, const std::vector<uint64_t>& sdispls,
+                                 void* recvbuf, const std::vector<uint64_t>& rcounts,
+                                 const std::vector<uint64_t>& rdispls);
+
+}  // namespace grex::detail
