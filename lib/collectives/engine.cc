@@ -38,22 +38,58 @@ static Error post_error(Errc e, int rank, int peer, const Endpoint* ep) {
   return Error(e, "transport refused the request").rank(rank).peer(peer);
 }
 
+void Engine::untrack(OpId id) noexcept {
+  Record& r = recs_[id % kTrack];
+  r.pending = false;
+  --pending_;
+  --pending_per_peer_[static_cast<size_t>(r.peer)];
+}
+
 template <class Req, class Post>
 Result<OpId> Engine::post(int peer, bool is_recv, Req req, Post post_fn) {
+  OpId id = 0;
+  GREX_TRY(post_batch(peer, is_recv, std::span<Req>(&req, 1), &id, post_fn));
+  return id;
+}
+
+template <class Req, class Post>
+Result<void> Engine::post_batch(int peer, bool is_recv, std::span<Req> reqs, OpId* ids, Post post_fn) {
   Endpoint* ep = (*eps_)[static_cast<size_t>(peer)].get();
-  OpId id = GREX_TRY(track(peer, is_recv));
-  req.context = id;
-  for (;;) {
-    PostResult pr = post_fn(ep, std::span<const Req>(&req, 1));
-    if (pr.count == 1) return id;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto id = track(peer, is_recv);
+    if (!id) {
+      for (size_t j = 0; j < i; ++j) untrack(ids[j]);
+      return std::move(id).error();
+    }
+    ids[i] = *id;
+    reqs[i].context = *id;
+  }
+  size_t done = 0;
+  while (done < reqs.size()) {
+    PostResult pr = post_fn(ep, std::span<const Req>(reqs.data() + done, reqs.size() - done));
+    done += pr.count;
+    if (done == reqs.size()) break;
     if (pr.error != Errc::kOk) {
-      recs_[id % kTrack].pending = false;
-      --pending_;
-      --pending_per_peer_[static_cast<size_t>(peer)];
+      for (size_t j = done; j < reqs.size(); ++j) untrack(ids[j]);
       return post_error(pr.error, rank_, peer, ep);
     }
     GREX_TRY(progress());  // queue full: make room
   }
+  return ok();
+}
+
+Result<void> Engine::send_batch(int peer, std::span<SendRequest> reqs, OpId* ids) {
+  GREX_TRY(post_batch(peer, false, reqs, ids,
+                      [](Endpoint* ep, std::span<const SendRequest> r) { return ep->post_send(r); }));
+  uint64_t bytes = 0;
+  for (const SendRequest& r : reqs) bytes += r.length;
+  posted_bytes_.add(bytes);
+  return ok();
+}
+
+Result<void> Engine::recv_batch(int peer, std::span<RecvRequest> reqs, OpId* ids) {
+  return post_batch(peer, true, reqs, ids,
+                    [](Endpoint* ep, std::span<const RecvRequest> r) { return ep->post_recv(r); });
 }
 
 Result<OpId> Engine::send(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag) {

@@ -35,6 +35,13 @@ class Engine {
   Result<OpId> write(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, const RemoteRegion& remote,
                      uint64_t remote_offset, bool cold = false);
 
+  /// Posts several sends (or receives) to one peer in one post call where
+  /// the endpoint takes them all (a full queue takes a prefix; the rest
+  /// follow after a poll). Each request's context is set here; ids[i] is
+  /// reqs[i]'s handle.
+  Result<void> send_batch(int peer, std::span<SendRequest> reqs, OpId* ids);
+  Result<void> recv_batch(int peer, std::span<RecvRequest> reqs, OpId* ids);
+
   /// True once the request finished (successfully: errors surface from progress()).
   bool done(OpId id) const noexcept;
   /// Polls once. Returns an error for any failed request or dead peer.
@@ -78,7 +85,9 @@ class Engine {
   Result<OpId> track(int peer, bool is_recv);
   template <class Req, class Post>
   Result<OpId> post(int peer, bool is_recv, Req req, Post post_fn);
-
+  template <class Req, class Post>
+  Result<void> post_batch(int peer, bool is_recv, std::span<Req> reqs, OpId* ids, Post post_fn);
+  void untrack(OpId id) noexcept;
   Error failure(const Completion& c) const;
   Error peer_error(int peer, const Endpoint* ep) const;
   Result<void> check_peers() const;

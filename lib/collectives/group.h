@@ -69,6 +69,12 @@ class Group {
                      uint64_t remote_off, bool cold = false) const {
     return engine_->write(global(i), mr, off, len, remote, remote_off, cold);
   }
+  Result<void> send_batch(int i, std::span<SendRequest> reqs, OpId* ids) const {
+    return engine_->send_batch(global(i), reqs, ids);
+  }
+  Result<void> recv_batch(int i, std::span<RecvRequest> reqs, OpId* ids) const {
+    return engine_->recv_batch(global(i), reqs, ids);
+  }
   Result<void> check_peer(int i) const { return engine_->check_peer(global(i)); }
   /// Maps member i's region into this process (setup only: Endpoint::map).
   Result<void*> map(int i, const RemoteRegion& remote) const { return engine_->endpoint(global(i))->map(remote); }

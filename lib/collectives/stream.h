@@ -42,27 +42,40 @@ Result<void> stream(Context& c, const Group& g, const StreamSide& send, const St
   SpinDeadline deadline(c.opts->timeout_ms);  // most exchanges end before its first check
   size_t spins = 0;
   while (dr < nr || ds < ns) {
-    while (pr < nr && pr - dr < kStreamWindow) {
-      uint64_t off = pr * chunk;
-      uint64_t len = std::min<uint64_t>(chunk, recv.length - off);
-      if (recv.mr != nullptr)
-        rids[pr % kStreamWindow] = GREX_TRY(g.recv(recv.peer, recv.mr, recv.offset + off, len, tag));
-      else
-        rids[pr % kStreamWindow] = GREX_TRY(g.recv(recv.peer, scratch_mr, (pr % kStreamWindow) * chunk, len, tag));
-      ++pr;
-    }
-    while (ps < ns && ps - ds < kStreamWindow) {
-      uint64_t off = ps * chunk;
-      uint64_t len = std::min<uint64_t>(chunk, send.length - off);
-      if (send.stage) {
-        uint64_t slot = (ps % kStreamWindow) * chunk;
-        std::memcpy(static_cast<uint8_t*>(staging_mr->addr()) + slot,
-                    static_cast<const uint8_t*>(send.mr->addr()) + send.offset + off, len);
-        sids[ps % kStreamWindow] = GREX_TRY(g.send(send.peer, staging_mr, slot, len, tag));
-      } else {
-        sids[ps % kStreamWindow] = GREX_TRY(g.send(send.peer, send.mr, send.offset + off, len, tag));
+    // What the window has room for goes out in one post call per side.
+    if (pr < nr && pr - dr < kStreamWindow) {
+      RecvRequest reqs[kStreamWindow];
+      OpId ids[kStreamWindow];
+      const size_t first = pr;
+      size_t k = 0;
+      for (; pr < nr && pr - dr < kStreamWindow; ++pr, ++k) {
+        uint64_t off = pr * chunk;
+        uint64_t len = std::min<uint64_t>(chunk, recv.length - off);
+        reqs[k] = recv.mr != nullptr ? RecvRequest{recv.mr, recv.offset + off, len, tag, 0}
+                                     : RecvRequest{scratch_mr, (pr % kStreamWindow) * chunk, len, tag, 0};
       }
-      ++ps;
+      GREX_TRY(g.recv_batch(recv.peer, std::span(reqs, k), ids));
+      for (size_t i = 0; i < k; ++i) rids[(first + i) % kStreamWindow] = ids[i];
+    }
+    if (ps < ns && ps - ds < kStreamWindow) {
+      SendRequest reqs[kStreamWindow];
+      OpId ids[kStreamWindow];
+      const size_t first = ps;
+      size_t k = 0;
+      for (; ps < ns && ps - ds < kStreamWindow; ++ps, ++k) {
+        uint64_t off = ps * chunk;
+        uint64_t len = std::min<uint64_t>(chunk, send.length - off);
+        if (send.stage) {
+          uint64_t slot = (ps % kStreamWindow) * chunk;
+          std::memcpy(static_cast<uint8_t*>(staging_mr->addr()) + slot,
+                      static_cast<const uint8_t*>(send.mr->addr()) + send.offset + off, len);
+          reqs[k] = SendRequest{staging_mr, slot, len, tag, 0};
+        } else {
+          reqs[k] = SendRequest{send.mr, send.offset + off, len, tag, 0};
+        }
+      }
+      GREX_TRY(g.send_batch(send.peer, std::span(reqs, k), ids));
+      for (size_t i = 0; i < k; ++i) sids[(first + i) % kStreamWindow] = ids[i];
     }
     GREX_TRY(e.progress());
     while (dr < pr && e.done(rids[dr % kStreamWindow])) {
