@@ -38,7 +38,10 @@ static Result<Job> barrier_job(Communicator::Impl& c) {
     GREX_TRY(c.check_usable("barrier"));
     c.begin({"barrier"});
     if (c.size == 1) return ok();
-    return c.finish(c.run_first(Coll::kBarrier, CollArgs{}), "barrier");
+    // Chosen at creation: a barrier's usable entry does not depend on its call.
+    CollArgs a{};
+    a.tag = c.next_tag_base();
+    return c.finish(c.barrier_algo->run(c.ctx, *c.world, a), "barrier");
   });
 }
 
@@ -70,10 +73,10 @@ static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, voi
     auto run = [&](const void* in, void* out) -> Result<void> {
       const detail::Group& g = *c.world;
       const CollArgs a{in, out, count, type, op, 0, c.next_tag_base()};
-      const detail::Algorithm* algo = &detail::allreduce_algorithm(c.select.allreduce_memo(c.ctx, g, bytes));
+      detail::Algo id = c.select.allreduce_memo(c.ctx, g, bytes);  // flat only where it fits
       // GREX_ALGO=direct on a device without one-sided operations: ring.
-      if (algo->usable != nullptr && !algo->usable(c.ctx, g, a)) algo = &detail::allreduce_algorithm(detail::Algo::kRing);
-      return algo->run(c.ctx, g, a);
+      if (id == detail::Algo::kDirect && !detail::direct_usable(c.ctx, g, a)) id = detail::Algo::kRing;
+      return detail::allreduce_algorithm(id).run(c.ctx, g, a);
     };
     // A small vector in memory the device would register for this call only
     // (verbs: pinning the pages costs more than the whole exchange) goes

@@ -40,6 +40,7 @@ struct Communicator::Impl {
   std::optional<detail::Group> world;  // every rank, in rank order
   detail::Context ctx;
   detail::Selector select;
+  const detail::Algorithm* barrier_algo = nullptr;  // the first usable barrier, chosen at creation
   detail::WorkQueue queue;
   CommOptions opts;
   CommStats stats;           // filled by Communicator::stats() on the caller's thread

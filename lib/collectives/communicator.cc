@@ -225,6 +225,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   GREX_TRY_CTX(detail::setup_shared_area(c.ctx, *c.world, local == c.size, *c.bootstrap, prefix + "/flat", &c.area),
                "communicator setup (flat allreduce)");
   c.ctx.area = c.area.get();
+  c.barrier_algo = &detail::first_usable(detail::Coll::kBarrier, c.ctx, *c.world, detail::CollArgs{});
   if (c.opts.cost != "measure") {
     c.select.cost = GREX_TRY(detail::CostModel::parse(c.opts.cost));
   } else if (c.size > 1) {
