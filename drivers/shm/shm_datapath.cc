@@ -338,27 +338,29 @@ Result<void*> ShmEndpoint::map(const RemoteRegion& remote) {
   const auto region = static_cast<uint32_t>(remote.rkey);
   if (remote.owner != static_cast<uint64_t>(peer_pid_) || fd_plus1 == 0 || remote.length == 0)
     return Error(Errc::kInvalidArgument, "map: not a region " + describe_peer() + " got from allocate()").device("shm");
-  // A piece of the peer's heap stays the peer's to reuse after it frees it:
-  // pinned, the peer keeps it until this endpoint closes.
-  if (fd_plus1 - 1 == static_cast<uint32_t>(peer_heap_.fd) && !pin(region))
-    return Error(Errc::kNoMemory, "map: more than " + std::to_string(kMaxPins) + " regions of " +
-                                               describe_peer() + " mapped")
-        .device("shm");
-  if (uint8_t* p = peer_bytes(remote.addr, remote.length, region)) return static_cast<void*>(p);
-  // A region of its own memfd (the peer's heap was full), or a piece of the
-  // heap beyond what the address space let connect() map (pieces are page
-  // aligned, so the offset is one mmap takes).
   const int fd = static_cast<int>(fd_plus1) - 1;
-  const uint64_t offset = fd == peer_heap_.fd ? remote.addr - peer_heap_.addr : 0;
-  uint64_t len = remote.length;
-  uint8_t* p = map_peer_fd(peer_pid_, fd, offset, &len, false);
-  if (p == nullptr)
-    return Error::from_errno("map: " + describe_peer() + "'s region (/proc/<pid>/fd)", errno).device("shm");
-  dev_->stats.peer_mmaps.add();
-  const PeerMapping m{remote.addr, len, p, region, fd};
-  imported_.insert(std::upper_bound(imported_.begin(), imported_.end(), m.addr,
-                                    [](uint64_t a, const PeerMapping& x) { return a < x.addr; }),
-                   m);
+  uint8_t* p = peer_bytes(remote.addr, remote.length, region);
+  if (p == nullptr) {
+    // A region of its own memfd (the peer's heap was full), or a piece of the
+    // heap beyond what the address space let connect() map (pieces are page
+    // aligned, so the offset is one mmap takes).
+    const uint64_t offset = fd == peer_heap_.fd ? remote.addr - peer_heap_.addr : 0;
+    uint64_t len = remote.length;
+    p = map_peer_fd(peer_pid_, fd, offset, &len, false);
+    if (p == nullptr)
+      return Error::from_errno("map: " + describe_peer() + "'s region (/proc/<pid>/fd)", errno).device("shm");
+    dev_->stats.peer_mmaps.add();
+    const PeerMapping m{remote.addr, len, p, region, fd};
+    imported_.insert(std::upper_bound(imported_.begin(), imported_.end(), m.addr,
+                                      [](uint64_t a, const PeerMapping& x) { return a < x.addr; }),
+                     m);
+  }
+  // A piece of the peer's heap is the peer's to reuse once it frees it;
+  // pinned, the peer keeps it until this endpoint closes, as map() promises.
+  if (fd == peer_heap_.fd && !pin(region))
+    return Error(Errc::kNoMemory, "map: " + describe_peer() + " has " + std::to_string(kMaxPins) +
+                                      " regions mapped here already, the most one endpoint pins")
+        .device("shm");
   return static_cast<void*>(p);
 }
 
@@ -375,10 +377,12 @@ bool ShmEndpoint::pin(uint32_t region) noexcept {
 }
 
 bool ShmEndpoint::peer_holds(uint32_t region) const noexcept {
-  if (seg_.header()->closed[dir_in_].load(std::memory_order_acquire) != 0 || peer_exited()) return false;
-  for (const auto& e : seg_.pins(dir_in_)->region)
-    if (e.load(std::memory_order_acquire) == region) return true;
-  return false;
+  const auto& pins = seg_.pins(dir_in_)->region;
+  if (std::none_of(std::begin(pins), std::end(pins),
+                   [&](const auto& e) { return e.load(std::memory_order_acquire) == region; }))
+    return false;
+  // Its mappings went with its endpoint or its process.
+  return seg_.header()->closed[dir_in_].load(std::memory_order_acquire) == 0 && !peer_exited();
 }
 
 void ShmEndpoint::peer_pins(std::vector<uint32_t>* out) const {
