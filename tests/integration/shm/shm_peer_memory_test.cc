@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // How the shm driver reaches peers' allocate()d memory: mapped once at
-// connect (the peer's shared heap), never by poll() or a post; freed pieces
-// leave every peer's view; a map() pointer outlives the peer's free().
+// connect (the peer's shared heap), never by poll() or a post, however many
+// regions; freed pieces leave every peer's view; a map() pointer outlives the
+// peer's free().
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -138,6 +139,71 @@ TEST(ShmPeerMemory, SteadyStateMapsNothing) {
     // Per round: the rendezvous message, the read, the write.
     RANK_CHECK(counter(dev, "mapped_bytes") - mapped_before == uint64_t{3} * kMsg * kRounds);
     RANK_OK(r.bootstrap->barrier("pm-steady/done"));
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// More peer regions than the old driver kept mapped (64, least recently
+// used evicted, so every read past them opened, mapped and unmapped): rank 0
+// reads 100 regions of rank 1 round robin, three passes, with no mapping
+// made and no byte through CMA. Prints the time per read.
+TEST(ShmPeerMemory, ManyPeerRegionsMapNothing) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto link = open_link(r, "pm-many");
+    RANK_OK(link);
+    Device& dev = *link->dev;
+    constexpr int kRegions = 100;
+    constexpr size_t kLen = 16384;
+    if (r.rank == 1) {
+      std::string descs;
+      std::vector<MemoryRegion*> mine;
+      for (int i = 0; i < kRegions; ++i) {
+        auto a = dev.allocate(kLen);
+        RANK_OK(a);
+        std::memset((*a)->addr(), i, kLen);
+        mine.push_back(*a);
+        descs += bytes_of((*a)->remote());
+      }
+      RANK_OK(r.bootstrap->all_gather("pm-many/regions", descs));
+      RANK_OK(r.bootstrap->barrier("pm-many/read"));
+      for (MemoryRegion* m : mine) RANK_OK(dev.free(m));
+    } else {
+      auto all = r.bootstrap->all_gather("pm-many/regions", "");
+      RANK_OK(all);
+      const std::string& descs = (*all)[1];
+      RANK_CHECK(descs.size() == kRegions * sizeof(RemoteRegion));
+      std::vector<uint8_t> buf(kLen);
+      auto reg = dev.register_memory(buf.data(), buf.size());
+      RANK_OK(reg);
+      std::vector<Completion> done;
+      done.reserve(64);
+      const uint64_t mmaps = counter(dev, "peer_mmaps");
+      const uint64_t cma = counter(dev, "cma_bytes");
+      const int vmas = memfd_mappings();
+      const uint64_t t0 = now_ns();
+      for (int pass = 0; pass < 3; ++pass)
+        for (int i = 0; i < kRegions; ++i) {
+          RemoteRegion rr;
+          std::memcpy(&rr, descs.data() + i * sizeof(RemoteRegion), sizeof(rr));
+          const ReadRequest rd{*reg, 0, kLen, rr, 0, static_cast<uint64_t>(i)};
+          done.clear();
+          RANK_CHECK(link->to(1).post_read({&rd, 1}).count == 1);
+          RANK_CHECK(drain_ok(dev, 1, &done));
+          RANK_CHECK(buf[0] == static_cast<uint8_t>(i) && buf[kLen - 1] == static_cast<uint8_t>(i));
+        }
+      const uint64_t t1 = now_ns();
+      std::printf("%d reads of 16 KiB from %d peer regions: %.2f us per read\n", 3 * kRegions, kRegions,
+                  static_cast<double>(t1 - t0) / 1e3 / (3 * kRegions));
+      if (memfd_mappings() != vmas || mmaps == UINT64_MAX || counter(dev, "peer_mmaps") != mmaps) {
+        std::fprintf(stderr, "rank 0: memfd mappings %d -> %d during the reads\n", vmas, memfd_mappings());
+        return 1;
+      }
+      RANK_CHECK(counter(dev, "cma_bytes") == cma);
+      RANK_OK(dev.deregister_memory(*reg));
+      RANK_OK(r.bootstrap->barrier("pm-many/read"));
+    }
+    RANK_OK(r.bootstrap->barrier("pm-many/done"));
     return 0;
   });
   EXPECT_TRUE(res.all_ok()) << res.describe();
