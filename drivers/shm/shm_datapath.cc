@@ -5,9 +5,15 @@
 // in sequence; a slot is reused only after the receiver cleared it. Messages
 // up to a slot's payload travel inline (eager). Larger ones send a
 // rendezvous slot (RTS) naming the source; the matched receiver copies the
-// bytes once, straight into the posted buffer (from the sender's memfd
-// mapping when the source came from allocate(), else with
+// bytes once, straight into the posted buffer (through its mapping of the
+// sender's shared heap when the source came from allocate(), else with
 // process_vm_readv), then clears the slot, which completes the send.
+//
+// Nothing here maps memory, opens files or allocates: peers' heaps were
+// mapped by connect() and map() (shm_heap.h says why). The system calls left
+// are process_vm_readv/writev for memory outside the heaps (registered user
+// buffers: one call per copy, the single-copy path) and, at most every 5 ms
+// inside poll(), a pidfd poll() or kill(0) asking whether peers still live.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +21,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <type_traits>
@@ -26,12 +33,11 @@
 
 namespace grex::shm {
 namespace {
-constexpr uint32_t kMaxPeerMappings = 64;
 constexpr uint64_t kPeerCheckIntervalNs = 5'000'000;  // how often poll() looks for dead peers
 }  // namespace
 
 ShmEndpoint::ShmEndpoint(ShmDevice* dev, int peer, Segment seg, int dir_out, pid_t peer_pid, int pidfd, bool cma_ok,
-                         uint32_t queue_depth)
+                         uint32_t queue_depth, PeerMapping peer_heap)
     : Endpoint(peer),
       dev_(dev),
       seg_(std::move(seg)),
@@ -43,13 +49,14 @@ ShmEndpoint::ShmEndpoint(ShmDevice* dev, int peer, Segment seg, int dir_out, pid
       out_(queue_depth),
       rts_(seg_.slots()),
       recvs_(queue_depth),
-      arrived_(seg_.slots()) {}
+      arrived_(seg_.slots()),
+      peer_heap_(peer_heap) {}
 
 ShmEndpoint::~ShmEndpoint() {
   seg_.header()->closed[dir_out_].store(1, std::memory_order_release);
   dev_->remove_endpoint(this);
-  for (auto& [k, m] : maps_) ::munmap(m.base, m.bytes);
-  for (auto& m : pinned_) ::munmap(m.base, m.bytes);
+  if (peer_heap_.base != nullptr) ::munmap(peer_heap_.base, peer_heap_.bytes);
+  for (const PeerMapping& m : imported_) ::munmap(m.base, m.bytes);
   if (pidfd_ >= 0) ::close(pidfd_);
 }
 
@@ -105,8 +112,7 @@ PostResult ShmEndpoint::post_read(std::span<const ReadRequest> reqs) noexcept {
     Status st = check_one_sided(region, r.offset, r.length, r.remote, r.remote_offset);
     if (st == Status::kSuccess && r.length > 0 &&
         !read_peer(static_cast<uint8_t*>(region->addr()) + r.offset, r.remote.addr + r.remote_offset,
-                   r.remote.rkey & 0xffff'ffffull, r.remote_offset, static_cast<uint32_t>(r.remote.rkey >> 32),
-                   r.length, true)) {
+                   static_cast<uint32_t>(r.remote.rkey), r.length, true)) {
       st = failed_ ? Status::kPeerGone : Status::kRemoteAccess;
     }
     if (st == Status::kSuccess) dev_->stats.bytes_received.add(r.length);
@@ -299,7 +305,7 @@ bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
   if (len > 0) {
     if (s->type == SlotType::kEager) {
       std::memcpy(dst, eager_payload(s), len);
-    } else if (!read_peer(dst, s->addr, s->region, s->aux, s->imm, len)) {
+    } else if (!read_peer(dst, s->addr, static_cast<uint32_t>(s->region), len)) {
       st = failed_ ? Status::kPeerGone : Status::kLocalError;
       len = 0;
     }
@@ -313,56 +319,76 @@ bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
 
 // ---------------------------------------------------------------- copies
 
-ShmEndpoint::Mapping ShmEndpoint::mmap_peer_fd(int fd, bool writable) const noexcept {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(peer_pid_), fd);
-  int lfd = ::open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-  if (lfd < 0) return {};
-  off_t size = ::lseek(lfd, 0, SEEK_END);
-  void* p = size > 0 ? ::mmap(nullptr, static_cast<size_t>(size), writable ? PROT_READ | PROT_WRITE : PROT_READ,
-                              MAP_SHARED, lfd, 0)
-                     : MAP_FAILED;
-  int e = errno;
-  ::close(lfd);
-  errno = e;
-  if (p == MAP_FAILED) return {};
-  return Mapping{static_cast<uint8_t*>(p), static_cast<size_t>(size), 0};
-}
-
-uint8_t* ShmEndpoint::map_peer(uint32_t region, int fd, bool writable) noexcept {
-  uint64_t key = region | (writable ? (1ull << 63) : 0);
-  if (auto it = maps_.find(key); it != maps_.end()) {
-    it->second.last_use = ++map_clock_;
-    return it->second.base;
-  }
-  Mapping m = mmap_peer_fd(fd, writable);
-  if (m.base == nullptr) return nullptr;
-  if (maps_.size() >= kMaxPeerMappings) {  // evict the least recently used mapping
-    auto victim = maps_.begin();
-    for (auto it = maps_.begin(); it != maps_.end(); ++it)
-      if (it->second.last_use < victim->second.last_use) victim = it;
-    ::munmap(victim->second.base, victim->second.bytes);
-    maps_.erase(victim);
-  }
-  m.last_use = ++map_clock_;
-  maps_[key] = m;
-  return m.base;
+uint8_t* ShmEndpoint::peer_bytes(uint64_t addr, uint64_t n, uint32_t region) const noexcept {
+  // Below the heap, addr - start wraps to a huge offset: one compare covers both ends.
+  const uint64_t off = addr - peer_heap_.addr;
+  if (off < peer_heap_.bytes && n <= peer_heap_.bytes - off) return peer_heap_.base + off;
+  if (imported_.empty()) return nullptr;
+  auto it = std::upper_bound(imported_.begin(), imported_.end(), addr,
+                             [](uint64_t a, const PeerMapping& m) { return a < m.addr; });
+  if (it == imported_.begin()) return nullptr;
+  --it;
+  // The region id too: the peer may have freed that region and put another at its address.
+  const uint64_t o = addr - it->addr;
+  return it->region == region && o < it->bytes && n <= it->bytes - o ? it->base + o : nullptr;
 }
 
 Result<void*> ShmEndpoint::map(const RemoteRegion& remote) {
   const uint32_t fd_plus1 = static_cast<uint32_t>(remote.rkey >> 32);
+  const auto region = static_cast<uint32_t>(remote.rkey);
   if (remote.owner != static_cast<uint64_t>(peer_pid_) || fd_plus1 == 0 || remote.length == 0)
     return Error(Errc::kInvalidArgument, "map: not a region " + describe_peer() + " got from allocate()").device("shm");
-  Mapping m = mmap_peer_fd(static_cast<int>(fd_plus1) - 1, true);
-  if (m.base == nullptr)
-    return Error::from_errno("map: " + describe_peer() + "'s region (/proc/<pid>/fd)", errno).device("shm");
-  if (m.bytes < remote.length) {
-    ::munmap(m.base, m.bytes);
-    return Error(Errc::kInvalidArgument, "map: " + describe_peer() + "'s region is shorter than advertised")
-        .device("shm");
+  const int fd = static_cast<int>(fd_plus1) - 1;
+  uint8_t* p = peer_bytes(remote.addr, remote.length, region);
+  if (p == nullptr) {
+    // A region of its own memfd (the peer's heap was full), or a piece of the
+    // heap beyond what the address space let connect() map (pieces are page
+    // aligned, so the offset is one mmap takes).
+    const uint64_t offset = fd == peer_heap_.fd ? remote.addr - peer_heap_.addr : 0;
+    uint64_t len = remote.length;
+    p = map_peer_fd(peer_pid_, fd, offset, &len, false);
+    if (p == nullptr)
+      return Error::from_errno("map: " + describe_peer() + "'s region (/proc/<pid>/fd)", errno).device("shm");
+    dev_->stats.peer_mmaps.add();
+    const PeerMapping m{remote.addr, len, p, region, fd};
+    imported_.insert(std::upper_bound(imported_.begin(), imported_.end(), m.addr,
+                                      [](uint64_t a, const PeerMapping& x) { return a < x.addr; }),
+                     m);
   }
-  pinned_.push_back(m);
-  return static_cast<void*>(m.base);
+  // A piece of the peer's heap is the peer's to reuse once it frees it;
+  // pinned, the peer keeps it until this endpoint closes, as map() promises.
+  if (fd == peer_heap_.fd && !pin(region))
+    return Error(Errc::kNoMemory, "map: " + describe_peer() + " has " + std::to_string(kMaxPins) +
+                                      " regions mapped here already, the most one endpoint pins")
+        .device("shm");
+  return static_cast<void*>(p);
+}
+
+bool ShmEndpoint::pin(uint32_t region) noexcept {
+  PinTable* t = seg_.pins(dir_out_);
+  for (auto& e : t->region)
+    if (e.load(std::memory_order_relaxed) == region) return true;
+  for (auto& e : t->region)
+    if (e.load(std::memory_order_relaxed) == 0) {
+      e.store(region, std::memory_order_release);
+      return true;
+    }
+  return false;
+}
+
+bool ShmEndpoint::peer_holds(uint32_t region) const noexcept {
+  const auto& pins = seg_.pins(dir_in_)->region;
+  if (std::none_of(std::begin(pins), std::end(pins),
+                   [&](const auto& e) { return e.load(std::memory_order_acquire) == region; }))
+    return false;
+  // Its mappings went with its endpoint or its process.
+  return seg_.header()->closed[dir_in_].load(std::memory_order_acquire) == 0 && !peer_exited();
+}
+
+void ShmEndpoint::peer_pins(std::vector<uint32_t>* out) const {
+  if (seg_.header()->closed[dir_in_].load(std::memory_order_acquire) != 0 || peer_exited()) return;
+  for (const auto& e : seg_.pins(dir_in_)->region)
+    if (uint32_t id = e.load(std::memory_order_acquire); id != 0) out->push_back(id);
 }
 
 namespace {
@@ -385,14 +411,11 @@ int cma_copy(pid_t pid, void* local, void* remote, size_t n, bool to_remote) noe
 }
 }  // namespace
 
-bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t offset, uint32_t fd_plus1,
-                            size_t n, bool one_sided) noexcept {
-  if (fd_plus1 > 0) {
-    if (uint8_t* base = map_peer(static_cast<uint32_t>(region), static_cast<int>(fd_plus1) - 1, false)) {
-      std::memcpy(dst, base + offset, n);
-      dev_->stats.mapped_bytes.add(n);
-      return true;
-    }
+bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint32_t region, size_t n, bool one_sided) noexcept {
+  if (const uint8_t* p = peer_bytes(src, n, region)) {
+    std::memcpy(dst, p, n);
+    dev_->stats.mapped_bytes.add(n);
+    return true;
   }
   if (!cma_ok_) return false;
   if (int err = cma_copy(peer_pid_, dst, reinterpret_cast<void*>(src), n, false); err != 0) {
@@ -409,17 +432,14 @@ bool ShmEndpoint::read_peer(void* dst, uint64_t src, uint64_t region, uint64_t o
 bool ShmEndpoint::write_peer(const void* src, const RemoteRegion& dst, uint64_t offset, size_t n,
                              bool streaming) noexcept {
   if (n == 0) return true;
-  uint32_t fd_plus1 = static_cast<uint32_t>(dst.rkey >> 32);
-  if (fd_plus1 > 0) {
-    if (uint8_t* base = map_peer(static_cast<uint32_t>(dst.rkey), static_cast<int>(fd_plus1) - 1, true)) {
-      // Cold destination: stream the bytes past the caches.
-      if (streaming && n >= detail::kStreamingCopyMinBytes)
-        detail::copy_streaming(base + offset, src, n);
-      else
-        std::memcpy(base + offset, src, n);
-      dev_->stats.mapped_bytes.add(n);
-      return true;
-    }
+  if (uint8_t* p = peer_bytes(dst.addr + offset, n, static_cast<uint32_t>(dst.rkey))) {
+    // Cold destination: stream the bytes past the caches.
+    if (streaming && n >= detail::kStreamingCopyMinBytes)
+      detail::copy_streaming(p, src, n);
+    else
+      std::memcpy(p, src, n);
+    dev_->stats.mapped_bytes.add(n);
+    return true;
   }
   if (!cma_ok_) return false;
   if (int err = cma_copy(peer_pid_, const_cast<void*>(src), reinterpret_cast<void*>(dst.addr + offset), n, true);
@@ -447,16 +467,17 @@ void ShmEndpoint::cma_failed(int err) noexcept {
 
 // ---------------------------------------------------------------- progress
 
-void ShmEndpoint::check_peer() noexcept {
-  if (failed_) return;
-  bool dead = false;
+bool ShmEndpoint::peer_exited() const noexcept {
   if (pidfd_ >= 0) {
     pollfd p{pidfd_, POLLIN, 0};
-    dead = ::poll(&p, 1, 0) > 0;  // readable once the process has exited (zombies included)
-  } else {
-    dead = ::kill(peer_pid_, 0) != 0 && errno == ESRCH;
+    return ::poll(&p, 1, 0) > 0;  // readable once the process has exited (zombies included)
   }
-  if (dead) {
+  return ::kill(peer_pid_, 0) != 0 && errno == ESRCH;
+}
+
+void ShmEndpoint::check_peer() noexcept {
+  if (failed_) return;
+  if (peer_exited()) {
     failed_ = true;
     if (seg_.header()->closed[dir_in_].load(std::memory_order_acquire) != 0) {
       GREX_DEBUG("shm", "rank %d (pid %d) closed its connection and exited", peer_, static_cast<int>(peer_pid_));

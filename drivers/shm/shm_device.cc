@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -24,6 +25,9 @@ namespace grex::shm {
 namespace {
 
 constexpr const char* kSubsys = "shm";
+// Shared heap reservation: address space and a sparse file, memory only
+// where written. Peers map all of it, so this is per rank and per peer.
+constexpr uint64_t kDefaultHeapBytes = 64ull << 30;
 
 Result<uint64_t> param_u64(const DeviceOptions& o, const char* key, const char* env, uint64_t def, uint64_t lo,
                            uint64_t hi) {
@@ -52,13 +56,22 @@ ShmRegion::ShmRegion(ShmDevice* dev, void* addr, size_t length, MemoryDomain dom
 
 ShmRegion::~ShmRegion() {
   dev_->regions_.erase(id_);
+  if (heap_offset_ >= 0) {
+    dev_->release_heap_piece(id_, static_cast<uint64_t>(heap_offset_), length_);
+    return;
+  }
   if (owned_bytes_ > 0) ::munmap(addr_, owned_bytes_);
   if (memfd_ >= 0) ::close(memfd_);
 }
 
 ShmDevice::ShmDevice(const DeviceOptions& opts) : opts_(opts) {}
 
-ShmDevice::~ShmDevice() { release_all_registrations(); }
+ShmDevice::~ShmDevice() {
+  // The heap goes whole below; peers that still map it keep its pages until
+  // their endpoints close (what map() promises them).
+  closing_ = true;
+  release_all_registrations();
+}
 
 Result<void> ShmDevice::init() {
   slots_ = static_cast<uint32_t>(GREX_TRY(param_u64(opts_, "slots", "GREX_SHM_SLOTS", 128, 4, 65536)));
@@ -67,6 +80,7 @@ Result<void> ShmDevice::init() {
   if (slot_bytes_ % 64 != 0)
     return Error(Errc::kInvalidArgument, "shm slot_bytes=" + std::to_string(slot_bytes_) + " is not a multiple of 64");
   cma_ = GREX_TRY(param_u64(opts_, "cma", "GREX_SHM_CMA", 1, 0, 1)) != 0;
+  heap_bytes_ = GREX_TRY(param_u64(opts_, "heap_bytes", "GREX_SHM_HEAP_BYTES", kDefaultHeapBytes, 0, 1ull << 46));
   if (opts_.job_id.empty())
     return Error(Errc::kInvalidArgument, "shm needs a job id to name its segments").rank(opts_.rank).device("shm");
   host_id_ = host_id();
@@ -82,7 +96,14 @@ Result<void> ShmDevice::init() {
   caps_.max_post_batch = opts_.queue_depth;
   caps_.queue_depth = opts_.queue_depth;
   probe_word_ = 0x5eed'0000'0000'0000ull | static_cast<uint64_t>(::getpid());
-  GREX_DEBUG(kSubsys, "opened: %u slots x %u bytes per direction, cma=%d", slots_, slot_bytes_, cma_ ? 1 : 0);
+  if (heap_bytes_ > 0 && !heap_.reserve(heap_bytes_))
+    GREX_WARN(kSubsys, "rank %d: no shared heap (%s): each allocate() gets a memfd of its own, which peers reach "
+              "through CMA or Endpoint::map only", opts_.rank, strerror(errno));
+  else if (heap_.enabled() && heap_.bytes() < heap_bytes_)
+    GREX_DEBUG(kSubsys, "shared heap: %llu of %llu bytes reserved (address space limit)",
+               static_cast<unsigned long long>(heap_.bytes()), static_cast<unsigned long long>(heap_bytes_));
+  GREX_DEBUG(kSubsys, "opened: %u slots x %u bytes per direction, cma=%d, heap=%llu bytes", slots_, slot_bytes_,
+             cma_ ? 1 : 0, static_cast<unsigned long long>(heap_.bytes()));
   return ok();
 }
 
@@ -123,9 +144,10 @@ Result<std::unique_ptr<Endpoint>> ShmDevice::connect(int peer, std::string_view 
     auto s = Segment::create(name, slots_, slot_bytes_);
     if (!s) return std::move(s).error().rank(opts_.rank).peer(peer).device("shm");
     seg = std::move(*s);
-    // The probe address first, then the pid with release: the opener waits
-    // for the pid and may then read the address (it used to race the create).
+    // The probe address and heap first, then the pid with release: the opener
+    // waits for the pid and may then read them (it used to race the create).
     seg.header()->probe_addr[0] = reinterpret_cast<uint64_t>(&probe_word_);
+    publish_heap(seg.header(), 0);
     __atomic_store_n(&seg.header()->pid[0], ::getpid(), __ATOMIC_RELEASE);
     while (seg.header()->attached.load(std::memory_order_acquire) == 0) {
       if (deadline.expired()) {
@@ -147,6 +169,7 @@ Result<std::unique_ptr<Endpoint>> ShmDevice::connect(int peer, std::string_view 
     }
     seg.header()->pid[1] = ::getpid();
     seg.header()->probe_addr[1] = reinterpret_cast<uint64_t>(&probe_word_);
+    publish_heap(seg.header(), 1);
     seg.header()->attached.store(1, std::memory_order_release);
     ::shm_unlink(name.c_str());  // both sides hold it mapped; nothing is left in /dev/shm
   }
@@ -170,11 +193,41 @@ Result<std::unique_ptr<Endpoint>> ShmDevice::connect(int peer, std::string_view 
       GREX_WARN(kSubsys, "CMA to rank %d unavailable (%s): large messages from user memory need memory from "
                 "Device::allocate()", peer, n < 0 ? strerror(errno) : "probe mismatch");
   }
+  // The peer's heap, mapped once here: every region it allocates, now or
+  // later, lies inside, so the data path never maps anything.
+  PeerMapping heap = map_peer_heap(peer, peer_pid, h, 1 - side);
   auto ep = std::make_unique<ShmEndpoint>(this, peer, std::move(seg), side == 0 ? 0 : 1, peer_pid, pidfd, cma_ok,
-                                          opts_.queue_depth);
+                                          opts_.queue_depth, heap);
   add_endpoint(ep.get());
   GREX_DEBUG(kSubsys, "connected to rank %d (pid %d) via %s, cma=%d", peer, peer_pid, name.c_str(), cma_ok ? 1 : 0);
   return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+void ShmDevice::publish_heap(SegmentHeader* h, int side) const noexcept {
+  h->heap_fd[side] = heap_.enabled() ? heap_.fd() : -1;
+  h->heap_addr[side] = reinterpret_cast<uint64_t>(heap_.base());
+  h->heap_bytes[side] = heap_.bytes();
+}
+
+PeerMapping ShmDevice::map_peer_heap(int peer, pid_t peer_pid, const SegmentHeader* h, int peer_side) {
+  PeerMapping m;
+  if (h->heap_fd[peer_side] < 0 || h->heap_bytes[peer_side] == 0) return m;
+  m.addr = h->heap_addr[peer_side];
+  m.fd = h->heap_fd[peer_side];
+  uint64_t len = h->heap_bytes[peer_side];
+  m.base = map_peer_fd(peer_pid, m.fd, 0, &len, true);
+  if (m.base == nullptr) {
+    GREX_WARN(kSubsys, "rank %d: cannot map rank %d's shared heap (/proc/%d/fd/%d: %s); its allocate()d memory "
+              "is copied with CMA instead", opts_.rank, peer, static_cast<int>(peer_pid), h->heap_fd[peer_side],
+              strerror(errno));
+    return m;
+  }
+  stats.peer_mmaps.add();
+  if (len < h->heap_bytes[peer_side])
+    GREX_DEBUG(kSubsys, "rank %d's shared heap: first %llu of %llu bytes mapped (address space limit)", peer,
+               static_cast<unsigned long long>(len), static_cast<unsigned long long>(h->heap_bytes[peer_side]));
+  m.bytes = len;
+  return m;
 }
 
 void ShmDevice::add_endpoint(ShmEndpoint* ep) {
@@ -191,6 +244,9 @@ void ShmDevice::add_endpoint(ShmEndpoint* ep) {
 }
 
 void ShmDevice::remove_endpoint(ShmEndpoint* ep) noexcept {
+  // Once this endpoint is gone we no longer see its peer's pins: what the
+  // peer holds now stays out of reuse until the device closes.
+  ep->peer_pins(&held_after_close_);
   for (size_t i = 0; i < endpoints_.size(); ++i)
     if (endpoints_[i] == ep) {
       endpoints_.erase(endpoints_.begin() + static_cast<long>(i));
@@ -208,6 +264,27 @@ Result<std::unique_ptr<MemoryRegion>> ShmDevice::do_register(void* addr, size_t 
 
 Result<MemoryRegion*> ShmDevice::allocate(size_t length) {
   size_t len = length == 0 ? 1 : length;
+  std::unique_ptr<ShmRegion> r;
+  reclaim_retired();
+  if (int64_t off = heap_.enabled() ? heap_.take(len) : -1; off >= 0) {
+    r = std::make_unique<ShmRegion>(this, heap_.base() + off, len, MemoryDomain::kHost, next_region_id_++, heap_.fd(),
+                                    ::getpid());
+    r->set_heap_piece(static_cast<uint64_t>(off));
+  } else {
+    if (heap_.enabled())
+      GREX_WARN(kSubsys, "rank %d: allocate(%zu) does not fit the shared heap (%llu of %llu bytes in use; "
+                "GREX_SHM_HEAP_BYTES): peers reach it through CMA or Endpoint::map only", opts_.rank, length,
+                static_cast<unsigned long long>(heap_.in_use()), static_cast<unsigned long long>(heap_.bytes()));
+    r = GREX_TRY(allocate_memfd(len));
+  }
+  ShmRegion* raw = r.get();
+  // Enter it in the base cache so register_memory() on a sub-range finds it.
+  adopt_registration(std::move(r));
+  allocated_[raw] = len;
+  return static_cast<MemoryRegion*>(raw);
+}
+
+Result<std::unique_ptr<ShmRegion>> ShmDevice::allocate_memfd(size_t len) {
   int fd = ::memfd_create("grex-shm", MFD_CLOEXEC);
   if (fd < 0) return Error::from_errno("memfd_create", errno).device("shm");
   if (::ftruncate(fd, static_cast<off_t>(len)) != 0) {
@@ -223,11 +300,7 @@ Result<MemoryRegion*> ShmDevice::allocate(size_t length) {
   }
   auto r = std::make_unique<ShmRegion>(this, p, len, MemoryDomain::kHost, next_region_id_++, fd, ::getpid());
   r->set_owned_mapping(len);
-  ShmRegion* raw = r.get();
-  // Enter it in the base cache so register_memory() on a sub-range finds it.
-  adopt_registration(std::move(r));
-  allocated_[raw] = len;
-  return static_cast<MemoryRegion*>(raw);
+  return r;
 }
 
 Result<void> ShmDevice::free(MemoryRegion* region) {
@@ -236,6 +309,34 @@ Result<void> ShmDevice::free(MemoryRegion* region) {
     return Error(Errc::kNotFound, "free: region was not returned by allocate()").device("shm");
   allocated_.erase(it);
   return deregister_memory(region);
+}
+
+bool ShmDevice::heap_piece_held(uint32_t id) const noexcept {
+  if (std::find(held_after_close_.begin(), held_after_close_.end(), id) != held_after_close_.end()) return true;
+  for (const ShmEndpoint* ep : endpoints_)
+    if (ep->peer_holds(id)) return true;
+  return false;
+}
+
+void ShmDevice::release_heap_piece(uint32_t id, uint64_t offset, uint64_t len) {
+  if (closing_) return;
+  if (heap_piece_held(id))
+    retired_.push_back({id, offset, len});
+  else
+    heap_.give_back(offset, len);
+  reclaim_retired();
+}
+
+void ShmDevice::reclaim_retired() noexcept {
+  for (size_t i = 0; i < retired_.size();) {
+    if (heap_piece_held(retired_[i].id)) {
+      ++i;
+      continue;
+    }
+    heap_.give_back(retired_[i].offset, retired_[i].len);
+    retired_[i] = retired_.back();
+    retired_.pop_back();
+  }
 }
 
 const ShmRegion* ShmDevice::region_by_id(uint32_t id) const noexcept {
@@ -248,7 +349,8 @@ std::vector<std::pair<std::string, uint64_t>> ShmDevice::counters() const {
           {"eager_msgs", stats.eager_msgs.get()},       {"rndv_msgs", stats.rndv_msgs.get()},
           {"cma_bytes", stats.cma_bytes.get()},         {"mapped_bytes", stats.mapped_bytes.get()},
           {"writes", stats.writes.get()},               {"remote_writes", stats.remote_writes.get()},
-          {"peer_failures", stats.peer_failures.get()}, {"cq_overflows", stats.cq_overflows.get()}};
+          {"peer_failures", stats.peer_failures.get()}, {"cq_overflows", stats.cq_overflows.get()},
+          {"peer_mmaps", stats.peer_mmaps.get()},       {"heap_bytes_in_use", heap_.in_use()}};
 }
 
 }  // namespace grex::shm

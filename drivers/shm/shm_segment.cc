@@ -33,7 +33,7 @@ Segment& Segment::operator=(Segment&& o) noexcept {
 }
 
 size_t Segment::bytes_for(uint32_t slots, uint32_t slot_bytes) noexcept {
-  return sizeof(SegmentHeader) + 2ull * slots * slot_bytes;
+  return sizeof(SegmentHeader) + 2 * sizeof(PinTable) + 2ull * slots * slot_bytes;
 }
 
 Result<Segment> Segment::create(const std::string& name, uint32_t slots, uint32_t slot_bytes) {
@@ -73,6 +73,9 @@ Result<Segment> Segment::create(const std::string& name, uint32_t slots, uint32_
   h->abort_culprit[1].store(0, std::memory_order_relaxed);
   h->closed[0].store(0, std::memory_order_relaxed);
   h->closed[1].store(0, std::memory_order_relaxed);
+  h->heap_fd[0] = h->heap_fd[1] = -1;
+  for (int side = 0; side < 2; ++side)
+    for (auto& pin : s.pins(side)->region) pin.store(0, std::memory_order_relaxed);
   for (int dir = 0; dir < 2; ++dir)
     for (uint32_t i = 0; i < slots; ++i) {
       auto* sl = new (s.slot(dir, i)) SlotHeader();

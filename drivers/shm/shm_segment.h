@@ -14,7 +14,7 @@
 namespace grex::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x67726578'73686d31ull;  // "grexshm1"
-inline constexpr uint32_t kSegmentVersion = 3;  // 3: short eager payloads inside the header
+inline constexpr uint32_t kSegmentVersion = 4;  // 4: each side's shared heap in the header, pin tables
 inline constexpr size_t kSlotHeaderBytes = 64;
 
 /// Message kinds carried in a slot.
@@ -36,7 +36,7 @@ struct alignas(64) SlotHeader {
   uint64_t addr;     // kRts: source virtual address in the sender
   uint64_t region;   // kRts: sender region id; kWriteImm: target region id
   uint64_t aux;      // kRts: offset of the data inside the sender's region
-  uint32_t imm;      // kRts: sender memfd number + 1 (0: not shareable); kWriteImm: immediate
+  uint32_t imm;      // kRts: sender memfd number + 1 (0: not shareable; informational); kWriteImm: immediate
   uint32_t inline_bytes;
 };
 static_assert(sizeof(SlotHeader) == kSlotHeaderBytes, "slot header is a shared-memory format");
@@ -62,10 +62,26 @@ struct alignas(64) SegmentHeader {
   uint64_t probe_addr[2];          // address of a probe word in each process (CMA check)
   std::atomic<int32_t> abort_culprit[2];  // culprit rank + 1 announced by each side (0: none)
   std::atomic<uint32_t> closed[2];        // set by each side when it closes its endpoint normally
+  // Each side's shared heap (shm_heap.h), written before its pid / attached
+  // flag is published: memfd number (-1: none), where that side maps it, length.
+  int32_t heap_fd[2];
+  uint64_t heap_addr[2];
+  uint64_t heap_bytes[2];
 };
 static_assert(sizeof(SegmentHeader) == 128, "segment header is a shared-memory format");
 
-/// A mapped segment shared by ranks lo < hi. Ring 0 carries lo -> hi, ring 1 hi -> lo.
+/// Pieces of the other side's shared heap that one side holds through
+/// Endpoint::map(), by region id (0: free entry). The owner neither returns
+/// nor reuses a pinned piece while the pinning side's endpoint is open: a
+/// map() pointer stays valid for the endpoint's life, as the contract says.
+inline constexpr uint32_t kMaxPins = 32;
+struct alignas(64) PinTable {
+  std::atomic<uint32_t> region[kMaxPins];
+};
+static_assert(sizeof(PinTable) == 128, "pin table is a shared-memory format");
+
+/// A mapped segment shared by ranks lo < hi: the header, each side's pin
+/// table, then the rings. Ring 0 carries lo -> hi, ring 1 hi -> lo.
 class Segment {
  public:
   Segment() = default;
@@ -81,10 +97,14 @@ class Segment {
   static size_t bytes_for(uint32_t slots, uint32_t slot_bytes) noexcept;
 
   SegmentHeader* header() const noexcept { return reinterpret_cast<SegmentHeader*>(base_); }
+  /// The pins of side `side` (0 or 1) in the other side's heap.
+  PinTable* pins(int side) const noexcept {
+    return reinterpret_cast<PinTable*>(base_ + sizeof(SegmentHeader)) + side;
+  }
   /// Slot i (0..slots-1) of ring `dir` (0 or 1).
   SlotHeader* slot(int dir, uint32_t i) const noexcept {
     auto* h = header();
-    return reinterpret_cast<SlotHeader*>(base_ + sizeof(SegmentHeader) +
+    return reinterpret_cast<SlotHeader*>(base_ + sizeof(SegmentHeader) + 2 * sizeof(PinTable) +
                                          (static_cast<size_t>(dir) * h->slots + i) * h->slot_bytes);
   }
   uint8_t* payload(SlotHeader* s) const noexcept { return reinterpret_cast<uint8_t*>(s) + kSlotHeaderBytes; }
