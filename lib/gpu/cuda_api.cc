@@ -7,6 +7,8 @@
 #include <mutex>
 #include <optional>
 
+#include "mem/domain.h"
+
 namespace grex::gpu {
 namespace {
 
@@ -108,6 +110,14 @@ Result<DmaBuf> export_dmabuf(const void* p, size_t length) {
   d.fd = fd;
   return d;
 }
+
+// The transport's register_memory asks this about memory passed as host
+// memory. Installed when libgrex loads (and, in a static link, whenever
+// anything of lib/gpu is linked in: the verbs driver is).
+[[maybe_unused]] const bool kDomainDetectorInstalled = [] {
+  mem::set_domain_detector(&pointer_domain);
+  return true;
+}();
 
 bool peermem_loaded() noexcept {
   struct stat st{};

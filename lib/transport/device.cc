@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "gpu/cuda_api.h"
+#include "mem/domain.h"
 #include "mem/reg_cache.h"
 
 namespace grex {
@@ -48,10 +48,9 @@ Result<MemoryRegion*> Device::register_memory(void* addr, size_t length, MemoryD
   if (addr == nullptr && length > 0)
     return Error(Errc::kInvalidArgument, "register_memory: null address with length " + std::to_string(length))
         .device(capabilities().driver);
-  // A CUDA device pointer passed as host memory is GPU memory (cuPointerGetAttribute;
-  // immediate where there is no CUDA driver).
-  if (domain == MemoryDomain::kHost && gpu::pointer_domain(addr) == MemoryDomain::kCudaDevice)
-    domain = MemoryDomain::kCudaDevice;
+  // Memory passed as host memory may be a GPU's: the detector lib/gpu installs
+  // says (cuPointerGetAttribute; immediate where there is no CUDA driver).
+  if (domain == MemoryDomain::kHost) domain = mem::detect_domain(addr);
   auto a = reinterpret_cast<uintptr_t>(addr);
   if (auto* e = cache_->regs.lookup(a, length); e != nullptr && e->value->domain() == domain) {
     ++e->refs;

@@ -12,6 +12,7 @@
 
 #include "gpu/cuda_api.h"
 #include "gpu/gpu_registration.h"
+#include "mem/domain.h"
 
 namespace grex::gpu {
 namespace {
@@ -49,6 +50,16 @@ TEST(CudaLoader, HostPointersAreHostMemory) {
     ASSERT_FALSE(buf.ok());
     EXPECT_NE(buf.error().message().find("CUDA"), std::string::npos) << buf.error().message();
   }
+}
+
+// lib/gpu installs its pointer classification as the transport's domain
+// detector when it is loaded; the transport never calls lib/gpu itself.
+TEST(CudaLoader, InstallsTheDomainDetector) {
+  mem::DomainDetector installed = mem::set_domain_detector(nullptr);
+  mem::set_domain_detector(installed);
+  EXPECT_EQ(installed, &pointer_domain);
+  std::vector<char> host(64);
+  EXPECT_EQ(mem::detect_domain(host.data()), MemoryDomain::kHost);
 }
 
 TEST(GpuRegistration, DmaBufFirstThenPeermem) {

@@ -10,6 +10,8 @@
 
 #include <vector>
 
+#include "mem/domain.h"
+
 namespace grex {
 namespace {
 
@@ -86,6 +88,32 @@ TEST(Transport, RegistrationCacheCountsAndReleases) {
   auto null = dev.register_memory(nullptr, 16);
   ASSERT_FALSE(null.ok());
   EXPECT_EQ(null.error().code(), Errc::kInvalidArgument);
+}
+
+// register_memory asks the installed detector (lib/gpu's, where it is linked)
+// about memory passed as host memory, and registers it in the domain it names.
+std::vector<char>* g_gpu_like = nullptr;
+MemoryDomain gpu_like_domain(const void* p) noexcept {
+  return g_gpu_like != nullptr && p == g_gpu_like->data() ? MemoryDomain::kCudaDevice : MemoryDomain::kHost;
+}
+
+TEST(Transport, RegisterMemoryConsultsTheDomainDetector) {
+  BareDevice dev;
+  std::vector<char> gpu(4096), host(4096);
+  g_gpu_like = &gpu;
+  mem::DomainDetector before = mem::set_domain_detector(&gpu_like_domain);
+  auto g = dev.register_memory(gpu.data(), gpu.size());
+  auto h = dev.register_memory(host.data(), host.size());
+  mem::set_domain_detector(before);
+  g_gpu_like = nullptr;
+  ASSERT_FALSE(g.ok());  // BareDevice registers host memory only
+  EXPECT_EQ(g.error().code(), Errc::kNotSupported);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ((*h)->domain(), MemoryDomain::kHost);
+  EXPECT_TRUE(dev.deregister_memory(*h).ok());
+  mem::set_domain_detector(nullptr);
+  EXPECT_EQ(mem::detect_domain(gpu.data()), MemoryDomain::kHost);
+  mem::set_domain_detector(before);
 }
 
 TEST(Transport, DefaultAllocateGivesRegisteredZeroedMemory) {
