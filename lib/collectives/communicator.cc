@@ -75,27 +75,36 @@ void spread_local_rank(int local_index, const cpu_set_t& mask) noexcept {
 }
 
 Result<void> apply_env(CommOptions* o) {
+  // Precedence::kOptions: a field the caller changed from its default is not read from its variable.
+  const CommOptions def;
+  const bool env_wins = o->precedence == Precedence::kEnvironment;
+  auto from_env = [&](auto field) { return env_wins || o->*field == def.*field; };
+  if (!env_wins) o->device.precedence = Precedence::kOptions;
+  const bool backend_from_env = from_env(&CommOptions::backend);
   if (o->backend.empty()) o->backend = "shm";
-  GREX_TRY(config::env_string("GREX_BACKEND", &o->backend));
-  GREX_TRY(config::env_int("GREX_TIMEOUT_MS", &o->timeout_ms, 1, INT64_MAX / 1'000'000));
+  if (backend_from_env) GREX_TRY(config::env_string("GREX_BACKEND", &o->backend));
+  if (from_env(&CommOptions::timeout_ms))
+    GREX_TRY(config::env_int("GREX_TIMEOUT_MS", &o->timeout_ms, 1, INT64_MAX / 1'000'000));
   uint64_t chunk = o->chunk_bytes;
-  GREX_TRY(config::env_size("GREX_CHUNK_BYTES", &chunk, 4096, 1ull << 30));
+  if (from_env(&CommOptions::chunk_bytes)) GREX_TRY(config::env_size("GREX_CHUNK_BYTES", &chunk, 4096, 1ull << 30));
   o->chunk_bytes = chunk;
-  GREX_TRY(config::env_string("GREX_COMM_NAME", &o->name));
-  GREX_TRY(config::env_string("GREX_PROGRESS", &o->progress));
-  GREX_TRY(config::env_bool("GREX_SPREAD", &o->spread));
-  GREX_TRY(config::env_string("GREX_STAGE_SENDS", &o->stage_sends));
+  if (from_env(&CommOptions::name)) GREX_TRY(config::env_string("GREX_COMM_NAME", &o->name));
+  if (from_env(&CommOptions::progress)) GREX_TRY(config::env_string("GREX_PROGRESS", &o->progress));
+  if (from_env(&CommOptions::spread)) GREX_TRY(config::env_bool("GREX_SPREAD", &o->spread));
+  if (from_env(&CommOptions::stage_sends)) GREX_TRY(config::env_string("GREX_STAGE_SENDS", &o->stage_sends));
   uint64_t stage_min = o->stage_min_bytes;
-  GREX_TRY(config::env_size("GREX_STAGE_MIN_BYTES", &stage_min, 0, UINT64_MAX / 2));
+  if (from_env(&CommOptions::stage_min_bytes))
+    GREX_TRY(config::env_size("GREX_STAGE_MIN_BYTES", &stage_min, 0, UINT64_MAX / 2));
   o->stage_min_bytes = stage_min;
   uint64_t flat_max = o->flat_max_bytes;
-  GREX_TRY(config::env_size("GREX_FLAT_MAX_BYTES", &flat_max, 0, 16u << 20));
+  if (from_env(&CommOptions::flat_max_bytes))
+    GREX_TRY(config::env_size("GREX_FLAT_MAX_BYTES", &flat_max, 0, 16u << 20));
   o->flat_max_bytes = flat_max;
   if (o->stage_sends != "auto" && o->stage_sends != "always" && o->stage_sends != "never")
     return Error(Errc::kInvalidArgument, "stage mode '" + o->stage_sends + "' is not one of auto, always, never")
         .hint("GREX_STAGE_SENDS=auto|always|never");
-  GREX_TRY(config::env_string("GREX_ALGO", &o->algo));
-  GREX_TRY(config::env_string("GREX_COST", &o->cost));
+  if (from_env(&CommOptions::algo)) GREX_TRY(config::env_string("GREX_ALGO", &o->algo));
+  if (from_env(&CommOptions::cost)) GREX_TRY(config::env_string("GREX_COST", &o->cost));
   if (o->algo != "auto" && !detail::parse_algo(o->algo))
     return Error(Errc::kInvalidArgument, "allreduce algorithm '" + o->algo + "' is unknown")
         .hint("GREX_ALGO=auto|ring|rabenseifner|recursive_doubling|tree|direct|flat");

@@ -8,10 +8,11 @@
 namespace grex::detail {
 
 std::string param(const DeviceOptions& o, const char* key, const char* env) {
-  std::string v;
-  if (auto it = o.params.find(key); it != o.params.end()) v = it->second;
-  if (const char* e = std::getenv(env)) v = e;
-  return v;
+  auto it = o.params.find(key);
+  const bool given = it != o.params.end();
+  if (given && o.precedence == Precedence::kOptions) return it->second;
+  if (const char* e = std::getenv(env)) return e;
+  return given ? it->second : std::string();
 }
 
 Result<int64_t> param_int(const DeviceOptions& o, const char* key, const char* env, int64_t lo, int64_t hi,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Driver settings: a key of DeviceOptions::params, overridden by its GREX_*
-// environment variable. Shared by the drivers.
+// Driver settings: a key of DeviceOptions::params and its GREX_* environment
+// variable, the one DeviceOptions::precedence names winning. Shared by the drivers.
 #pragma once
 
 #include <grex/transport.h>
@@ -12,7 +12,8 @@
 
 namespace grex::detail {
 
-/// The value of `key` in o.params, or of `env` when that is set; "" if neither.
+/// The value of `env` when it is set, else of `key` in o.params; under
+/// Precedence::kOptions a key in o.params wins. "" if neither is set.
 std::string param(const DeviceOptions& o, const char* key, const char* env);
 /// param() as an integer in [lo, hi]; `def` when unset. Errors name `env`.
 Result<int64_t> param_int(const DeviceOptions& o, const char* key, const char* env, int64_t lo, int64_t hi,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mem/domain.h"
+#include "transport/params.h"
 
 namespace grex {
 namespace {
@@ -114,6 +115,22 @@ TEST(Transport, RegisterMemoryConsultsTheDomainDetector) {
   mem::set_domain_detector(nullptr);
   EXPECT_EQ(mem::detect_domain(gpu.data()), MemoryDomain::kHost);
   mem::set_domain_detector(before);
+}
+
+// A driver setting's GREX_* variable beats DeviceOptions::params unless the
+// options say they win; a key the options lack still takes its variable.
+TEST(Transport, PrecedenceDecidesBetweenParamsAndVariables) {
+  DeviceOptions o;
+  o.params["slots"] = "64";
+  ::setenv("GREX_TEST_SLOTS", "128", 1);
+  EXPECT_EQ(detail::param(o, "slots", "GREX_TEST_SLOTS"), "128");
+  o.precedence = Precedence::kOptions;
+  EXPECT_EQ(detail::param(o, "slots", "GREX_TEST_SLOTS"), "64");
+  EXPECT_EQ(detail::param(o, "depth", "GREX_TEST_SLOTS"), "128");
+  ::unsetenv("GREX_TEST_SLOTS");
+  EXPECT_EQ(detail::param(o, "depth", "GREX_TEST_SLOTS"), "");
+  o.precedence = Precedence::kEnvironment;
+  EXPECT_EQ(detail::param(o, "slots", "GREX_TEST_SLOTS"), "64");
 }
 
 TEST(Transport, DefaultAllocateGivesRegisteredZeroedMemory) {

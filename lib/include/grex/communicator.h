@@ -50,7 +50,8 @@ std::string_view dtype_name(DataType t) noexcept;
 /// "sum", "prod", "min", "max", "avg".
 std::string_view reduce_op_name(ReduceOp op) noexcept;
 
-/// Options for Communicator::create. Environment overrides in brackets.
+/// Options for Communicator::create. The environment variable of each field
+/// is in brackets; by default it overrides the field (see `precedence`).
 struct CommOptions {
   /// Backend: "shm", "dpdk", "verbs" [GREX_BACKEND]; default shm.
   std::string backend;
@@ -96,6 +97,14 @@ struct CommOptions {
   /// "dcqcn", "dcqcn-mlx5", "timely", "swift", "none"; empty: the driver's
   /// default (none). Sets the driver parameter "cc" [GREX_CC].
   std::string cc;
+  /// Which wins where a field above and its [GREX_*] variable both give a
+  /// value. kEnvironment (the default): the variable, read by create() over
+  /// whatever the program set, so users retune a program without rebuilding
+  /// it. kOptions: a field the program changed from its default wins and its
+  /// variable is not read; a field left at its default (even if set to it
+  /// explicitly) still takes its variable. kOptions also makes device.params,
+  /// and so `cc`, win over the drivers' variables (DeviceOptions::precedence).
+  Precedence precedence = Precedence::kEnvironment;
 };
 
 /// A collective issued with one of the *_async calls. Collectives run one at a

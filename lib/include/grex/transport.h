@@ -60,8 +60,23 @@ struct Capabilities {
   bool registration_pins_pages = false;
 };
 
+/// Which source wins where a setting is given both in an options struct
+/// (DeviceOptions::params, a CommOptions field) and in its GREX_* environment
+/// variable.
+enum class Precedence : uint8_t {
+  /// The variable (the default): a user retunes a program with variables,
+  /// without rebuilding it.
+  kEnvironment = 0,
+  /// What the program set: a params key that is present, a CommOptions field
+  /// changed from its default. The variable of a setting the program left
+  /// alone still applies. For tools whose command line must beat the
+  /// environment (grex-perf --backend, --cc).
+  kOptions = 1,
+};
+
 /// Options for Device::open. Driver-specific settings go in `params`
-/// ("slots" -> "256"); each driver documents its keys and GREX_* overrides.
+/// ("slots" -> "256"); each driver documents its keys and GREX_* overrides,
+/// which win over `params` unless `precedence` is kOptions.
 struct DeviceOptions {
   std::string driver = "shm";           ///< backend name
   int rank = 0;                         ///< this process's rank (for names and errors)
@@ -70,6 +85,7 @@ struct DeviceOptions {
   int64_t connect_timeout_ms = 30'000;  ///< connect() gives up after this
   uint32_t queue_depth = 1024;          ///< per endpoint and direction
   std::map<std::string, std::string> params;  ///< driver-specific key=value settings
+  Precedence precedence = Precedence::kEnvironment;  ///< params or their GREX_* variables
 };
 
 /// Kind of operation a Completion reports.

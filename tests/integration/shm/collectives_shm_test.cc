@@ -87,6 +87,31 @@ TEST(Collectives, RanksMixingInPlaceAndOutOfPlaceAgreeOnStaging) {
   }
 }
 
+// CommOptions::precedence: by default the GREX_* variables override the
+// fields; under kOptions a field the program changed wins, and one it left at
+// its default still takes its variable (grex-perf's --backend, --cc).
+TEST(Collectives, PrecedenceDecidesBetweenOptionsAndVariables) {
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    ::setenv("GREX_ALGO", "tree", 1);
+    ::setenv("GREX_CHUNK_BYTES", "65536", 1);
+    CommOptions o = opts_for("ring");
+    auto env_wins = make_comm(r, o);
+    RANK_CHECK(env_wins != nullptr);
+    RANK_CHECK(env_wins->options().algo == "tree");
+    RANK_CHECK(env_wins->options().chunk_bytes == 65536);
+    RANK_CHECK(env_wins->options().device.precedence == Precedence::kEnvironment);
+    o.name = "grex-pinned";  // a second communicator of the job
+    o.precedence = Precedence::kOptions;
+    auto pinned = make_comm(r, o);
+    RANK_CHECK(pinned != nullptr);
+    RANK_CHECK(pinned->options().algo == "ring");
+    RANK_CHECK(pinned->options().chunk_bytes == 65536);
+    RANK_CHECK(pinned->options().device.precedence == Precedence::kOptions);
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 TEST(Collectives, BroadcastBarrierSendRecv) {
   auto res = run_ranks(5, [](Rank& r) -> int {
     auto c = make_comm(r);
