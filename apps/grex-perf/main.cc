@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // grex-perf: parses the command line, connects the job's Communicator and runs one mode.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,9 +56,6 @@ int perf_main(int argc, char** argv) {
     std::fputs(usage().data(), stdout);
     return 0;
   }
-  if (!args.backend.empty()) ::setenv("GREX_BACKEND", args.backend.c_str(), 1);
-  if (!args.cc.empty()) ::setenv("GREX_CC", args.cc.c_str(), 1);
-
   if (!is_collective(args.mode)) {
     // perftest style: own flows between ranks 0 and 1, under a launcher or as
     // a server / client pair (`grex-perf MODE` and `grex-perf MODE HOST`).
@@ -70,7 +66,7 @@ int perf_main(int argc, char** argv) {
     return *rc;
   }
 
-  auto comm = Communicator::from_env();
+  auto comm = Communicator::from_env(comm_options(args));
   if (!comm) return fail(comm.error(), kExitError);
   for (const auto& entry : kModeTable) {
     if (entry.mode != args.mode) continue;

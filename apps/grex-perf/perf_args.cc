@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdlib>
 #include <string>
 #include <limits>
 
@@ -346,6 +347,26 @@ std::vector<size_t> p2p_sizes(const PerfArgs& a) {
   return out;
 }
 
+CommOptions comm_options(const PerfArgs& a) {
+  CommOptions o;
+  o.backend = a.backend;
+  o.cc = a.cc;
+  o.precedence = Precedence::kOptions;
+  return o;
+}
+
+std::string effective_backend(const PerfArgs& a) {
+  if (!a.backend.empty()) return a.backend;
+  const char* v = std::getenv("GREX_BACKEND");
+  return v != nullptr && *v != '\0' ? v : "shm";
+}
+
+std::string effective_cc(const PerfArgs& a) {
+  if (!a.cc.empty()) return a.cc;
+  const char* v = std::getenv("GREX_CC");
+  return v != nullptr ? v : "";
+}
+
 std::string_view usage() noexcept {
   return "Usage: grex-run -n N [--] grex-perf MODE [options]     (any launcher: grex-run, mpirun, torchrun, srun)\n"
          "       grex-perf P2P_MODE [options]                       (server: waits for one client)\n"
@@ -406,8 +427,8 @@ std::string_view usage() noexcept {
          "Common options:\n"
          "  --alloc                 buffers from the device's allocator (backend-shared memory), not malloc\n"
          "  --stats                 every rank (every flow with -q) prints its transport counters at the end\n"
-         "  --backend NAME          set GREX_BACKEND (shm, dpdk, verbs) before connecting\n"
-         "  --cc NAME               congestion control per flow (GREX_CC): rttcc, rttcc-template, dcqcn,\n"
+         "  --backend NAME          backend (shm, dpdk, verbs); wins over GREX_BACKEND\n"
+         "  --cc NAME               congestion control per flow, over GREX_CC: rttcc, rttcc-template, dcqcn,\n"
          "                          dcqcn-mlx5, timely, swift, none (dpdk, verbs; --stats shows rate and probes)\n"
          "  --json FILE             also write the rows and the environment (versions, device, options) as JSON\n"
          "  --plot FILE.png         plot bandwidth (latency for *_lat) against size with gnuplot\n"

@@ -79,8 +79,8 @@ struct PerfArgs {
   int iters = 0;                 ///< -n; 0 = the mode's default
   int warmup_iters = -1;         ///< -w; -1 = the mode's default
   bool shared_buffers = false;   ///< --alloc: Communicator::alloc instead of malloc
-  std::string backend;           ///< --backend: sets GREX_BACKEND before from_env
-  std::string cc;                ///< --cc: sets GREX_CC (congestion control per flow)
+  std::string backend;           ///< --backend: wins over GREX_BACKEND (comm_options())
+  std::string cc;                ///< --cc: congestion control per flow; wins over GREX_CC
   std::string json_path;         ///< --json: rows as JSON (rank 0 writes)
   std::string plot_path;         ///< --plot: bandwidth (or latency) vs size as a PNG (gnuplot)
   bool stats = false;            ///< --stats: each rank prints its transport counters
@@ -135,6 +135,15 @@ std::string_view type_label(DataType t) noexcept;
 std::vector<size_t> collective_sizes(const PerfArgs& a);
 /// Sizes a point-to-point mode visits: -s, or with -a powers of two from 2 B to the -e max.
 std::vector<size_t> p2p_sizes(const PerfArgs& a);
+
+/// The Communicator options of a collective run: --backend and --cc where
+/// given, winning over GREX_BACKEND and GREX_CC (Precedence::kOptions); the
+/// variables still fill what the command line leaves out.
+CommOptions comm_options(const PerfArgs& a);
+/// The backend of a run: --backend, else GREX_BACKEND, else shm.
+std::string effective_backend(const PerfArgs& a);
+/// The congestion controller of a run: --cc, else GREX_CC; "" for the driver's default.
+std::string effective_cc(const PerfArgs& a);
 
 /// The --help text.
 std::string_view usage() noexcept;

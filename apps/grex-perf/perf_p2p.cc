@@ -62,7 +62,7 @@ std::string p2p_preamble(const PairJob& job, const PerfArgs& a, const char* titl
                 a.effective_warmup(), is_bw(a.mode) ? std::to_string(a.tx_depth).c_str() : "1",
                 job.server_client() ? ("server/client, port " + std::to_string(a.port)).c_str() : "launcher");
   std::string out = buf;
-  if (const char* cc = std::getenv("GREX_CC"); cc != nullptr && *cc != '\0') out += std::string(" CC              : ") + cc + "\n";
+  if (std::string cc = effective_cc(a); !cc.empty()) out += " CC              : " + cc + "\n";
   if (a.rdma_cm) out += " -R              : verbs connects through rdma_cm always\n";
   return out + p2p_rule();
 }

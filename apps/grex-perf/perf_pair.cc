@@ -98,12 +98,13 @@ Result<void> PairJob::open_flows(const PerfArgs& a, size_t buffer_bytes, const s
   const int peer = client() ? kServer : kClient;
   const size_t bytes = (std::max(buffer_bytes, size_t{1}) + kPageBytes - 1) / kPageBytes * kPageBytes;
   DeviceOptions dopts;
-  dopts.driver = env_or("GREX_BACKEND", "shm");
+  dopts.driver = effective_backend(a);
   dopts.rank = rank();
   dopts.world_size = size();
   dopts.connect_timeout_ms = env_ms("GREX_TIMEOUT_MS", kClientTimeoutMs);
   dopts.queue_depth = std::max<uint32_t>(dopts.queue_depth, static_cast<uint32_t>(a.tx_depth));
-  if (const char* cc = std::getenv("GREX_CC"); cc != nullptr && *cc != '\0') dopts.params["cc"] = cc;
+  dopts.precedence = Precedence::kOptions;  // --cc wins over GREX_CC
+  if (std::string cc = effective_cc(a); !cc.empty()) dopts.params["cc"] = cc;
   flows_.resize(static_cast<size_t>(a.flows));
   for (size_t f = 0; f < flows_.size(); ++f) {
     PairFlow& fl = flows_[f];

@@ -56,7 +56,7 @@ Json common_environment(const PerfArgs& a, const Capabilities& caps, int nranks)
   ::uname(&u);
   std::string drivers;
   for (const auto& d : Device::available_drivers()) drivers += (drivers.empty() ? "" : ",") + d;
-  const char* cc = std::getenv("GREX_CC");
+  const std::string cc = effective_cc(a);
   Json env = {
       {"grex_version", std::string(GREX_VERSION)},
       {"dpdk_version", std::string(GREX_DPDK_VERSION)},
@@ -75,7 +75,7 @@ Json common_environment(const PerfArgs& a, const Capabilities& caps, int nranks)
       {"queue_depth", static_cast<int64_t>(caps.queue_depth)},
       {"max_message_bytes", static_cast<int64_t>(caps.max_message_bytes)},
       {"buffers", std::string(a.shared_buffers ? "alloc" : "malloc")},
-      {"cc", std::string(cc != nullptr && *cc != '\0' ? cc : "none")},
+      {"cc", cc.empty() ? std::string("none") : cc},
       {"iterations", int64_t{a.effective_iters()}},
       {"warmup_iterations", int64_t{a.effective_warmup()}},
       {"duration_s", a.duration_s},

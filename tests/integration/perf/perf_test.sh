@@ -328,6 +328,29 @@ case_check_detects_corruption() {
   expect_grep 'FAILED$'
 }
 
+# --backend and --cc win over GREX_BACKEND and GREX_CC (grex-perf passes them
+# in CommOptions and DeviceOptions, not the environment); the variables still
+# apply where the command line names nothing.
+case_options_over_env() {
+  GREX_BACKEND=nosuch perf 2 allreduce -b 8 -e 8 -n 1 -w 0 --backend shm
+  expect_rc 0
+  GREX_BACKEND=nosuch perf 2 allreduce -b 8 -e 8 -n 1 -w 0
+  expect_rc 1
+  expect_err "unknown driver 'nosuch'"
+  GREX_BACKEND=nosuch perf 2 send_bw -s 64 -n 10 --backend shm
+  expect_rc 0
+  GREX_CC=timely perf 2 send_bw -s 64 -n 10 --cc swift --json "$TMP/cli.json"
+  expect_rc 0
+  expect_grep '^ CC +: swift$'
+  GREX_CC=timely perf 2 allreduce -b 8 -e 8 -n 1 -w 0 --json "$TMP/env.json"
+  expect_rc 0
+  python3 - "$TMP/cli.json" "$TMP/env.json" <<'PY' || fail "cc in the JSON environment"
+import json, sys
+cli, env = (json.load(open(f))["environment"]["cc"] for f in sys.argv[1:])
+assert (cli, env) == ("swift", "timely"), (cli, env)
+PY
+}
+
 case_errors() {
   "$GREX_PERF" allreduce -o xor >"$TMP/out" 2>"$TMP/err"
   RC=$?
