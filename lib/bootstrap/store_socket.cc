@@ -2,6 +2,8 @@
 // TCP socket helpers for the store: resolve, listen, connect once, send and receive frames.
 #include "bootstrap/store_socket.h"
 
+#include <grex/bootstrap.h>
+
 #include "bootstrap/store_protocol.h"
 
 #include <arpa/inet.h>
@@ -185,3 +187,9 @@ Result<std::string> recv_frame(int fd, const Deadline& deadline, size_t max_body
 }
 
 }  // namespace grex::detail::store
+
+namespace grex {
+
+std::string store_address(std::string_view host, uint16_t port) { return detail::store::host_port(host, port); }
+
+}  // namespace grex

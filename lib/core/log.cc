@@ -2,6 +2,8 @@
 // Logging implementation: level from GREX_LOG_LEVEL, whole lines written with one write(2).
 #include "core/log.h"
 
+#include <grex/log.h>
+
 #include <unistd.h>
 
 #include <atomic>
@@ -79,3 +81,18 @@ void write(Level l, const char* subsystem, const char* fmt, ...) noexcept {
 }
 
 }  // namespace grex::log
+
+namespace grex {
+
+static_assert(static_cast<int>(LogLevel::kError) == static_cast<int>(log::Level::kError) &&
+              static_cast<int>(LogLevel::kTrace) == static_cast<int>(log::Level::kTrace));
+
+bool log_enabled(LogLevel level) noexcept { return log::enabled(static_cast<log::Level>(level)); }
+
+void log_line(LogLevel level, std::string_view subsystem, std::string_view text) noexcept {
+  char sub[64];
+  std::snprintf(sub, sizeof sub, "%.*s", static_cast<int>(subsystem.size()), subsystem.data());
+  log::write(static_cast<log::Level>(level), sub, "%.*s", static_cast<int>(text.size()), text.data());
+}
+
+}  // namespace grex

@@ -66,6 +66,9 @@ class Store {
   virtual Result<void> wait(std::span<const std::string> keys, int64_t timeout_ms);
 };
 
+/// "host:port" as GREX_STORE_ADDR takes it ("[::1]:29500" for an IPv6 address).
+std::string store_address(std::string_view host, uint16_t port);
+
 /// The TCP store server. Runs one thread with poll(2); every connection must
 /// answer an HMAC-SHA256 challenge keyed by the job token before any command.
 class StoreServer {
