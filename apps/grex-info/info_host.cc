@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Probes that need no RDMA library: shm (POSIX shared memory, memfd), dpdk
 // (hugepages, NICs bound for DPDK, kernel interfaces for af_xdp / af_packet)
-// and CUDA (lib/gpu loads libcuda.so.1 at run time; no CUDA needed to build).
+// and CUDA (libgrex's probe, grex/probe.h: libcuda.so.1 is loaded at run time).
 #include <fcntl.h>
 #include <linux/ethtool.h>
 #include <linux/net_tstamp.h>
@@ -13,14 +13,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <grex/transport.h>
+#include <grex/probe.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
-#include "gpu/cuda_api.h"
-#include "grex_version.h"
 #include "info.h"
 
 namespace grex::info {
@@ -41,9 +39,8 @@ std::string basename_of_link(const std::string& path) {
   return slash != nullptr ? slash + 1 : buf;
 }
 
-bool built(const char* driver) {
-  auto d = Device::available_drivers();
-  return std::find(d.begin(), d.end(), driver) != d.end();
+bool built(const BuildInfo& b, const char* driver) {
+  return std::find(b.drivers.begin(), b.drivers.end(), driver) != b.drivers.end();
 }
 
 // Hardware timestamping of a kernel interface (ethtool -T): "rx+tx", "rx", "tx" or "none".
@@ -99,7 +96,8 @@ Section probe_dpdk() {
   Section s;
   s.name = "dpdk";
   s.networking = true;
-  const bool is_built = built("dpdk");
+  const BuildInfo build = build_info();
+  const bool is_built = built(build, "dpdk");
   // Hugepages per size.
   Json huge = Json::array();
   uint64_t free_bytes = 0;
@@ -152,10 +150,10 @@ Section probe_dpdk() {
   if (!is_built) {
     s.summary = "not built into this libgrex (install libdpdk-dev and rebuild)";
   } else {
-    s.summary = "DPDK " + std::string(GREX_DPDK_VERSION) + ": " + std::to_string(ready) + " PCI port(s) ready, " +
+    s.summary = "DPDK " + build.dpdk_version + ": " + std::to_string(ready) + " PCI port(s) ready, " +
                 std::to_string(up) + " kernel interface(s) up for af_xdp / af_packet; memif between ranks of one host";
   }
-  s.json = {{"usable", s.usable}, {"built", is_built}, {"version", std::string(GREX_DPDK_VERSION)},
+  s.json = {{"usable", s.usable}, {"built", is_built}, {"version", build.dpdk_version},
             {"hugepages", huge}, {"pci_nics", pci}, {"netdevs", nets}};
   return s;
 }
@@ -163,40 +161,25 @@ Section probe_dpdk() {
 Section probe_cuda() {
   Section s;
   s.name = "cuda";
-  std::string peermem = gpu::peermem_loaded() ? "loaded" : "not loaded";
-  auto api = gpu::cuda();
-  if (!api) {
-    s.summary = api.error().cause() + ": no GPU buffers";
-    s.json = {{"usable", false}, {"error", api.error().cause()}, {"nvidia_peermem", peermem}};
+  const CudaReport r = probe_cuda_devices();
+  const std::string peermem = r.nvidia_peermem ? "loaded" : "not loaded";
+  if (!r.available) {
+    s.summary = r.error + ": no GPU buffers";
+    s.json = {{"usable", false}, {"error", r.error}, {"nvidia_peermem", peermem}};
     return s;
   }
-  const gpu::CudaApi& a = **api;
   Json devs = Json::array();
-  for (int i = 0; i < a.device_count; ++i) {
-    gpu::CUdevice dev = 0;
-    if (a.cuDeviceGet(&dev, i) != 0) continue;
-    char nm[256] = {};
-    a.cuDeviceGetName(nm, sizeof nm, dev);
-    size_t bytes = 0;
-    a.cuDeviceTotalMem(&bytes, dev);
-    auto attr = [&](int which) {
-      int v = 0;
-      return a.cuDeviceGetAttribute(&v, which, dev) == 0 ? v : -1;
-    };
-    char bus[32];
-    std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", attr(gpu::kAttrPciDomainId), attr(gpu::kAttrPciBusId),
-                  attr(gpu::kAttrPciDeviceId));
-    int dmabuf = attr(gpu::kAttrDmaBufSupported), gdr = attr(gpu::kAttrGpuDirectRdmaSupported);
-    s.lines.push_back("GPU " + std::to_string(i) + ": " + nm + ", " + gib(bytes) + ", PCI " + bus + ", dma-buf " +
-                      (dmabuf == 1 ? "yes" : "no") + ", GPUDirect RDMA " + (gdr == 1 ? "yes" : "no"));
-    devs.push_back(Json{{"index", i}, {"name", std::string(nm)}, {"memory_bytes", static_cast<uint64_t>(bytes)},
-                                {"pci", std::string(bus)}, {"dma_buf", dmabuf == 1}, {"gpudirect_rdma", gdr == 1}});
+  for (const CudaDevice& d : r.devices) {
+    s.lines.push_back("GPU " + std::to_string(d.index) + ": " + d.name + ", " + gib(d.memory_bytes) + ", PCI " + d.pci +
+                      ", dma-buf " + (d.dma_buf ? "yes" : "no") + ", GPUDirect RDMA " + (d.gpudirect_rdma ? "yes" : "no"));
+    devs.push_back(Json{{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memory_bytes}, {"pci", d.pci},
+                        {"dma_buf", d.dma_buf}, {"gpudirect_rdma", d.gpudirect_rdma}});
   }
   s.lines.push_back("nvidia_peermem: " + peermem);
-  s.usable = a.device_count > 0;
-  s.summary = "CUDA driver " + std::to_string(a.driver_version / 1000) + "." +
-              std::to_string(a.driver_version % 1000 / 10) + ", " + std::to_string(a.device_count) + " device(s)";
-  s.json = {{"usable", s.usable}, {"driver_version", a.driver_version}, {"devices", devs}, {"nvidia_peermem", peermem}};
+  s.usable = r.device_count > 0;
+  s.summary = "CUDA driver " + std::to_string(r.driver_version / 1000) + "." +
+              std::to_string(r.driver_version % 1000 / 10) + ", " + std::to_string(r.device_count) + " device(s)";
+  s.json = {{"usable", s.usable}, {"driver_version", r.driver_version}, {"devices", devs}, {"nvidia_peermem", peermem}};
   return s;
 }
 

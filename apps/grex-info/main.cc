@@ -2,7 +2,7 @@
 // grex-info: the devices each grex backend would use on this host, and what
 // they can do. Exits 1 when no backend can reach another host (or, with
 // --backend, when that backend has nothing usable).
-#include <grex/transport.h>
+#include <grex/probe.h>
 
 #include <CLI/CLI.hpp>
 
@@ -12,7 +12,6 @@
 #include <string_view>
 #include <vector>
 
-#include "grex_version.h"
 #include "info.h"
 
 namespace grex::info {
@@ -70,18 +69,19 @@ int run(int argc, char** argv) {
 
   bool ok = false;
   for (const Section& s : sections) ok |= s.usable && (!only.empty() || s.networking);
+  const BuildInfo build = build_info();
   std::string drivers;
-  for (const auto& d : Device::available_drivers()) drivers += (drivers.empty() ? "" : ", ") + d;
+  for (const auto& d : build.drivers) drivers += (drivers.empty() ? "" : ", ") + d;
 
   if (json_path != "-") {
-    std::printf("grex-info %s (drivers built: %s)\n", GREX_VERSION, drivers.c_str());
+    std::printf("grex-info %s (drivers built: %s)\n", build.version.c_str(), drivers.c_str());
     for (const Section& s : sections) {
       std::printf("\n%s: %s%s\n", s.name.c_str(), s.usable ? "" : "not usable: ", s.summary.c_str());
       for (const auto& line : s.lines) std::printf("  %s\n", line.c_str());
     }
   }
   if (!json_path.empty()) {
-    Json doc{{"grex_version", GREX_VERSION}, {"drivers_built", drivers}};
+    Json doc{{"grex_version", build.version}, {"drivers_built", drivers}};
     for (const Section& s : sections) {
       Json sec{{"usable", s.usable}, {"summary", s.summary}};  // the summary goes second
       sec.update(s.json);

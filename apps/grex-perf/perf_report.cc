@@ -6,13 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <grex/probe.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 
 #include "perf_clock.h"
-#include "grex_version.h"
 
 namespace grex::perf {
 namespace {
@@ -55,12 +56,13 @@ Json common_environment(const PerfArgs& a, const Capabilities& caps, int nranks)
   utsname u{};
   ::uname(&u);
   std::string drivers;
-  for (const auto& d : Device::available_drivers()) drivers += (drivers.empty() ? "" : ",") + d;
+  const BuildInfo build = build_info();
+  for (const auto& d : build.drivers) drivers += (drivers.empty() ? "" : ",") + d;
   const std::string cc = effective_cc(a);
   Json env = {
-      {"grex_version", std::string(GREX_VERSION)},
-      {"dpdk_version", std::string(GREX_DPDK_VERSION)},
-      {"libibverbs_version", std::string(GREX_IBVERBS_VERSION)},
+      {"grex_version", build.version},
+      {"dpdk_version", build.dpdk_version},
+      {"libibverbs_version", build.ibverbs_version},
       {"drivers_built", drivers},
       {"kernel", std::string(u.sysname) + " " + u.release + " " + u.machine},
       {"cpu", cpu_model()},

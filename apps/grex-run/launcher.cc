@@ -2,7 +2,8 @@
 // Launcher: spawning the ranks, the poll(2) loop over their pipes and the signalfd, and shutdown.
 #include "launcher.h"
 
-#include "core/log.h"
+#include <grex/log.h>
+
 #include "output.h"
 #include "spawn.h"
 
@@ -183,7 +184,8 @@ bool Job::spawn_rank(int rank, const std::string& path) {
   }
   r.pid = *pid;
   r.running = true;
-  GREX_INFO("grex-run", "rank %d started as pid %d", rank, static_cast<int>(r.pid));
+  if (log_enabled(LogLevel::kInfo))
+    log_line(LogLevel::kInfo, "grex-run", "rank " + std::to_string(rank) + " started as pid " + std::to_string(r.pid));
   return true;
 }
 
@@ -249,8 +251,12 @@ void Job::on_exit(RankProc& r, int status) {
   for (TaggedStream& s : r.streams) s.drain();  // its last lines come before our verdict
   bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
   if (phase_ != Phase::kRunning || !failed) {
-    GREX_INFO("grex-run", "rank %d (pid %d) exited, status 0x%x", r.rank,
-              static_cast<int>(r.pid), static_cast<unsigned>(status));
+    if (log_enabled(LogLevel::kInfo)) {
+      char line[96];
+      std::snprintf(line, sizeof line, "rank %d (pid %d) exited, status 0x%x", r.rank, static_cast<int>(r.pid),
+                    static_cast<unsigned>(status));
+      log_line(LogLevel::kInfo, "grex-run", line);
+    }
     return;
   }
   if (WIFEXITED(status)) {

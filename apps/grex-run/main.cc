@@ -2,9 +2,8 @@
 // grex-run: command line, the job's in-process rendezvous store, and the hand-off to the Launcher.
 #include "launcher.h"
 
-#include "grex_version.h"
-
 #include <grex/bootstrap.h>
+#include <grex/probe.h>
 
 #include <CLI/CLI.hpp>
 #include <openssl/rand.h>
@@ -200,7 +199,7 @@ int run_main(int argc, char** argv) {
     return 0;
   }
   if (cli.version) {
-    std::printf("grex-run %s\n", GREX_VERSION);
+    std::printf("grex-run %s\n", build_info().version.c_str());
     return 0;
   }
   if (!parsed.ok()) {

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // grex-store: a standalone rendezvous store server for jobs that run with GREX_STORE_EXTERNAL=1.
-#include "bootstrap/store_socket.h"
-#include "core/config.h"
-
 #include <grex/bootstrap.h>
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace {
@@ -28,6 +29,15 @@ void usage(FILE* to) {
                "GREX_JOB_TOKEN (required) is the shared secret every rank must present.\n"
                "Ranks find the store with GREX_STORE_ADDR=host:port and GREX_STORE_EXTERNAL=1.\n",
                static_cast<unsigned>(kDefaultPort));
+}
+
+// A TCP port written as a whole decimal number in 0..65535; nullopt otherwise.
+std::optional<uint16_t> parse_port(const std::string& text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || v < 0 || v > 65535) return std::nullopt;
+  return static_cast<uint16_t>(v);
 }
 
 }  // namespace
@@ -61,12 +71,13 @@ int main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  auto port = grex::config::parse_int(port_text, "--port");
-  if (!port.ok() || *port < 0 || *port > 65535) {
+  std::optional<uint16_t> port = parse_port(port_text);
+  if (!port) {
     std::fprintf(stderr, "grex-store: --port '%s' is not a port in 0..65535\n", port_text.c_str());
     return 2;
   }
-  std::string token = grex::config::env_or_empty("GREX_JOB_TOKEN");
+  const char* token_env = std::getenv("GREX_JOB_TOKEN");
+  std::string token = token_env != nullptr ? token_env : "";
   if (token.empty()) {
     std::fprintf(stderr, "grex-store: GREX_JOB_TOKEN is not set; export the job's token (every rank must use the same)\n");
     return 2;
@@ -79,12 +90,12 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto server = grex::StoreServer::start(host, static_cast<uint16_t>(*port), token);
+  auto server = grex::StoreServer::start(host, *port, token);
   if (!server.ok()) {
     std::fprintf(stderr, "grex-store: %s\n", server.error().message().c_str());
     return 1;
   }
-  std::printf("grex-store listening on %s\n", grex::detail::store::host_port(host, (*server)->port()).c_str());
+  std::printf("grex-store listening on %s\n", grex::store_address(host, (*server)->port()).c_str());
   std::fflush(stdout);
 
   int sig = 0;
