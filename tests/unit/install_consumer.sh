@@ -38,4 +38,9 @@ LD_LIBRARY_PATH=$libdir "$tmp/consumer"
 for tool in grex-run grex-perf grex-store train; do
   [[ -x $(find "$tmp" -name "$tool" -type f | head -1) ]] || { echo "FAIL: $tool not installed"; exit 1; }
 done
+# The tools link libgrex.so too (public API only) and find it through their
+# rpath where it was installed.
+grex_run=$(find "$tmp" -name grex-run -type f | head -1)
+readelf -d "$grex_run" | grep -qE "R(UN)?PATH.*\[$prefix/" || { echo "FAIL: grex-run has no rpath into $prefix"; exit 1; }
+LD_LIBRARY_PATH=$libdir "$grex_run" --version | grep -q '^grex-run ' || { echo "FAIL: installed grex-run --version"; exit 1; }
 echo "PASS"
