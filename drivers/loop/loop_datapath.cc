@@ -39,9 +39,9 @@ std::string LoopEndpoint::describe_peer() const {
   return "rank " + std::to_string(peer_) + " (loop device " + std::to_string(peer_serial_) + ")";
 }
 
-bool LoopEndpoint::peer_failed() const noexcept {
-  return failed_ || pair_->closed[1 - side_].load(std::memory_order_acquire) != 0;
-}
+// Known at a poll (or post), which first completes what the peer finished
+// before it closed: a peer that closed after taking our last send is no failure.
+bool LoopEndpoint::peer_failed() const noexcept { return failed_; }
 
 void LoopEndpoint::announce_abort(int culprit) noexcept {
   pair_->abort_culprit[side_].store(culprit + 1, std::memory_order_release);
@@ -289,6 +289,11 @@ void LoopEndpoint::take_read(Slot& s) noexcept {
 void LoopEndpoint::check_peer() noexcept {
   if (failed_ || pair_->closed[1 - side_].load(std::memory_order_acquire) == 0) return;
   failed_ = true;
+  // A peer that closed with nothing of ours pending may simply have finished.
+  if (out_.empty() && reap_seq_ == post_seq_ && recvs_.empty()) {
+    GREX_DEBUG("loop", "rank %d: %s closed its endpoint", dev_->rank(), describe_peer().c_str());
+    return;
+  }
   dev_->stats.peer_failures.add();
   GREX_WARN("loop", "rank %d: %s closed its endpoint: failing what is pending with it", dev_->rank(),
             describe_peer().c_str());
