@@ -32,6 +32,7 @@ LoopEndpoint::~LoopEndpoint() {
     if (s.state.compare_exchange_strong(expect, kCancelled, std::memory_order_acq_rel)) continue;
     while (s.state.load(std::memory_order_acquire) == kTaken) std::this_thread::yield();
   }
+  unmap_all();
   dev_->remove_endpoint(this);
 }
 

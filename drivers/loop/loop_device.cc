@@ -2,6 +2,9 @@
 // loop driver setup: the process-wide registry of devices, connect, registrations, poll.
 #include "drivers/loop/loop_device.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -24,8 +27,16 @@ struct Registry {
   uint64_t next_serial = 1;
   std::map<std::string, LoopDevice*, std::less<>> devices;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Pair>> pending;
-  // allocate()d memory per device serial (start -> length), for Endpoint::map.
-  std::map<uint64_t, std::map<uint64_t, uint64_t>> allocations;
+  // allocate()d memory by start address. Its owner and every endpoint that
+  // mapped it hold a reference: it is unmapped when the last one goes, so a
+  // peer still reading it through map() never touches unmapped memory (as a
+  // process keeps its own mapping of a peer's shm memory).
+  struct Shared {
+    uint64_t length = 0;
+    uint64_t owner = 0;  // device serial
+    uint32_t refs = 0;
+  };
+  std::map<uint64_t, Shared> shared;
 };
 
 Registry& registry() {
@@ -34,6 +45,9 @@ Registry& registry() {
 }
 
 }  // namespace
+
+/// Drops one reference to allocate()d memory at `addr`; the last unmaps it. Under the registry's lock.
+void unref_shared(uint64_t addr) noexcept;
 
 LoopRegion::LoopRegion(LoopDevice* dev, void* addr, size_t length, MemoryDomain domain, uint32_t id,
                        uint64_t serial)
@@ -54,7 +68,15 @@ LoopDevice::~LoopDevice() {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   reg.devices.erase(address_);
-  reg.allocations.erase(serial_);
+  for (auto& [region, addr] : allocated_) unref_shared(addr);
+}
+
+void unref_shared(uint64_t addr) noexcept {
+  Registry& reg = registry();  // the caller holds reg.mu
+  auto it = reg.shared.find(addr);
+  if (it == reg.shared.end() || --it->second.refs > 0) return;
+  ::munmap(reinterpret_cast<void*>(addr), it->second.length);
+  reg.shared.erase(it);
 }
 
 Result<void> LoopDevice::init() {
@@ -174,37 +196,53 @@ const LoopRegion* LoopDevice::region_for(const RemoteRegion& r, uint64_t off, ui
 }
 
 Result<MemoryRegion*> LoopDevice::allocate(size_t length) {
-  MemoryRegion* mr = GREX_TRY(Device::allocate(length));
+  const size_t len = length == 0 ? 1 : length;
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return Error::from_errno("allocate: mmap of " + std::to_string(len) + " bytes", errno).device("loop");
+  auto r = do_register(p, len, MemoryDomain::kHost);
+  if (!r) {
+    ::munmap(p, len);
+    return std::move(r).error();
+  }
+  MemoryRegion* mr = adopt_registration(std::move(*r));
+  const auto addr = reinterpret_cast<uint64_t>(p);
+  allocated_[mr] = addr;
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
-  reg.allocations[serial_][reinterpret_cast<uint64_t>(mr->addr())] = mr->length();
+  reg.shared[addr] = Registry::Shared{len, serial_, 1};
   return mr;
 }
 
 Result<void> LoopDevice::free(MemoryRegion* region) {
-  if (region != nullptr) {
-    Registry& reg = registry();
-    std::lock_guard<std::mutex> lock(reg.mu);
-    reg.allocations[serial_].erase(reinterpret_cast<uint64_t>(region->addr()));
-  }
-  return Device::free(region);
+  auto it = allocated_.find(region);
+  if (it == allocated_.end())
+    return Error(Errc::kNotFound, "free: region was not returned by allocate()").device("loop");
+  const uint64_t addr = it->second;
+  allocated_.erase(it);
+  GREX_TRY(deregister_memory(region));
+  std::lock_guard<std::mutex> lock(registry().mu);
+  unref_shared(addr);
+  return ok();
 }
 
 Result<void*> LoopEndpoint::map(const RemoteRegion& remote) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
-  bool found = false;
-  if (remote.owner == peer_serial_) {
-    auto dev = reg.allocations.find(peer_serial_);
-    if (dev != reg.allocations.end()) {
-      auto it = dev->second.find(remote.addr);
-      found = it != dev->second.end() && remote.length > 0 && remote.length <= it->second;
-    }
-  }
-  if (!found)
+  auto it = reg.shared.find(remote.addr);
+  if (it == reg.shared.end() || it->second.owner != peer_serial_ || remote.owner != peer_serial_ ||
+      remote.length == 0 || remote.length > it->second.length)
     return Error(Errc::kInvalidArgument, "map: not a region " + describe_peer() + " got from allocate()")
         .device("loop");
+  ++it->second.refs;  // mapped until this endpoint closes, as shm's mappings are
+  mapped_.push_back(remote.addr);
   return reinterpret_cast<void*>(remote.addr);
+}
+
+void LoopEndpoint::unmap_all() noexcept {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  for (uint64_t addr : mapped_) unref_shared(addr);
+  mapped_.clear();
 }
 
 size_t LoopDevice::poll(std::span<Completion> out) noexcept {

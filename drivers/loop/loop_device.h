@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/counters.h"
 #include "core/ring.h"
@@ -85,7 +86,8 @@ class LoopEndpoint final : public Endpoint {
   PostResult post_recv(std::span<const RecvRequest> reqs) noexcept override;
   PostResult post_write(std::span<const WriteRequest> reqs) noexcept override;
   PostResult post_read(std::span<const ReadRequest> reqs) noexcept override;
-  /// The peer's allocate()d region, at its own address (one process).
+  /// The peer's allocate()d region, at its own address (one process); the
+  /// memory stays mapped until this endpoint closes, even if the peer frees it.
   Result<void*> map(const RemoteRegion& remote) override;
   bool peer_failed() const noexcept override;
   void announce_abort(int culprit) noexcept override;
@@ -118,6 +120,7 @@ class LoopEndpoint final : public Endpoint {
   void check_peer() noexcept;
   void fail_all() noexcept;
   void complete_posted(const Slot& s, Status st) noexcept;
+  void unmap_all() noexcept;
 
   LoopDevice* dev_;
   std::shared_ptr<Pair> pair_;
@@ -130,6 +133,7 @@ class LoopEndpoint final : public Endpoint {
   Ring<OutOp> out_;        // accepted, waiting for a free slot
   TagFifo<RecvRequest> recvs_;
   TagFifo<uint64_t> arrived_;  // the peer's sends no receive matched yet (slot seq)
+  std::vector<uint64_t> mapped_;  // what map() handed out (a reference each)
 };
 
 class LoopDevice final : public Device {
@@ -174,6 +178,7 @@ class LoopDevice final : public Device {
   std::string address_;
   uint32_t next_region_id_ = 1;
   std::unordered_map<uint32_t, const LoopRegion*> regions_;
+  std::unordered_map<MemoryRegion*, uint64_t> allocated_;  // allocate()d region -> start address
   std::vector<LoopEndpoint*> endpoints_;
   Ring<Completion> cq_;
 };
