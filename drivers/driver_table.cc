@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The table of drivers built into this libgrex; lib/transport declares it and
 // opens devices from it, so lib never includes a driver.
+#include "drivers/loop/loop.h"
 #include "drivers/shm/shm.h"
 #ifdef GREX_HAVE_DPDK
 #include "drivers/dpdk/dpdk.h"
@@ -27,6 +28,7 @@ std::span<const DriverEntry> drivers() noexcept {
       {"verbs", nullptr,
        "libgrex was built without rdma-core (install libibverbs-dev librdmacm-dev, reconfigure with -Dverbs=enabled)"},
 #endif
+      {"loop", &loop::open_device, ""},
   };
   return kDrivers;
 }

@@ -124,6 +124,14 @@ PostResult ShmEndpoint::post_read(std::span<const ReadRequest> reqs) noexcept {
 PostResult ShmEndpoint::post_recv(std::span<const RecvRequest> reqs) noexcept {
   size_t n = 0;
   for (const auto& r : reqs) {
+    // A receive outside its region fails at once and takes no message (as in
+    // every driver); its completion needs room in the queue.
+    if (!request_in_bounds(r.region, r.offset, r.length)) {
+      if (dev_->cq_full()) break;
+      dev_->complete({r.context, 0, r.tag, peer_, 0, Op::kRecv, Status::kLocalError});
+      ++n;
+      continue;
+    }
     if (recvs_.full()) break;
     recvs_.push(r);
     ++n;

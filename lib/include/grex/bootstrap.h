@@ -49,7 +49,7 @@ Result<BootstrapConfig> bootstrap_from_env();
 Result<void> validate(const BootstrapConfig& cfg);
 
 /// A key-value store shared by the ranks of a job. Implementations: TcpStore
-/// (below); the PyTorch backend adapts torch's c10d::Store. Thread-safe.
+/// and LocalStore (below); the PyTorch backend adapts torch's c10d::Store. Thread-safe.
 class Store {
  public:
   virtual ~Store() = default;
@@ -104,6 +104,27 @@ class TcpStore final : public Store {
 
  private:
   explicit TcpStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A store inside this process, for ranks that are threads of one process
+/// (the `loop` driver: collectives tested without processes). Thread-safe;
+/// get() and wait() block on a condition variable, up to their timeout, and
+/// a timeout names the keys still missing. Share one between the ranks'
+/// Bootstrap::with_store() calls.
+class LocalStore final : public Store {
+ public:
+  LocalStore();
+  ~LocalStore() override;
+  Result<void> set(std::string_view key, std::string_view value) override;
+  Result<std::string> get(std::string_view key, int64_t timeout_ms) override;
+  Result<int64_t> add(std::string_view key, int64_t delta) override;
+  Result<std::vector<bool>> check(std::span<const std::string> keys) override;
+  Result<void> wait(std::span<const std::string> keys, int64_t timeout_ms) override;
+
+  struct Impl;
+
+ private:
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file transport.h
-/// The transport contract every backend (shm, dpdk, verbs) implements.
+/// The transport contract every backend (shm, dpdk, verbs, loop) implements.
+/// Its test is the conformance suite (tests/integration/conformance, meson
+/// suite `conformance`): one source run against every driver.
 ///
 /// A Device is opened by driver name. Two ranks exchange the strings from
 /// Device::local_address() (through the bootstrap store) and each calls
@@ -40,7 +42,7 @@ namespace grex {
 
 /// What a device offers. Fixed after open.
 struct Capabilities {
-  std::string driver;              ///< "shm", "dpdk", "verbs"
+  std::string driver;              ///< "shm", "dpdk", "verbs", "loop"
   std::string device_name;         ///< e.g. "shm", "rxe0", "net_memif0"
   bool send_recv = false;          ///< tagged two-sided messages
   bool write_imm = false;          ///< one-sided write with immediate
@@ -230,7 +232,7 @@ class Endpoint {
 /// An opened backend. Owns memory registrations and the completion queue.
 class Device {
  public:
-  /// Opens the driver named in `opts.driver` ("shm", "dpdk", "verbs").
+  /// Opens the driver named in `opts.driver` ("shm", "dpdk", "verbs", "loop").
   /// Errors: kNotFound for unknown or not-built drivers (the message lists
   /// those available), driver-specific errors otherwise.
   static Result<std::unique_ptr<Device>> open(const DeviceOptions& opts);

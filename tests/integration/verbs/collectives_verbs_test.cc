@@ -4,7 +4,7 @@
 // counts 0, 1, 7, 256 Ki), also into a buffer freed and mapped again at the
 // same address; broadcast and barrier work. Sizes stay modest: in
 // CI this runs on Soft-RoCE in a qemu VM under TCG. Skips like
-// verbs_transport_test (see verbs_env.h).
+// verbs_driver_test (see verbs_env.h).
 #include <gtest/gtest.h>
 
 #include <cstdio>

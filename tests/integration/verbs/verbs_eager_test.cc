@@ -3,7 +3,7 @@
 // transport contract only: eager and rendezvous messages on one tag agree on
 // every match (random sizes, truncation, a flood past the slots, credits
 // coming back), and a small ping-pong is one eager write each way with no
-// advert. Runs where verbs_transport_test runs (tests/scripts/softroce.sh).
+// advert. Runs where verbs_driver_test runs (tests/scripts/softroce.sh).
 #include <gtest/gtest.h>
 
 #include <unistd.h>

@@ -150,6 +150,44 @@ TEST(BootstrapTest, WithStoreAndTheDefaultWait) {
       << r.error().message();
 }
 
+// LocalStore: ranks that are threads of one process. get() waits for a key
+// set later by another thread; add() counts; a wait that times out names the
+// missing keys; all_gather and barrier work through Bootstrap::with_store.
+TEST(BootstrapTest, LocalStoreForRanksThatAreThreads) {
+  auto store = std::make_shared<LocalStore>();
+  auto later = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return store->set("k", "v");
+  });
+  auto got = store->get("k", 5000);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  EXPECT_EQ(*got, "v");
+  ASSERT_TRUE(later.get().ok());
+  EXPECT_EQ(*store->add("n", 5), 5);
+  EXPECT_EQ(*store->add("n", -2), 3);
+  EXPECT_EQ(*store->get("n", 0), "3");
+  EXPECT_EQ(store->add("k", 1).error().code(), Errc::kInvalidArgument);  // "v" is no integer
+  std::vector<std::string> keys = {"k", "absent"};
+  EXPECT_EQ(*store->check(keys), (std::vector<bool>{true, false}));
+  auto w = store->wait(keys, 50);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code(), Errc::kTimeout);
+  EXPECT_NE(w.error().message().find("key 'absent' never appeared within 50 ms"), std::string::npos)
+      << w.error().message();
+  std::vector<std::future<Result<std::vector<std::string>>>> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.push_back(std::async(std::launch::async, [&, r]() -> Result<std::vector<std::string>> {
+      auto b = Bootstrap::with_store(store, r, 3, 5000);
+      GREX_TRY(b->barrier("start"));
+      return b->all_gather("ids", "rank" + std::to_string(r));
+    }));
+  for (auto& f : ranks) {
+    auto all = f.get();
+    ASSERT_TRUE(all.ok()) << all.error().message();
+    EXPECT_EQ(*all, (std::vector<std::string>{"rank0", "rank1", "rank2"}));
+  }
+}
+
 TEST(BootstrapTest, CompactRankLists) {
   using detail::store::compact_ranks;
   EXPECT_EQ(compact_ranks({2}), "2");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// main() of the verbs suites: GoogleTest's, except that a run in which every
-// selected case skipped (no rdma-core, no RDMA device) exits 77, so meson
+// main() of the suites whose device may be absent (verbs, conformance):
+// GoogleTest's, except that a run in which every selected case skipped (no
+// rdma-core, no RDMA device, a driver not built) exits 77, so meson
 // reports the test as SKIP rather than OK; the XML report still lists each
 // skipped case with its reason.
 #include <gtest/gtest.h>

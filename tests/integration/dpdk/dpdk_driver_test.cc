@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The DPDK driver between two real processes over net_memif: sizes 0 B ..
-// 256 MiB, many in flight on several tags, write-with-imm, injected loss /
-// duplication / reordering / corruption, junk datagrams, a peer killed
-// mid-transfer. Payloads are checked by checksum. Skips (with the reason)
-// where libgrex was built without DPDK.
+// What the DPDK driver does beyond the transport contract (that is checked by
+// tests/integration/conformance): messages up to 256 MiB, injected loss /
+// duplication / reordering / corruption, junk datagrams, the smallest TX
+// backlog, a peer killed mid-message (also in memif zero-copy mode). Between two real
+// processes over net_memif; payloads are checked by checksum. Skips (with the
+// reason) where libgrex was built without DPDK.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -100,27 +101,19 @@ int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, const 
   return 0;
 }
 
-TEST(DpdkTransport, SizesUpTo256MiB) {
+// Beyond the conformance suite's 64 MiB: 256 MiB in one message (32-bit
+// packet offsets of 28 bits and more), after a frame-sized pair.
+TEST(DpdkDriver, SizesUpTo256MiB) {
   REQUIRE_DPDK();
   auto res = run_ranks(2, [](Rank& r) {
-    return exchange(r, "dsz", {0, 1, 7, 8832, 8833, 65536, (1u << 20) + 3, 16u << 20, 256u << 20}, "");
+    return exchange(r, "dsz", {8832, 8833, 16u << 20, 256u << 20}, "");
   }, 240);
-  EXPECT_TRUE(res.all_ok()) << res.describe();
-}
-
-TEST(DpdkTransport, ManyInFlightOnFourTags) {
-  REQUIRE_DPDK();
-  auto res = run_ranks(2, [](Rank& r) {
-    std::vector<size_t> sizes;
-    for (size_t i = 0; i < 1500; ++i) sizes.push_back((i * 7919) % 40'000);
-    return exchange(r, "dmany", sizes, "");
-  }, 120);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
 // The smallest TX hand-off (GREX_DPDK_TX_BACKLOG=2: a flow may queue two
 // packets for the PMD per pass) still moves everything, with some loss.
-TEST(DpdkTransport, SmallestTxBacklogStillMovesEverything) {
+TEST(DpdkDriver, SmallestTxBacklogStillMovesEverything) {
   REQUIRE_DPDK();
   auto res = run_ranks(2, [](Rank& r) {
     std::vector<size_t> sizes;
@@ -148,42 +141,6 @@ INSTANTIATE_TEST_SUITE_P(Faults, DpdkLoss,
                                            "corrupt=0.01,drop=0.005,seed=4",
                                            "garbage=0.05,seed=5"),
                          [](const auto& i) { return "case" + std::to_string(i.index); });
-
-TEST(DpdkTransport, WriteWithImmediate) {
-  REQUIRE_DPDK();
-  auto res = run_ranks(2, [](Rank& r) -> int {
-    auto link = open_link(r, "dwimm", dpdk_opts());
-    RANK_OK(link);
-    Device& dev = *link->dev;
-    constexpr size_t kLen = (3u << 20) + 17;
-    std::vector<uint8_t> buf(2 * kLen, 0);
-    auto mr = dev.register_memory(buf.data(), buf.size());
-    RANK_OK(mr);
-    RemoteRegion mine = (*mr)->remote();
-    auto all = r.bootstrap->all_gather("dwimm/region", std::string(reinterpret_cast<char*>(&mine), sizeof(mine)));
-    RANK_OK(all);
-    std::vector<Completion> done;
-    if (r.rank == 0) {
-      RemoteRegion theirs;
-      std::memcpy(&theirs, (*all)[1].data(), sizeof(theirs));
-      fill(buf.data(), kLen, 42);
-      WriteRequest w[2] = {{*mr, 0, kLen, theirs, kLen, 42, true, 1},
-                           {*mr, 0, 16, theirs, 2 * kLen - 8, 43, true, 2}};  // past the end
-      RANK_CHECK(link->to(1).post_write(w).count == 2);
-      RANK_CHECK(drain(dev, 2, &done));
-      for (auto& c : done) RANK_CHECK((c.context == 2) == (c.status == Status::kRemoteAccess));
-    } else {
-      RANK_CHECK(drain(dev, 1, &done));
-      RANK_CHECK(done[0].op == Op::kRemoteWrite && done[0].imm == 42 && done[0].bytes == kLen);
-      std::vector<uint8_t> want(kLen);
-      fill(want.data(), kLen, 42);
-      RANK_CHECK(std::memcmp(buf.data() + kLen, want.data(), kLen) == 0);
-    }
-    RANK_OK(r.bootstrap->barrier("dwimm/done"));
-    return 0;
-  });
-  EXPECT_TRUE(res.all_ok()) << res.describe();
-}
 
 // Both ranks send `sizes` to each other at once and check what arrives;
 // then each reports its device's counters through `seen`.
@@ -300,16 +257,17 @@ void peer_killed_mid_transfer(int victim, bool zero_copy) {
   EXPECT_EQ(res.codes[static_cast<size_t>(victim)], 128 + SIGKILL);
 }
 
-// Rank 1 is SIGKILLed while rank 0 sends it 64 MiB: rank 0's send fails with
-// kPeerGone once the peer was silent for give_up_ms (1 s here).
-TEST(DpdkTransport, PeerKilledMidTransfer) {
+// Rank 1 is SIGKILLed after 100 data packets of a 64 MiB message (the
+// conformance suite's victim takes part for a time, which memif may outlast):
+// rank 0's send fails with kPeerGone once the peer was silent for give_up_ms (1 s here).
+TEST(DpdkDriver, PeerKilledMidTransfer) {
   REQUIRE_DPDK();
   peer_killed_mid_transfer(1, false);
 }
 
 // In zero-copy mode the server maps the client's own memory: whichever of
 // the two dies, the survivor reports it and does not crash.
-TEST(DpdkTransport, PeerKilledMidTransferInZeroCopyMode) {
+TEST(DpdkDriver, PeerKilledMidTransferInZeroCopyMode) {
   REQUIRE_DPDK();
   Hugepages huge(256);
   if (!huge.why_not().empty()) GTEST_SKIP() << "memif zero-copy needs hugepages: " << huge.why_not();
