@@ -10,8 +10,8 @@
 # (out of place and in place, buffers from malloc; ALLOC=1 adds --alloc: Communicator::alloc
 # memory) and keeps grex-perf's time per call, the slowest rank's average.
 # It prints per size and mode the median and min-max of each build and the median of the
-# B/A ratios taken round by round. The binaries are copied first (statically linked), so a
-# rebuild during the run cannot mix versions.
+# B/A ratios taken round by round. The binaries (and libgrex.so where the tools link it) are
+# copied first, so a rebuild during the run cannot mix versions.
 #
 # Usage: bench/ab_allreduce.sh BUILD_A BUILD_B
 # Env:   RANKS (2), SIZES ("8 4K 256K 4M 64M"), REPEAT (5), ALLOC (0),
@@ -33,6 +33,8 @@ snap() {  # snap LABEL BUILD
   mkdir -p "$dir"
   cp -p "$build/apps/grex-run/grex-run" "$build/apps/grex-perf/grex-perf" "$dir/" ||
     { echo "ab_allreduce.sh: no grex-run / grex-perf in $build" >&2; exit 1; }
+  # Tools linked against libgrex.so find the copy through LD_LIBRARY_PATH (run_one).
+  cp -pP "$build"/libgrex.so* "$dir/" 2>/dev/null || true
   echo "$1: $build ($(git -C "$build/.." rev-parse --short HEAD 2>/dev/null || echo '?'))"
 }
 snap A "$1"
@@ -51,7 +53,7 @@ run_one() {  # run_one LABEL SIZE -> "oop inplace" (us) or "NA NA"
   local dir=$OUT/$1 size=$2 n w args=()
   read -r n w <<<"$(iters "$size")"
   ((ALLOC)) && args+=(--alloc)
-  timeout 300 "$dir/grex-run" -n "$RANKS" --no-tag-output -- "$dir/grex-perf" allreduce -b "$size" -e "$size" \
+  LD_LIBRARY_PATH=$dir timeout 300 "$dir/grex-run" -n "$RANKS" --no-tag-output -- "$dir/grex-perf" allreduce -b "$size" -e "$size" \
     -n "$n" -w "$w" -d float -o sum -c 0 "${args[@]}" 2>/dev/null |
     awk '$1 ~ /^[0-9]+$/ { print $5, $9; found = 1 } END { if (!found) print "NA NA" }'
 }

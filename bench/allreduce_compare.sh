@@ -175,11 +175,13 @@ if [[ -n ${QUIET_LOAD:-} ]]; then
     sleep 30
   done
 fi
-# --- a private copy of grex's binaries (statically linked against libgrex), taken after the
+# --- a private copy of grex's binaries (and libgrex.so, which they link), taken after the
 # wait so that it is the newest build, and checked to run (not caught half-linked) ---
 SNAP=$OUT/grex-bin
 mkdir -p "$SNAP"
 cp -p "$BUILD/apps/grex-run/grex-run" "$BUILD/apps/grex-perf/grex-perf" "$SNAP/"
+cp -pP "$BUILD"/libgrex.so* "$SNAP/" 2>/dev/null || true  # tools linked against libgrex.so
+export LD_LIBRARY_PATH=$SNAP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 GREX_RUN=$SNAP/grex-run
 GREX_PERF=$SNAP/grex-perf
 "$GREX_PERF" --help >/dev/null 2>&1 && "$GREX_RUN" --help >/dev/null 2>&1 || die "the copied grex binaries do not run (a build in progress?)"
