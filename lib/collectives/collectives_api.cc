@@ -72,8 +72,10 @@ static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, voi
     }
     auto run = [&](const void* in, void* out) -> Result<void> {
       const detail::Group& g = *c.world;
-      const CollArgs a{in, out, count, type, op, 0, c.next_tag_base()};
       detail::Algo id = c.select.allreduce_memo(c.ctx, g, bytes);  // flat only where it fits
+      // The small-vector path, called directly (no tag: flat sends no message).
+      if (id == detail::Algo::kFlat) return detail::flat_allreduce(c.ctx, g, CollArgs{in, out, count, type, op});
+      const CollArgs a{in, out, count, type, op, 0, c.next_tag_base()};
       // GREX_ALGO=direct on a device without one-sided operations: ring.
       if (id == detail::Algo::kDirect && !detail::direct_usable(c.ctx, g, a)) id = detail::Algo::kRing;
       return detail::allreduce_algorithm(id).run(c.ctx, g, a);
