@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Configures (once) and builds grex.   build.sh [--sanitize | --tsan | --coverage] [BUILD_DIR]
+# Configures (once) and builds grex.   build.sh [--sanitize | --tsan | --coverage | --debug | --debugoptimized] [BUILD_DIR]
+# --debug and --debugoptimized are those Meson build types, in build-debug/ and build-debugoptimized/
+# (every build type must pass its own tests: run-tests.sh takes the same flags).
 # --sanitize builds with AddressSanitizer + UndefinedBehaviorSanitizer in build-sanitize/.
 # --tsan builds with ThreadSanitizer in build-tsan/.
 # --coverage builds a debug build with gcov instrumentation (-Db_coverage=true) in build-coverage/.
@@ -8,13 +10,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=release
 case "${1:-}" in
-  --sanitize | --tsan | --coverage) mode=${1#--}; shift ;;
+  --sanitize | --tsan | --coverage | --debug | --debugoptimized) mode=${1#--}; shift ;;
 esac
 case $mode in
   release) default_dir=build ;;
   sanitize) default_dir=build-sanitize ;;
   tsan) default_dir=build-tsan ;;
   coverage) default_dir=build-coverage ;;
+  debug) default_dir=build-debug ;;
+  debugoptimized) default_dir=build-debugoptimized ;;
 esac
 dir=${1:-$root/$default_dir}
 if [[ ! -f "$dir/build.ninja" ]]; then
@@ -28,6 +32,7 @@ if [[ ! -f "$dir/build.ninja" ]]; then
     tsan) args=(--buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dtorch=disabled
                 -Ddpdk=disabled -Dverbs=disabled) ;;
     coverage) args=(--buildtype=debug -Db_coverage=true) ;;
+    debug | debugoptimized) args=(--buildtype="$mode") ;;
   esac
   mkdir -p "$dir"
   if ! meson setup "$dir" "$root" "${args[@]}" > "$dir/../.meson-setup-$(basename "$dir").log" 2>&1; then

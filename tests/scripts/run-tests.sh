@@ -3,7 +3,7 @@
 # Installs what is missing, builds, runs the whole test suite and prints one
 # closing line "N passed, N failed, N skipped". This is the README's second
 # command and what CI runs (.ci/run). Each test's line is printed as it ends.
-#   run-tests.sh [--sanitize | --tsan | --coverage] [--suite NAME]...
+#   run-tests.sh [--sanitize | --tsan | --coverage | --debug | --debugoptimized] [--suite NAME]...
 # --tsan: ThreadSanitizer build (build-tsan/); runs the unit, shm and
 # collectives suites unless --suite names others; a report fails its test.
 # --coverage runs a debug build with gcov instrumentation (build-coverage/), then prints
@@ -12,10 +12,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=()
 suites=()
-usage="usage: run-tests.sh [--sanitize | --tsan | --coverage] [--suite NAME]..."
+usage="usage: run-tests.sh [--sanitize | --tsan | --coverage | --debug | --debugoptimized] [--suite NAME]..."
 while (($#)); do
   case "$1" in
-    --sanitize | --tsan | --coverage)
+    --sanitize | --tsan | --coverage | --debug | --debugoptimized)
       ((${#mode[@]} == 0)) || { echo "$usage" >&2; exit 2; }
       mode=("$1") ;;
     --suite) suites+=(--suite "$2"); shift ;;
