@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The collectives' public calls, blocking and non-blocking: argument checks,
-// then a job run inline or on the worker (work.cc) that picks the algorithm.
+// then a job run inline or on the worker (work_queue.cc) that picks the algorithm.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,7 +14,7 @@ using detail::Coll;
 using detail::CollArgs;
 
 // Each collective: argument checks on the caller's thread, then a job that
-// runs inline or on the worker (work.cc); the job checks that no earlier
+// runs inline or on the worker (work_queue.cc); the job checks that no earlier
 // collective broke the communicator.
 namespace {
 
