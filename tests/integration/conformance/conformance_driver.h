@@ -23,7 +23,6 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <thread>
 
 #include "../verbs/verbs_env.h"
 
@@ -153,7 +152,7 @@ class Driver {
       }
       return fn(r);
     };
-    return processes() ? run_ranks(2, inside, timeout_s) : run_threads(2, inside);
+    return processes() ? run_ranks(2, inside, timeout_s) : run_thread_ranks(2, inside);
   }
 
   /// A rank leaves abruptly: SIGKILL for a process; for a loop thread, its
@@ -199,21 +198,6 @@ class Driver {
       }
     }
     return {Probe::kFail, "unreachable"};
-  }
-
-  /// Runs fn on n threads of this process, each with its own Bootstrap on one LocalStore.
-  static RunResult run_threads(int n, const std::function<int(Rank&)>& fn) {
-    auto store = std::make_shared<LocalStore>();
-    RunResult res;
-    res.codes.assign(static_cast<size_t>(n), -1);
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < n; ++r)
-      ranks.emplace_back([&, r] {
-        Rank ctx{r, n, std::shared_ptr<Bootstrap>(Bootstrap::with_store(store, r, n, 30'000)), 0, ""};
-        res.codes[static_cast<size_t>(r)] = fn(ctx);
-      });
-    for (auto& t : ranks) t.join();
-    return res;
   }
 
   std::string name_;

@@ -9,9 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../shm/collective_check.h"
@@ -21,21 +19,6 @@ namespace grex::test {
 namespace {
 
 constexpr const char* kAlgos[] = {"ring", "rabenseifner", "recursive_doubling", "tree", "direct", "staged", "flat"};
-
-/// Runs fn on n threads, each a rank with its own Bootstrap on one LocalStore.
-RunResult run_threads(int n, const std::function<int(Rank&)>& fn) {
-  auto store = std::make_shared<LocalStore>();
-  RunResult res;
-  res.codes.assign(static_cast<size_t>(n), -1);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r)
-    ranks.emplace_back([&, r] {
-      Rank ctx{r, n, std::shared_ptr<Bootstrap>(Bootstrap::with_store(store, r, n, 60'000)), 0, ""};
-      res.codes[static_cast<size_t>(r)] = fn(ctx);
-    });
-  for (auto& t : ranks) t.join();
-  return res;
-}
 
 CommOptions loop_opts(const char* algo) {
   CommOptions o = opts_for(algo, 30'000);
@@ -69,7 +52,7 @@ class LoopRanks : public ::testing::TestWithParam<int> {};
 TEST_P(LoopRanks, AllreduceEveryAlgorithm) {
   const int n = GetParam();
   for (const char* algo : kAlgos) {
-    auto res = run_threads(n, [&](Rank& r) -> int {
+    auto res = run_thread_ranks(n, [&](Rank& r) -> int {
       auto c = make_comm(r, loop_opts(algo));
       RANK_CHECK(c != nullptr);
       RANK_CHECK(c->device().capabilities().driver == "loop");
@@ -77,7 +60,7 @@ TEST_P(LoopRanks, AllreduceEveryAlgorithm) {
         std::fprintf(stderr, "rank %d: asked for %s, runs %s\n", r.rank, algo, c->allreduce_algorithm(1).c_str());
       RANK_CHECK(c->allreduce_algorithm(1) == algo_name(algo));
       return allreduce_checks(*c, r.rank);
-    });
+    }, 60'000);
     EXPECT_TRUE(res.all_ok()) << res.describe() << " (" << n << " ranks, " << algo << ")";
   }
 }
@@ -88,12 +71,12 @@ TEST_P(LoopRanks, GrexAlgoForcesTheAlgorithm) {
   const int n = GetParam();
   for (const char* algo : {"ring", "tree", "direct"}) {
     ::setenv("GREX_ALGO", algo, 1);
-    auto res = run_threads(n, [&](Rank& r) -> int {
+    auto res = run_thread_ranks(n, [&](Rank& r) -> int {
       auto c = make_comm(r, loop_opts("rabenseifner"));
       RANK_CHECK(c != nullptr);
       for (size_t bytes : {size_t{8}, size_t{1} << 16, size_t{1} << 24}) RANK_CHECK(c->allreduce_algorithm(bytes) == algo);
       return check_allreduce<float>(*c, 50'001, DataType::kFloat32, ReduceOp::kSum, false);
-    });
+    }, 60'000);
     ::unsetenv("GREX_ALGO");
     EXPECT_TRUE(res.all_ok()) << res.describe() << " (" << n << " ranks, GREX_ALGO=" << algo << ")";
   }
@@ -102,7 +85,7 @@ TEST_P(LoopRanks, GrexAlgoForcesTheAlgorithm) {
 // Every other collective, and barriers between them, on the cost model's own choices.
 TEST_P(LoopRanks, EveryCollective) {
   const int n = GetParam();
-  auto res = run_threads(n, [&](Rank& r) -> int {
+  auto res = run_thread_ranks(n, [&](Rank& r) -> int {
     CommOptions o = loop_opts("auto");
     o.name = "loop-every";
     auto c = make_comm(r, o);
@@ -120,7 +103,7 @@ TEST_P(LoopRanks, EveryCollective) {
     for (int64_t x : v) RANK_CHECK(x == 42 * n);
     RANK_OK(c->barrier());
     return 0;
-  });
+  }, 60'000);
   EXPECT_TRUE(res.all_ok()) << res.describe() << " (" << n << " ranks)";
 }
 

@@ -233,4 +233,20 @@ inline bool drain(Device& dev, size_t want, std::vector<Completion>* out, int64_
   return true;
 }
 
+/// Runs fn on n threads of this process, each a rank with its own Bootstrap
+/// on one LocalStore (ranks as threads: the loop driver).
+inline RunResult run_thread_ranks(int n, const std::function<int(Rank&)>& fn, int64_t store_timeout_ms = 30'000) {
+  auto store = std::make_shared<LocalStore>();
+  RunResult res;
+  res.codes.assign(static_cast<size_t>(n), -1);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      Rank ctx{r, n, std::shared_ptr<Bootstrap>(Bootstrap::with_store(store, r, n, store_timeout_ms)), 0, ""};
+      res.codes[static_cast<size_t>(r)] = fn(ctx);
+    });
+  for (auto& t : ranks) t.join();
+  return res;
+}
+
 }  // namespace grex::test
