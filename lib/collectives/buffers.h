@@ -70,8 +70,6 @@ class Buffers {
   /// operations on them, so they stay until the endpoints are destroyed.
   void retire(MemoryRegion* mr) { retired_.push_back(mr); }
   void release_retired();
-  /// Registrations cached so far (tests).
-  size_t cached_registrations() const noexcept { return reg_cache_.size(); }
 
  private:
   static constexpr size_t kMaxCachedRegistrations = 32;
