@@ -101,11 +101,20 @@ TEST(VerbsTransport, EagerAndRendezvousAgreeOnEveryMatch) {
       RANK_CHECK(eager < msgs.size());
       RANK_CHECK(wants > 0);  // large messages with no advert yet, and the flood past the credits
     } else {
-      Deadline early = Deadline::after_ms(300);  // the flood arrives first: unexpected messages, then no credit left
-      while (!early.expired()) {
+      // The flood arrives first: unexpected messages, then no credit left.
+      // Wait until it has come (a loaded or instrumented build may take
+      // seconds to start sending) and then 300 ms with nothing more.
+      Deadline limit = Deadline::after_ms(60'000);
+      uint64_t seen = 0;
+      Deadline quiet = Deadline::after_ms(300);
+      while (!limit.expired() && (seen == 0 || !quiet.expired())) {
         Completion cs[32];
         size_t got = dev.poll(cs);
         done.insert(done.end(), cs, cs + got);
+        if (const uint64_t u = counter_of(dev, "unexpected"); u != seen) {
+          seen = u;
+          quiet = Deadline::after_ms(300);
+        }
       }
       std::vector<RecvRequest> all;
       for (size_t i = 0; i < msgs.size(); ++i) all.push_back({*mr, off[i], msgs[i].recv, msgs[i].tag, i});
