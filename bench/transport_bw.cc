@@ -3,8 +3,9 @@
 // Device/Endpoint API): rank 0 keeps `depth` sends of `size` bytes in flight to
 // rank 1, which keeps as many receives posted; then an 8-byte ping-pong.
 // Run under grex-run:  grex-run -n 2 --backend dpdk -- transport_bw -s 1M -t 16 -d 3
-// Output (rank 0): "bw <bytes> <gbit/s> <msgs/s> <in flight>" per size and "lat 8 <us half-rtt>".
-// -w measures one-sided writes instead (ib_write_bw / ib_write_lat style).
+// Output (rank 0): "bw <bytes> <gbit/s> <msgs/s> <in flight>" per size, "lat 8 <us half-rtt>"
+// and "xlat 8 <us>" (both send 8 bytes at once and wait for the other's: one exchange).
+// -w measures one-sided writes instead (ib_write_bw / ib_write_lat style); -d 0 skips goodput.
 #include <grex/bootstrap.h>
 #include <grex/transport.h>
 
@@ -208,6 +209,7 @@ int main(int argc, char** argv) {
     a.sizes.clear();
     a.lat_iters = 0;
   }
+  if (a.seconds <= 0) a.sizes.clear();  // -d 0: the latencies only
   const int max_depth = a.depth;
   for (size_t size : a.sizes) {
     // Messages in flight: -t, fewer where -B caps the bytes (at least one).
@@ -296,6 +298,20 @@ int main(int argc, char** argv) {
   }
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (me == 0 && a.lat_iters > 0) std::printf("lat 8 %.2f\n", s / a.lat_iters / 2 * 1e6);
+  // 8-byte crossing exchange: both send at once and wait for the other's
+  // message (a 2-rank allreduce's one step), time per exchange.
+  check(bs->barrier("tbw/xlat"), "barrier");
+  t0 = Clock::now();
+  for (int i = 0; i < a.lat_iters; ++i) {
+    size_t done = 0;
+    grex::RecvRequest rr{mr, 0, 8, 3, 1};
+    grex::SendRequest sr{mr, 64, 8, 3, 2};
+    if (ep->post_recv({&rr, 1}).count != 1) die("post_recv");
+    if (ep->post_send({&sr, 1}).count != 1) die("post_send");
+    while (done < 2) drain(*dev, 2, &done);
+  }
+  s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (me == 0 && a.lat_iters > 0) std::printf("xlat 8 %.2f\n", s / a.lat_iters * 1e6);
   if (std::getenv("TBW_STATS") != nullptr) {
     std::string line = "stats rank " + std::to_string(me) + ":";
     for (const auto& [k, v] : dev->counters())

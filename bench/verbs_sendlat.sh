@@ -5,6 +5,9 @@
 #  - send_lat, half round trip t_typical, for each size in SIZES, vs ib_send_lat
 #  - a 2-rank 8-byte allreduce (grex-perf allreduce, out-of-place time) vs
 #    ib_send_lat's 8-byte t_typical (issue 24's goal: <= 1.3x)
+#  - the raw-verbs floor (bench/verbs_exchange, in the perftest guest): an 8-byte
+#    ping-pong and a crossing exchange (both send at once, as a 2-rank allreduce's
+#    step), and grex's send_lat and allreduce over them
 # With BASE=<another build dir> (an earlier commit's), its grex-perf runs too, as "before".
 # Each round boots one fresh guest per tool (grex, BASE, perftest), in turn: in
 # the TCG guest, once perftest has run, every later grex run in the same guest
@@ -29,10 +32,23 @@ read -r -a sizes <<< "$SIZES"
 
 if [[ ${1:-} == --guest ]]; then  # inside one guest: one tool, every size, one line each
   tool=$2
+  FLOOR=${3:-}
   DEV=$GREX_RXE_DEV GID=${GREX_IB_GID_INDEX:-1} IP=$GREX_RXE_IP
   ulimit -l unlimited
   export GREX_LOG_LEVEL=error GREX_BACKEND=verbs
   port=18700
+  if [[ $tool == perftest ]]; then  # first: nothing has run in this guest yet
+    # The raw-verbs floor of the same exchanges (bench/verbs_exchange.c, nothing of grex):
+    # ping-pong (as ib_send_lat) and both sides sending at once (a 2-rank allreduce's step).
+    for m in pingpong cross; do
+      port=$((port + 1))
+      cmd=("$FLOOR" -d "$DEV" -x "$GID" -p "$port" -s 8 -n "$ITERS" -m "$m")
+      timeout 60 "${cmd[@]}" > /dev/null 2>&1 &
+      sleep 1.5
+      timeout 60 "${cmd[@]}" "$IP" 2>/dev/null | awk '{print "raw", $1, $5}' || true
+      wait || true
+    done
+  fi
   for s in "${sizes[@]}"; do
     port=$((port + 1))
     case $tool in
@@ -61,8 +77,8 @@ tools=(grex "$BUILD" perftest perftest)
 [[ -z $BASE ]] || tools+=(base "$BASE")
 guest() {  # NAME TOOL: one fresh guest
   SIZES="$SIZES" ITERS="$ITERS" bash "$ROOT/tests/scripts/softroce.sh" --keep-cache -- \
-    env SIZES="$SIZES" ITERS="$ITERS" bash "$ROOT/bench/verbs_sendlat.sh" --guest "$2" 2>/dev/null |
-    grep -E '^(lat|ar) ' | sed "s/^/$1 /" >> "$tmp/all" || true
+    env SIZES="$SIZES" ITERS="$ITERS" bash "$ROOT/bench/verbs_sendlat.sh" --guest "$2" "$BUILD/bench/verbs_exchange" 2>/dev/null |
+    grep -E '^(lat|ar|raw) ' | sed "s/^/$1 /" >> "$tmp/all" || true
 }
 for ((r = 0; r < REPEAT; r++)); do
   for ((t = 0; t < ${#tools[@]}; t += 2)); do
@@ -76,6 +92,7 @@ echo "| message (B) | grex-perf send_lat t_typical (us) | ib_send_lat t_typical 
 echo "|---:|---:|---:|---:|---:|---:|"
 for s in "${sizes[@]}"; do
   read -r gm gl gh <<< "$(pick grex lat "$s")"
+  [[ $s != 8 ]] || gm8=${gm:-}
   read -r pm pl ph <<< "$(pick perftest lat "$s")"
   read -r bm bl bh <<< "$(pick base lat "$s")"
   [[ -n ${gm:-} && -n ${pm:-} ]] || { echo "| $s | ${gm:-(none)} | ${pm:-(none)} | | | |"; continue; }
@@ -93,5 +110,14 @@ if [[ -n ${am:-} && -n ${pm:-} ]]; then
   read -r bm bl bh <<< "$(pick base ar 8)"
   [[ -z ${bm:-} ]] || printf "| before (BASE) | %.2f (%.2f-%.2f) | %.2f | %.2f |\n" "$bm" "$bl" "$bh" "$pm" \
     "$(echo "$bm / $pm" | bc -l)"
+fi
+read -r rpm rpl rph <<< "$(pick perftest raw pingpong)"
+read -r rcm rcl rch <<< "$(pick perftest raw cross)"
+if [[ -n ${rpm:-} && -n ${rcm:-} ]]; then
+  printf "\n| raw verbs floor, 8 B (us) | median (min-max) | / ib_send_lat | grex over it |\n|---|---:|---:|---:|\n"
+  printf "| ping-pong, half round trip | %.2f (%.2f-%.2f) | %.2f | send_lat %.2f |\n" "$rpm" "$rpl" "$rph" \
+    "$(echo "$rpm / $pm" | bc -l)" "$(echo "${gm8:-0} / $rpm" | bc -l)"
+  printf "| crossing exchange | %.2f (%.2f-%.2f) | %.2f | allreduce %.2f |\n" "$rcm" "$rcl" "$rch" \
+    "$(echo "$rcm / $pm" | bc -l)" "$(echo "${am:-0} / $rcm" | bc -l)"
 fi
 echo "# Soft-RoCE in a TCG guest (tests/scripts/softroce.sh), $REPEAT rounds of $ITERS iterations, a fresh guest per tool"
