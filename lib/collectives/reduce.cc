@@ -289,7 +289,13 @@ void reduce_at(SimdLevel level, void* dst, const void* a, const void* b, size_t 
                ReduceOp op) noexcept {
   // A dst too big for this core's share of the cache, apart from both
   // inputs, gets streaming stores (in place, its lines were just read).
-  const bool stream = count * dtype_size(type) >= reduce_streaming_min_bytes() && dst != a && dst != b;
+  const size_t bytes = count * dtype_size(type);
+  // Less than one 32-byte vector: the scalar loop. The vector kernels would
+  // take it through a stack buffer (three copies and a full step: an 8-byte
+  // allreduce's reduce call took 236 instructions, 155 this way); every level
+  // gives the same bits (reduce_test holds each to one reference).
+  if (bytes < 32) level = SimdLevel::kScalar;
+  const bool stream = bytes >= reduce_streaming_min_bytes() && dst != a && dst != b;
   const Kernels& k = kernels(level);
   run_kernel(stream ? k.reduce_streaming : k.reduce, dst, a, b, count, type, op);
 }
