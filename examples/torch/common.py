@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the torch examples share: start-up under any launcher, a synthetic
+task that every backend sees the same way, and the per-step report.
+
+Every example runs one backend per launch (--backend grex, the default, or
+gloo, nccl, ...), so the same command with --backend gloo is the reference.
+"""
+import argparse
+import datetime
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+IN_FEATURES = 256
+CLASSES = 10
+
+
+def parse(description, **extra):
+    """The common options, plus `extra` {flag: (type, default, help)}."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", default="grex", help="torch.distributed backend (grex, gloo, ...)")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=32, help="samples per rank and step")
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--lr", type=float, default=0.2, help="SGD learning rate (momentum 0.9)")
+    ap.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line: losses and step times")
+    for flag, (kind, default, text) in extra.items():
+        if kind is bool:
+            ap.add_argument(flag, action="store_true", help=text)
+        else:
+            ap.add_argument(flag, type=kind, default=default, help=text)
+    return ap.parse_args()
+
+
+def init(backend):
+    """init_process_group for torchrun, grex-run, mpirun or srun; returns (rank, world)."""
+    if "grex" in backend:  # "grex", or a device map such as "cpu:grex,cuda:nccl"
+        import grex_torch  # registers the backend
+        return grex_torch.init_from_env(timeout=datetime.timedelta(minutes=2), backend=backend)
+    if "RANK" not in os.environ and "OMPI_COMM_WORLD_RANK" in os.environ:
+        os.environ["RANK"] = os.environ["OMPI_COMM_WORLD_RANK"]
+        os.environ["WORLD_SIZE"] = os.environ["OMPI_COMM_WORLD_SIZE"]
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29500")
+    dist.init_process_group(backend, timeout=datetime.timedelta(minutes=2))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def mlp(hidden, seed=0):
+    """The model: the same initial weights on every rank and for every backend."""
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Linear(IN_FEATURES, hidden), torch.nn.ReLU(),
+        torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+        torch.nn.Linear(hidden, CLASSES))
+
+
+def batch(seed, step, size):
+    """A synthetic batch for (seed, step), labelled by a fixed random teacher."""
+    g = torch.Generator().manual_seed(1000003 * step + seed)
+    x = torch.randn(size, IN_FEATURES, generator=g)
+    w = torch.randn(IN_FEATURES, CLASSES, generator=torch.Generator().manual_seed(42))
+    return x, (x @ w).argmax(dim=1)
+
+
+class Report:
+    """Rank 0 prints each step's loss and time; --json adds a summary line."""
+
+    def __init__(self, rank, world, name, args):
+        self.rank, self.args, self.losses, self.ms = rank, args, [], []
+        if rank == 0:
+            print(f"{name}: {world} ranks, backend {args.backend}, torch {torch.__version__}", flush=True)
+
+    def step(self, i, loss, t0):
+        self.ms.append((time.perf_counter() - t0) * 1e3)
+        self.losses.append(float(loss))
+        if self.rank == 0:
+            print(f"step {i:3d}  loss {self.losses[-1]:.6f}  {self.ms[-1]:8.2f} ms", flush=True)
+
+    def end(self):
+        if self.rank == 0 and self.args.json:
+            print(json.dumps({"losses": self.losses, "step_ms": self.ms}), flush=True)
+        dist.barrier()
+        dist.destroy_process_group()

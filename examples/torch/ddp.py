@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: Apache-2.0
+"""DistributedDataParallel over grex: a small MLP, each rank its own batches,
+gradients allreduced in buckets while backward runs. --hook adds one of
+torch's DDP communication hooks (bf16 compression or PowerSGD).
+
+    grex-run -n 4 -- python examples/torch/ddp.py
+    torchrun --standalone --nproc_per_node 4 examples/torch/ddp.py --hook powersgd
+    torchrun --standalone --nproc_per_node 4 examples/torch/ddp.py --backend gloo    # the reference
+"""
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import common
+
+
+def main():
+    a = common.parse(__doc__, **{"--hook": (str, "none", "none, bf16 or powersgd")})
+    rank, world = common.init(a.backend)
+    # PowerSGD's hook issues its second allreduce from the first one's
+    # callback; with several buckets those callbacks may run in a different
+    # order on each rank, and a CPU backend, which runs collectives in issue
+    # order (gloo and grex alike), then pairs different collectives. One
+    # bucket keeps the order the same everywhere.
+    bucket_mb = 1024 if a.hook == "powersgd" else 25
+    model = DDP(common.mlp(a.hidden), bucket_cap_mb=bucket_mb)
+    if a.hook == "bf16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif a.hook == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+        # Rank-2 approximation after 2 plain steps, the same seed on every rank.
+        state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=2,
+                                       start_powerSGD_iter=2, random_seed=0)
+        model.register_comm_hook(state, powersgd.powerSGD_hook)
+    elif a.hook != "none":
+        raise SystemExit(f"--hook {a.hook}: none, bf16 or powersgd")
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    report = common.Report(rank, world, f"DDP (hook {a.hook})", a)
+    for step in range(a.steps):
+        x, y = common.batch(rank, step, a.batch)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        report.step(step, loss.item(), t0)
+    report.end()
+
+
+if __name__ == "__main__":
+    main()

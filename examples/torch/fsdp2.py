@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FSDP2 over grex: every Linear's parameters sharded across the ranks with
+torch.distributed.fsdp.fully_shard; forward gathers them
+(all_gather_into_tensor), backward reduce-scatters the gradients
+(reduce_scatter_tensor). Each rank trains on its own batches.
+
+    grex-run -n 2 -- python examples/torch/fsdp2.py
+    torchrun --standalone --nproc_per_node 4 examples/torch/fsdp2.py
+    torchrun --standalone --nproc_per_node 4 examples/torch/fsdp2.py --backend gloo   # the reference
+"""
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+
+try:
+    from torch.distributed.fsdp import fully_shard  # torch 2.6 and later
+except ImportError:
+    from torch.distributed._composable.fsdp import fully_shard  # torch 2.4 and 2.5
+
+import common
+
+
+def main():
+    a = common.parse(__doc__)
+    rank, world = common.init(a.backend)
+    mesh = init_device_mesh("cpu", (world,))
+    model = common.mlp(a.hidden)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    report = common.Report(rank, world, "FSDP2", a)
+    for step in range(a.steps):
+        x, y = common.batch(rank, step, a.batch)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        report.step(step, loss.item(), t0)
+    report.end()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: Apache-2.0
+"""pytest: the trainers people run, on grex against gloo. Each case launches
+one of examples/torch/*.py twice, once per backend, with torchrun (grex-run
+for one case), and compares rank 0's 20 losses: bitwise at 2 ranks (a sum of
+two is the same in any order), within 1e-4 relative at 4 ranks, where the
+two libraries add in different orders.
+
+Run through meson (suite torch), which sets PYTHONPATH to this build's grex
+and grex_torch and GREX_RUN to its grex-run.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="no torch in this interpreter (bash tests/scripts/venv.sh makes one)")
+if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 4):
+    pytest.skip(f"torch {torch.__version__} is older than 2.4", allow_module_level=True)
+try:
+    import grex_torch  # noqa: F401
+except ImportError as e:
+    pytest.skip(f"grex_torch is not importable ({e})", allow_module_level=True)
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "torch")
+STEPS = 20
+# (example, its options, rank counts): small models, so 2 cores run each launch in seconds.
+CASES = [
+    ("ddp", ["--hook", "none"], (2, 4)),
+    ("ddp", ["--hook", "bf16"], (2,)),
+    ("ddp", ["--hook", "powersgd"], (2,)),
+    ("fsdp2", [], (2, 4)),
+    ("tensor_parallel", [], (2, 4)),
+]
+PARAMS = [pytest.param(ex, opts, n, id=f"{ex}{''.join(opts).replace('--hook', '-')}-{n}ranks")
+          for ex, opts, counts in CASES for n in counts]
+
+
+def run(example, opts, ranks, backend, launcher="torchrun"):
+    """Rank 0's losses for one launch; fails with the ranks' output otherwise."""
+    script = os.path.join(EXAMPLES, example + ".py")
+    args = [script, "--backend", backend, "--steps", str(STEPS), "--hidden", "512", "--json"] + opts
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if launcher == "torchrun":
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"] + args
+    else:
+        cmd = [os.environ["GREX_RUN"], "-n", str(ranks), "--", sys.executable] + args
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}:\n{out[-4000:]}"
+    lines = [line for line in p.stdout.splitlines() if line.lstrip("[0] ").startswith('{"losses"')]
+    assert lines, f"no JSON line from rank 0:\n{out[-4000:]}"
+    losses = json.loads(lines[-1][lines[-1].index("{"):])["losses"]
+    assert len(losses) == STEPS
+    return losses
+
+
+def compare(got, ref, ranks, what):
+    if ranks == 2:
+        assert got == ref, f"{what}: grex's losses differ from gloo's at 2 ranks:\n{got}\n{ref}"
+    else:
+        assert got == pytest.approx(ref, rel=1e-4), f"{what}: grex's losses differ from gloo's:\n{got}\n{ref}"
+    assert min(got[-5:]) < got[0], f"{what}: the loss did not go down: {got}"
+
+
+@pytest.mark.parametrize("example,opts,ranks", PARAMS)
+def test_trains_as_on_gloo(example, opts, ranks):
+    ref = run(example, opts, ranks, "gloo")
+    got = run(example, opts, ranks, "grex")
+    compare(got, ref, ranks, f"{example} {' '.join(opts)} at {ranks} ranks")
+
+
+@pytest.mark.skipif("GREX_RUN" not in os.environ, reason="GREX_RUN (this build's grex-run) is not set")
+def test_ddp_under_grex_run():
+    ref = run("ddp", [], 2, "gloo")
+    got = run("ddp", [], 2, "grex", launcher="grex-run")
+    compare(got, ref, 2, "DDP under grex-run")
