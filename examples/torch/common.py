@@ -70,18 +70,23 @@ class Report:
     """Rank 0 prints each step's loss and time; --json adds a summary line."""
 
     def __init__(self, rank, world, name, args):
-        self.rank, self.args, self.losses, self.ms = rank, args, [], []
+        self.rank, self.args, self.losses, self.ms, self.comm_ms = rank, args, [], [], []
         if rank == 0:
             print(f"{name}: {world} ranks, backend {args.backend}, torch {torch.__version__}", flush=True)
 
-    def step(self, i, loss, t0):
+    def step(self, i, loss, t0, comm_ms=None):
+        """One step's loss, and the time since t0; comm_ms where the example measures it."""
         self.ms.append((time.perf_counter() - t0) * 1e3)
         self.losses.append(float(loss))
+        comm = ""
+        if comm_ms is not None:
+            self.comm_ms.append(comm_ms)
+            comm = f"  communication {comm_ms:8.2f} ms"
         if self.rank == 0:
-            print(f"step {i:3d}  loss {self.losses[-1]:.6f}  {self.ms[-1]:8.2f} ms", flush=True)
+            print(f"step {i:3d}  loss {self.losses[-1]:.6f}  step {self.ms[-1]:8.2f} ms{comm}", flush=True)
 
     def end(self):
         if self.rank == 0 and self.args.json:
-            print(json.dumps({"losses": self.losses, "step_ms": self.ms}), flush=True)
+            print(json.dumps({"losses": self.losses, "step_ms": self.ms, "comm_ms": self.comm_ms}), flush=True)
         dist.barrier()
         dist.destroy_process_group()

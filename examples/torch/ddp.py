@@ -10,10 +10,38 @@ torch's DDP communication hooks (bf16 compression or PowerSGD).
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import common
+
+
+class CommTimer:
+    """Notes when each bucket's allreduce was in flight: the communication time
+    of a step is the time at least one was (most of it overlaps backward)."""
+
+    def __init__(self, world):
+        self.world, self.spans = world, []
+
+    def take_ms(self):
+        busy, end = 0.0, float("-inf")
+        for a, b in sorted(self.spans):
+            busy += max(0.0, b - max(a, end))
+            end = max(end, b)
+        self.spans = []
+        return busy * 1e3
+
+
+def timed_allreduce(timer, bucket):
+    """DDP's plain gradient averaging as a comm hook, timed by `timer`."""
+    t0 = time.perf_counter()
+    fut = dist.all_reduce(bucket.buffer().div_(timer.world), async_op=True).get_future()
+
+    def done(f):
+        timer.spans.append((t0, time.perf_counter()))
+        return f.value()[0]
+    return fut.then(done)
 
 
 def main():
@@ -26,6 +54,7 @@ def main():
     # bucket keeps the order the same everywhere.
     bucket_mb = 1024 if a.hook == "powersgd" else 25
     model = DDP(common.mlp(a.hidden), bucket_cap_mb=bucket_mb)
+    timer = None
     if a.hook == "bf16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, default_hooks.bf16_compress_hook)
@@ -35,7 +64,10 @@ def main():
         state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=2,
                                        start_powerSGD_iter=2, random_seed=0)
         model.register_comm_hook(state, powersgd.powerSGD_hook)
-    elif a.hook != "none":
+    elif a.hook == "none":
+        timer = CommTimer(world)
+        model.register_comm_hook(timer, timed_allreduce)
+    else:
         raise SystemExit(f"--hook {a.hook}: none, bf16 or powersgd")
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     report = common.Report(rank, world, f"DDP (hook {a.hook})", a)
@@ -46,7 +78,7 @@ def main():
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-        report.step(step, loss.item(), t0)
+        report.step(step, loss.item(), t0, timer.take_ms() if timer else None)
     report.end()
 
 
