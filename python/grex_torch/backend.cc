@@ -1,93 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-// The grex backend of torch.distributed: a c10d::ProcessGroup over a grex
-// Communicator, rendezvousing through torch's own Store.
-//
-// Collectives go through the Communicator's non-blocking calls, which run one
-// at a time in issue order on its worker thread. A completer thread waits for
-// them in that same order and completes each Work's future (running copy-outs
-// first), so DDP's future callbacks fire as soon as a bucket is reduced.
+// GrexBackend's life cycle (creation, coalescing, abort, shutdown), its Work,
+// the completer thread and the Python module that torch.distributed calls.
+#include "backend.h"
+
+#include "torch_store.h"
+
 #include <grex/bootstrap.h>
-#include <grex/communicator.h>
 
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
 
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <functional>
-#include <mutex>
+#include <algorithm>
+#include <optional>
 #include <stdexcept>
-#include <string>
-#include <thread>
-#include <vector>
 
 namespace grex::torch_backend {
-namespace {
 
-using c10d::OpType;
-
-[[noreturn]] void raise(const Error& e) { throw std::runtime_error("grex: " + e.message()); }
-
-template <typename T>
-T value_or_raise(Result<T> r) {
-  if (!r) raise(r.error());
-  return std::move(*r);
+Path path_of(const at::Tensor& t, const char* op) {
+  if (t.device().is_cpu()) return Path::kCpu;
+  // A CUDA engine (GPUDirect registration, reductions as kernels) returns its Path here.
+  TORCH_CHECK(false, "grex: ", op, " on a ", t.device().type(), " tensor is not supported yet: grex moves CPU ",
+              "tensors only; map that device to another backend (init_process_group(\"cpu:grex,cuda:nccl\"))");
 }
 
-// torch's Store as a grex::Store: the bootstrap's keys live in torch's store
-// (under the PrefixStore torch gives each group).
-class TorchStore final : public Store {
- public:
-  explicit TorchStore(c10::intrusive_ptr<c10d::Store> s) : s_(std::move(s)) {}
-  Result<void> set(std::string_view key, std::string_view value) override {
-    return guard([&] { s_->set(std::string(key), std::vector<uint8_t>(value.begin(), value.end())); });
-  }
-  Result<std::string> get(std::string_view key, int64_t timeout_ms) override {
-    std::string out;
-    GREX_TRY(guard([&] {
-      s_->wait({std::string(key)}, std::chrono::milliseconds(timeout_ms));
-      auto v = s_->get(std::string(key));
-      out.assign(v.begin(), v.end());
-    }));
-    return out;
-  }
-  Result<int64_t> add(std::string_view key, int64_t delta) override {
-    int64_t v = 0;
-    GREX_TRY(guard([&] { v = s_->add(std::string(key), delta); }));
-    return v;
-  }
-  Result<std::vector<bool>> check(std::span<const std::string> keys) override {
-    std::vector<bool> out;
-    GREX_TRY(guard([&] {
-      for (const auto& k : keys) out.push_back(s_->check({k}));
-    }));
-    return out;
-  }
-  Result<void> wait(std::span<const std::string> keys, int64_t timeout_ms) override {
-    return guard([&] { s_->wait(std::vector<std::string>(keys.begin(), keys.end()), std::chrono::milliseconds(timeout_ms)); });
-  }
-
- private:
-  template <typename Fn>
-  static Result<void> guard(Fn&& fn) {
-    try {
-      fn();
-      return ok();
-    } catch (const std::exception& e) {
-      std::string what = e.what();
-      bool timeout = what.find("imeout") != std::string::npos || what.find("timed out") != std::string::npos;
-      return Error(timeout ? Errc::kTimeout : Errc::kConnectionFailed, "torch store: " + what.substr(0, what.find('\n')));
-    }
-  }
-  c10::intrusive_ptr<c10d::Store> s_;
-};
-
-DataType dtype_of(const at::Tensor& t) {
+DataType dtype_of(const at::Tensor& t, const char* op) {
   switch (t.scalar_type()) {
     case at::kFloat: return DataType::kFloat32;
     case at::kDouble: return DataType::kFloat64;
@@ -98,298 +35,283 @@ DataType dtype_of(const at::Tensor& t) {
     case at::kByte: return DataType::kUint8;
     default: break;
   }
-  TORCH_CHECK(false, "grex: tensors of type ", t.scalar_type(), " are not supported (float, double, half, bfloat16, ",
-              "int32, int64, uint8 are)");
+  TORCH_CHECK(false, "grex: ", op, ": tensors of type ", t.scalar_type(), " are not supported (float, double, half, ",
+              "bfloat16, int32, int64 and uint8 are)");
 }
 
-ReduceOp op_of(const c10d::ReduceOp& op) {
-  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
-    case c10d::ReduceOp::SUM: return ReduceOp::kSum;
-    case c10d::ReduceOp::AVG: return ReduceOp::kAvg;
-    case c10d::ReduceOp::PRODUCT: return ReduceOp::kProd;
-    case c10d::ReduceOp::MIN: return ReduceOp::kMin;
-    case c10d::ReduceOp::MAX: return ReduceOp::kMax;
-    default: break;
+void check_tensor(const at::Tensor& t, const char* op) {
+  (void)path_of(t, op);
+  TORCH_CHECK(t.is_contiguous(), "grex: ", op, ": the tensor must be contiguous");
+  (void)dtype_of(t, op);
+}
+
+// ---- GrexWork ----
+
+GrexWork::GrexWork(int rank, c10d::OpType type, const char* op, std::vector<at::Tensor> outputs, int pieces)
+    : c10d::Work(rank, type),
+      op_(op),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      pieces_left_(pieces) {
+  if (pieces <= 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    complete_locked(lock);
   }
-  TORCH_CHECK(false, "grex: reduction op ", static_cast<int>(static_cast<c10d::ReduceOp::RedOpType>(op)),
-              " is not supported (SUM, AVG, PRODUCT, MIN, MAX are)");
 }
 
-void check_tensor(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.device().is_cpu(), "grex: ", what, " must be a CPU tensor (GPU tensors arrive with GPUDirect)");
-  TORCH_CHECK(t.is_contiguous(), "grex: ", what, " must be contiguous");
-  (void)dtype_of(t);
+bool GrexWork::isCompleted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
 }
 
-const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
-  TORCH_CHECK(ts.size() == 1, "grex: ", op, " takes exactly one tensor per process, got ", ts.size());
-  check_tensor(ts[0], op);
-  return ts[0];
+bool GrexWork::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ && error_.empty();
 }
 
-// A collective's Work: its future completes when the grex collective did.
-class GrexWork final : public c10d::Work {
- public:
-  GrexWork(int rank, OpType type, std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, type),
-        outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+std::exception_ptr GrexWork::exception() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ && !error_.empty() ? std::make_exception_ptr(std::runtime_error(error_)) : nullptr;
+}
 
-  bool isCompleted() override { return future_->completed(); }
-  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
-  std::exception_ptr exception() const override { return future_->hasError() ? future_->exception_ptr() : nullptr; }
-  std::vector<at::Tensor> result() override { return outputs_; }
-  bool wait(std::chrono::milliseconds timeout) override {
-    if (timeout == kNoTimeout) {
-      future_->wait();
-    } else {
-      auto deadline = std::chrono::steady_clock::now() + timeout;
-      while (!future_->completed()) {
-        if (std::chrono::steady_clock::now() > deadline)
-          throw std::runtime_error("grex: " + c10d::opTypeToString(retrieveOpType()) + " did not finish within " +
-                                   std::to_string(timeout.count()) + " ms");
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+std::vector<at::Tensor> GrexWork::result() { return outputs_; }
+
+bool GrexWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (timeout == kNoTimeout) {
+    cv_.wait(lock, [&] { return done_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+    throw std::runtime_error("grex: rank " + std::to_string(rank_) + ": " + op_ + " did not finish within " +
+                             std::to_string(timeout.count()) + " ms (Work.wait timeout); it goes on in the background");
+  }
+  if (!error_.empty()) throw std::runtime_error(error_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> GrexWork::getFuture() { return future_; }
+
+void GrexWork::piece_done(const Result<void>& r) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (done_) return;
+  if (!r && error_.empty()) error_ = r.error().message();
+  if (--pieces_left_ == 0) complete_locked(lock);
+}
+
+void GrexWork::fail(const std::string& message) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (done_) return;
+  error_ = message;
+  complete_locked(lock);
+}
+
+// The future completes outside the lock: its callbacks (DDP's hooks) may call back in.
+void GrexWork::complete_locked(std::unique_lock<std::mutex>& lock) {
+  std::string error = error_;
+  lock.unlock();
+  if (error.empty()) {
+    future_->markCompleted(c10::IValue(outputs_));
+  } else {
+    future_->setError(std::make_exception_ptr(std::runtime_error(error)));
+  }
+  lock.lock();
+  done_ = true;
+  cv_.notify_all();
+}
+
+// ---- Core ----
+
+std::string Core::describe(const std::string& what) const { return "grex: rank " + std::to_string(rank) + ": " + what; }
+
+void Core::complete_loop() {
+  for (;;) {
+    Pending p;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stopping || !pending.empty(); });
+      if (pending.empty()) {
+        completer_done = true;
+        cv.notify_all();
+        return;
+      }
+      p = std::move(pending.front());
+      pending.pop_front();
+      in_flight = p.handle;
+    }
+    Result<void> r = ok();
+    for (auto& w : p.works) {
+      Result<void> one = w->wait();
+      if (!one && r) r = std::move(one);
+    }
+    if (r && p.after) {
+      try {
+        p.after();
+      } catch (const std::exception& e) {
+        r = Error(Errc::kInternal, std::string("copying the result out: ") + e.what());
       }
     }
-    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
-    return true;
-  }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-
-  void finish(const Result<void>& r) {
     if (r) {
-      future_->markCompleted(c10::IValue(outputs_));
+      p.handle->piece_done(r);
     } else {
-      future_->setError(std::make_exception_ptr(std::runtime_error("grex: " + r.error().message())));
+      p.handle->fail(describe(r.error().message()));
     }
+    std::lock_guard<std::mutex> lock(mu);
+    in_flight.reset();
   }
+}
 
- private:
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
+// ---- GrexBackend ----
 
-class GrexProcessGroup final : public c10d::ProcessGroup {
- public:
-  GrexProcessGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)
-      : c10d::ProcessGroup(rank, size) {
-    auto bs = Bootstrap::with_store(std::make_shared<TorchStore>(store), rank, size, timeout.count());
-    CommOptions opts;
-    opts.timeout_ms = timeout.count();
-    comm_ = value_or_raise(Communicator::create(std::shared_ptr<Bootstrap>(std::move(bs)), opts));
-    completer_ = std::thread([this] { complete_loop(); });
-  }
+GrexBackend::GrexBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout, const std::string& group_name)
+    : c10d::Backend(rank, size),
+      core_(std::make_shared<Core>()),
+      options_(c10::make_intrusive<GrexOptions>(timeout)) {
+  options_->group_name = group_name;
+  core_->rank = rank;
+  core_->size = size;
+  core_->timeout = timeout;
+  core_->store = store;
+  auto bs = Bootstrap::with_store(std::make_shared<TorchStore>(store), rank, size, timeout.count());
+  CommOptions opts;
+  opts.timeout_ms = timeout.count();
+  // The group's timeout (init_process_group / new_group) wins over GREX_TIMEOUT_MS;
+  // the other fields still take their GREX_* variables.
+  opts.precedence = Precedence::kOptions;
+  auto comm = Communicator::create(std::shared_ptr<Bootstrap>(std::move(bs)), opts);
+  if (!comm) throw std::runtime_error(core_->describe("creating the group: " + comm.error().message()));
+  core_->comm = std::move(*comm);
+  std::thread([core = core_] { core->complete_loop(); }).detach();
+}
 
-  ~GrexProcessGroup() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    if (completer_.joinable()) completer_.join();
-  }
+GrexBackend::~GrexBackend() {
+  // destroy_process_group calls shutdown() first; a backend dropped without it
+  // must not block its caller either.
+  if (!closed_) abort();
+}
 
-  const std::string getBackendName() const override { return "grex"; }
+c10::intrusive_ptr<c10d::Backend::Options> GrexBackend::getBackendOptions() { return options_; }
 
-  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& ts, const c10d::BroadcastOptions& o) override {
-    const at::Tensor& t = single(ts, "broadcast");
-    return submit(OpType::BROADCAST, {t},
-                  comm_->broadcast_async(t.data_ptr(), t.numel(), dtype_of(t), static_cast<int>(o.rootRank)));
-  }
+Communicator& GrexBackend::comm(const char* op) const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  TORCH_CHECK(core_->aborted.empty(), core_->describe(std::string(op) + ": " + core_->aborted));
+  return *core_->comm;
+}
 
-  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts, const c10d::AllreduceOptions& o) override {
-    const at::Tensor& t = single(ts, "allreduce");
-    return submit(OpType::ALLREDUCE, {t},
-                  comm_->allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t), op_of(o.reduceOp)));
-  }
+void GrexBackend::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "grex: startCoalescing called twice without endCoalescing");
+  coalescing_ = true;
+  coalesced_.clear();
+}
 
-  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) override {
-    const at::Tensor& t = single(ts, "reduce");
-    return submit(OpType::REDUCE, {t},
-                  comm_->reduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t), op_of(o.reduceOp),
-                                      static_cast<int>(o.rootRank)));
-  }
-
-  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outs, std::vector<at::Tensor>& ins,
-                                           const c10d::AllgatherOptions&) override {
-    const at::Tensor& t = single(ins, "allgather");
-    TORCH_CHECK(outs.size() == 1 && static_cast<int>(outs[0].size()) == getSize(),
-                "grex: allgather needs one list of ", getSize(), " output tensors");
-    for (const auto& o : outs[0]) TORCH_CHECK(o.numel() == t.numel() && o.scalar_type() == t.scalar_type(),
-                                              "grex: allgather outputs must match the input's size and type");
-    at::Tensor flat = at::empty({getSize() * t.numel()}, t.options());
-    std::vector<at::Tensor> dst = outs[0];
-    int64_t n = t.numel();
-    return submit(OpType::ALLGATHER, dst, comm_->allgather_async(t.data_ptr(), flat.data_ptr(), n, dtype_of(t)),
-                  [flat, dst, n, t] {
-                    for (size_t r = 0; r < dst.size(); ++r)
-                      dst[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view_as(dst[r]));
-                  });
-  }
-
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
-                                                 const c10d::AllgatherOptions&) override {
-    check_tensor(in, "allgather input");
-    check_tensor(out, "allgather output");
-    TORCH_CHECK(out.numel() == getSize() * in.numel() && out.scalar_type() == in.scalar_type(),
-                "grex: _allgather_base output must hold size x input");
-    return submit(OpType::_ALLGATHER_BASE, {out},
-                  comm_->allgather_async(in.data_ptr(), out.data_ptr(), in.numel(), dtype_of(in)));
-  }
-
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outs,
-                                                std::vector<std::vector<at::Tensor>>& ins,
-                                                const c10d::ReduceScatterOptions& o) override {
-    const at::Tensor& out = single(outs, "reduce_scatter");
-    TORCH_CHECK(ins.size() == 1 && static_cast<int>(ins[0].size()) == getSize(),
-                "grex: reduce_scatter needs one list of ", getSize(), " input tensors");
-    at::Tensor flat = at::empty({getSize() * out.numel()}, out.options());
-    for (int r = 0; r < getSize(); ++r) {
-      TORCH_CHECK(ins[0][r].numel() == out.numel(), "grex: reduce_scatter inputs must match the output's size");
-      flat.narrow(0, r * out.numel(), out.numel()).copy_(ins[0][r].reshape({-1}));
-    }
-    return submit(OpType::REDUCE_SCATTER, {out},
-                  comm_->reduce_scatter_async(flat.data_ptr(), out.data_ptr(), out.numel(), dtype_of(out),
-                                              op_of(o.reduceOp)),
-                  [flat] {});  // holds the staged input until the collective finished
-  }
-
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
-                                                      const c10d::ReduceScatterOptions& o) override {
-    check_tensor(in, "reduce_scatter input");
-    check_tensor(out, "reduce_scatter output");
-    TORCH_CHECK(in.numel() == getSize() * out.numel() && out.scalar_type() == in.scalar_type(),
-                "grex: _reduce_scatter_base input must hold size x output");
-    return submit(OpType::_REDUCE_SCATTER_BASE, {out},
-                  comm_->reduce_scatter_async(in.data_ptr(), out.data_ptr(), out.numel(), dtype_of(out),
-                                              op_of(o.reduceOp)));
-  }
-
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
-                                               std::vector<int64_t>& in_splits,
-                                               const c10d::AllToAllOptions&) override {
-    check_tensor(in, "alltoall input");
-    check_tensor(out, "alltoall output");
-    TORCH_CHECK(in.scalar_type() == out.scalar_type(), "grex: alltoall_base input and output types differ");
-    const int n = getSize();
-    if (out_splits.empty() && in_splits.empty()) {  // equal blocks: the regular alltoall
-      TORCH_CHECK(in.numel() == out.numel() && in.numel() % n == 0,
-                  "grex: alltoall_base without splits needs equal input and output sizes divisible by the group size");
-      return submit(OpType::ALLTOALL_BASE, {out},
-                    comm_->alltoall_async(in.data_ptr(), out.data_ptr(), in.numel() / n, dtype_of(in)));
-    }
-    // Splits count rows along dim 0 (an empty list: equal rows); a row is
-    // the product of the other dims, the same for both tensors.
-    TORCH_CHECK(in.dim() > 0 && out.dim() > 0, "grex: alltoall_base with splits needs tensors of at least one dim");
-    const int64_t row = in.size(0) > 0 ? in.numel() / in.size(0) : 0;
-    const int64_t orow = out.size(0) > 0 ? out.numel() / out.size(0) : 0;
-    TORCH_CHECK(row == orow || in.numel() == 0 || out.numel() == 0,
-                "grex: alltoall_base input and output rows differ in size");
-    const auto elems = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const char* what,
-                           std::vector<size_t>* counts, std::vector<size_t>* displs) {
-      counts->assign(n, 0);
-      displs->assign(n, 0);
-      if (splits.empty()) {
-        TORCH_CHECK(t.size(0) % n == 0, "grex: alltoall_base ", what, ": ", t.size(0), " rows do not split ", n,
-                    " ways");
-        for (int r = 0; r < n; ++r) (*counts)[r] = static_cast<size_t>(t.size(0) / n * row);
+c10::intrusive_ptr<c10d::Work> GrexBackend::endCoalescing() {
+  TORCH_CHECK(coalescing_, "grex: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  auto works = std::move(coalesced_);
+  coalesced_.clear();
+  auto all = c10::make_intrusive<GrexWork>(getRank(), c10d::OpType::COALESCED, "coalesced operations",
+                                           std::vector<at::Tensor>{}, static_cast<int>(works.size()));
+  for (auto& w : works) {
+    w->getFuture()->addCallback([all](c10::ivalue::Future& f) {
+      if (f.hasError()) {
+        all->fail(f.tryRetrieveErrorMessage());
       } else {
-        TORCH_CHECK(static_cast<int>(splits.size()) == n, "grex: alltoall_base ", what, " splits need ", n,
-                    " entries");
-        int64_t rows = 0;
-        for (int r = 0; r < n; ++r) {
-          TORCH_CHECK(splits[r] >= 0, "grex: alltoall_base ", what, " split ", r, " is negative");
-          (*counts)[r] = static_cast<size_t>(splits[r] * row);
-          rows += splits[r];
-        }
-        TORCH_CHECK(rows == t.size(0), "grex: alltoall_base ", what, " splits sum to ", rows, ", the tensor has ",
-                    t.size(0), " rows");
+        all->piece_done(ok());
       }
-      for (int r = 1; r < n; ++r) (*displs)[r] = (*displs)[r - 1] + (*counts)[r - 1];
-    };
-    std::vector<size_t> sc, sd, rc, rd;
-    elems(in_splits, in, "input", &sc, &sd);
-    elems(out_splits, out, "output", &rc, &rd);
-    at::Tensor src = in;
-    return submit(OpType::ALLTOALL_BASE, {out},
-                  comm_->alltoallv_async(in.data_ptr(), sc, sd, out.data_ptr(), rc, rd, dtype_of(in)),
-                  [src] {});  // holds the input until the exchange finished
+    });
   }
+  return all;
+}
 
-  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
-    return submit(OpType::BARRIER, {}, comm_->barrier_async());
-  }
+c10::intrusive_ptr<c10d::Backend> GrexBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                     const std::vector<int>& ranks,
+                                                     const c10::intrusive_ptr<Options>& opts) {
+  auto& made = splits_[{store.get(), ranks}];
+  if (made) return made;
+  auto me = std::find(ranks.begin(), ranks.end(), getRank());
+  TORCH_CHECK(me != ranks.end(), "grex: split: rank ", getRank(), " is not among the split's ranks");
+  const auto timeout = opts ? opts->timeout : options_->timeout;
+  const std::string name = opts ? opts->group_name : "";
+  std::optional<pybind11::gil_scoped_release> release;  // the rendezvous blocks: let Python threads run
+  if (PyGILState_Check()) release.emplace();
+  made = c10::make_intrusive<GrexBackend>(store, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()),
+                                          timeout, name);
+  return made;
+}
 
-  // Point-to-point runs blocking, in order with the queued collectives.
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& ts, int dst, int tag) override {
-    const at::Tensor& t = single(ts, "send");
-    auto w = c10::make_intrusive<GrexWork>(getRank(), OpType::SEND, std::vector<at::Tensor>{t});
-    w->finish(comm_->send(t.data_ptr(), t.nbytes(), dst, static_cast<uint32_t>(tag)));
-    return w;
-  }
+c10::intrusive_ptr<c10d::Work> GrexBackend::remember(c10::intrusive_ptr<c10d::Work> w) {
+  if (coalescing_) coalesced_.push_back(w);
+  return w;
+}
 
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& ts, int src, int tag) override {
-    const at::Tensor& t = single(ts, "recv");
-    auto w = c10::make_intrusive<GrexWork>(getRank(), OpType::RECV, std::vector<at::Tensor>{t});
-    w->finish(comm_->recv(t.data_ptr(), t.nbytes(), src, static_cast<uint32_t>(tag)));
-    return w;
-  }
-
- private:
-  struct Pending {
-    WorkPtr work;
-    c10::intrusive_ptr<GrexWork> handle;
-    std::function<void()> after;  // copy-outs once the collective succeeded
-  };
-
-  c10::intrusive_ptr<c10d::Work> submit(OpType type, std::vector<at::Tensor> outputs, Result<WorkPtr> started,
-                                        std::function<void()> after = {}) {
-    WorkPtr work = value_or_raise(std::move(started));
-    auto handle = c10::make_intrusive<GrexWork>(getRank(), type, std::move(outputs));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      pending_.push_back(Pending{std::move(work), handle, std::move(after)});
-    }
-    cv_.notify_one();
-    return handle;
-  }
-
-  // Collectives finish in issue order: wait for the oldest, complete it, repeat.
-  void complete_loop() {
-    for (;;) {
-      Pending p;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
-        if (pending_.empty()) return;
-        p = std::move(pending_.front());
-        pending_.pop_front();
-      }
-      Result<void> r = p.work->wait();
-      if (r && p.after) {
-        try {
-          p.after();
-        } catch (const std::exception& e) {
-          r = Error(Errc::kInternal, std::string("copying the result out: ") + e.what());
-        }
-      }
-      p.handle->finish(r);
+c10::intrusive_ptr<c10d::Work> GrexBackend::submit(c10d::OpType type, const char* op, std::vector<at::Tensor> outputs,
+                                                   Started started, std::function<void()> after) {
+  ++seq_;
+  Core::Pending p;
+  std::string error;
+  for (auto& s : started) {
+    if (s) {
+      p.works.push_back(std::move(*s));
+    } else if (error.empty()) {
+      error = core_->describe(std::string(op) + ": " + s.error().message());
     }
   }
+  p.handle = c10::make_intrusive<GrexWork>(getRank(), type, op, std::move(outputs));
+  p.after = std::move(after);
+  auto handle = p.handle;
+  if (!error.empty()) {
+    handle->fail(error);
+    p.after = {};  // still queued: the parts that started own the buffers until they end
+  }
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    core_->pending.push_back(std::move(p));
+  }
+  core_->cv.notify_all();
+  if (!error.empty()) throw std::runtime_error(error);
+  return remember(handle);
+}
 
-  std::unique_ptr<Communicator> comm_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> pending_;
-  bool stopping_ = false;
-  std::thread completer_;
-};
+void GrexBackend::abort() {
+  if (closed_) return;
+  closed_ = true;
+  const std::string why = "the process group was aborted";
+  std::vector<c10::intrusive_ptr<GrexWork>> queued;
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    core_->aborted = why;
+    core_->stopping = true;
+    // Queued collectives keep their grex Work (the completer still waits them
+    // out, bounded by the timeout, so their buffers stay alive); their torch
+    // Works fail now, outside the lock (their callbacks may call back in).
+    for (auto& p : core_->pending) queued.push_back(p.handle);
+    if (core_->in_flight) queued.push_back(core_->in_flight);
+  }
+  core_->cv.notify_all();
+  for (auto& w : queued) w->fail(core_->describe(why));
+  for (auto& [key, ch] : channels_) ch->abort(core_->describe(why));
+  channels_.clear();
+}
 
-c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                              std::chrono::duration<float> timeout) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
-  pybind11::gil_scoped_release release;  // rendezvous blocks; other Python threads may run
-  return c10::make_intrusive<GrexProcessGroup>(store, rank, size, ms);
+void GrexBackend::shutdown() {
+  if (closed_) return;
+  closed_ = true;
+  for (auto& [key, ch] : channels_) ch->stop(true);
+  channels_.clear();
+  std::unique_lock<std::mutex> lock(core_->mu);
+  core_->aborted = "the process group was shut down";
+  core_->stopping = true;
+  core_->cv.notify_all();
+  // Each queued collective ends by the group's timeout at the latest.
+  core_->cv.wait(lock, [&] { return core_->completer_done; });
+  core_->comm.reset();
+}
+
+namespace {
+
+c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                         std::chrono::milliseconds timeout, const std::string& group_name) {
+  pybind11::gil_scoped_release release;  // the rendezvous blocks; other Python threads may run
+  return c10::make_intrusive<GrexBackend>(store, rank, size, timeout, group_name);
 }
 
 }  // namespace
@@ -397,7 +319,17 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
 
 PYBIND11_MODULE(_grex_torch, m) {
   m.doc() = "grex backend for torch.distributed (use: import grex_torch; dist.init_process_group('grex'))";
-  m.def("create_process_group", &grex::torch_backend::create, pybind11::arg("store"), pybind11::arg("rank"),
-        pybind11::arg("size"), pybind11::arg("timeout"),
-        "Creates a grex ProcessGroup over torch's store (what torch.distributed calls for backend 'grex').");
+  // The Backend subclass, so Python sees its `options` (split_group copies the parent's).
+  // torch's base Options cannot be deep-copied from Python; a copy of them can.
+  using Options = c10d::Backend::Options;
+  using GrexOptions = grex::torch_backend::GrexOptions;
+  pybind11::class_<GrexOptions, Options, c10::intrusive_ptr<GrexOptions>>(m, "GrexOptions")
+      .def("__copy__", [](const GrexOptions& o) { return c10::make_intrusive<GrexOptions>(o); })
+      .def("__deepcopy__", [](const GrexOptions& o, pybind11::dict) { return c10::make_intrusive<GrexOptions>(o); });
+  pybind11::class_<grex::torch_backend::GrexBackend, c10d::Backend, c10::intrusive_ptr<grex::torch_backend::GrexBackend>>(
+      m, "GrexBackend")
+      .def_property_readonly("options", &grex::torch_backend::GrexBackend::getBackendOptions);
+  m.def("create_backend", &grex::torch_backend::create, pybind11::arg("store"), pybind11::arg("rank"),
+        pybind11::arg("size"), pybind11::arg("timeout"), pybind11::arg("group_name") = "",
+        "Creates a grex c10d::Backend over torch's store (what torch.distributed calls for backend 'grex').");
 }
