@@ -165,8 +165,7 @@ GrexBackend::GrexBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                          std::chrono::milliseconds timeout, const std::string& group_name)
     : c10d::Backend(rank, size),
       core_(std::make_shared<Core>()),
-      options_(c10::make_intrusive<GrexOptions>(timeout)) {
-  options_->group_name = group_name;
+      options_(c10::make_intrusive<GrexOptions>(timeout, group_name)) {
   core_->rank = rank;
   core_->size = size;
   core_->timeout = timeout;
@@ -230,7 +229,7 @@ c10::intrusive_ptr<c10d::Backend> GrexBackend::split(const c10::intrusive_ptr<c1
   auto me = std::find(ranks.begin(), ranks.end(), getRank());
   TORCH_CHECK(me != ranks.end(), "grex: split: rank ", getRank(), " is not among the split's ranks");
   const auto timeout = opts ? opts->timeout : options_->timeout;
-  const std::string name = opts ? opts->group_name : "";
+  const std::string name = opts ? group_name_of(*opts) : "";
   std::optional<pybind11::gil_scoped_release> release;  // the rendezvous blocks: let Python threads run
   if (PyGILState_Check()) release.emplace();
   made = c10::make_intrusive<GrexBackend>(store, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()),

@@ -141,9 +141,27 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool done_ = false;
 };
 
+/// The group name in torch's options, or "" where torch (2.4) has none.
+template <typename O>
+std::string group_name_of(const O& o) {
+  if constexpr (requires { o.group_name; }) {
+    return o.group_name;
+  } else {
+    return "";
+  }
+}
+
+/// Sets the group name in torch's options where torch has the field.
+template <typename O>
+void set_group_name(O& o, const std::string& name) {
+  if constexpr (requires { o.group_name = name; }) o.group_name = name;
+}
+
 /// The group's options as torch sees them (split_group deep-copies them).
 struct GrexOptions final : c10d::Backend::Options {
-  explicit GrexOptions(std::chrono::milliseconds timeout) : Options("grex", timeout) {}
+  GrexOptions(std::chrono::milliseconds timeout, const std::string& group) : Options("grex", timeout) {
+    set_group_name(static_cast<Options&>(*this), group);
+  }
   GrexOptions(const GrexOptions&) = default;
 };
 
@@ -154,9 +172,12 @@ class GrexBackend final : public c10d::Backend {
               const std::string& group_name);
   ~GrexBackend() override;
 
+  // getBackendOptions, supportsCoalescing, abort and shutdown became virtual
+  // after torch 2.4: declared without `override`, they override where torch
+  // has them (the same signatures) and are plain members on 2.4.
   const std::string getBackendName() const override { return "grex"; }
-  c10::intrusive_ptr<Options> getBackendOptions() override;
-  bool supportsCoalescing() const override { return true; }
+  c10::intrusive_ptr<Options> getBackendOptions();
+  bool supportsCoalescing() const { return true; }
   bool supportsSplitting() const override { return true; }
   /// split_group: a new backend for `ranks` (this group's ranks, sorted) over
   /// `store`. No `override`: Backend::split is newer than torch 2.4, where this
@@ -169,10 +190,10 @@ class GrexBackend final : public c10d::Backend {
   uint64_t getSequenceNumberForGroup() override { return seq_; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
-  /// Fails every queued operation at once and detaches the threads; never blocks.
-  void abort() override;
+  /// Fails every queued and in-flight operation at once; never blocks.
+  void abort();
   /// Finishes queued operations (each bounded by the timeout), then releases grex.
-  void shutdown() override;
+  void shutdown();
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& ts, const c10d::BroadcastOptions& o) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts, const c10d::AllreduceOptions& o) override;
