@@ -319,15 +319,24 @@ c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& 
 PYBIND11_MODULE(_grex_torch, m) {
   m.doc() = "grex backend for torch.distributed (use: import grex_torch; dist.init_process_group('grex'))";
   // The Backend subclass, so Python sees its `options` (split_group copies the parent's).
-  // torch's base Options cannot be deep-copied from Python; a copy of them can.
+  // The Backend subclass, so Python reaches abort/shutdown on any torch (2.4
+  // binds neither for backends) and `options` (split_group deep-copies the
+  // parent's; torch's base Options cannot be, a GrexOptions can) where torch
+  // binds Backend.Options (not 2.4, which has no split_group either).
   using Options = c10d::Backend::Options;
-  using GrexOptions = grex::torch_backend::GrexOptions;
-  pybind11::class_<GrexOptions, Options, c10::intrusive_ptr<GrexOptions>>(m, "GrexOptions")
-      .def("__copy__", [](const GrexOptions& o) { return c10::make_intrusive<GrexOptions>(o); })
-      .def("__deepcopy__", [](const GrexOptions& o, pybind11::dict) { return c10::make_intrusive<GrexOptions>(o); });
-  pybind11::class_<grex::torch_backend::GrexBackend, c10d::Backend, c10::intrusive_ptr<grex::torch_backend::GrexBackend>>(
-      m, "GrexBackend")
-      .def_property_readonly("options", &grex::torch_backend::GrexBackend::getBackendOptions);
+  using grex::torch_backend::GrexBackend;
+  using grex::torch_backend::GrexOptions;
+  auto backend = pybind11::class_<GrexBackend, c10d::Backend, c10::intrusive_ptr<GrexBackend>>(m, "GrexBackend")
+                     .def("abort", &GrexBackend::abort, "Fails every queued and in-flight operation; never blocks.")
+                     .def("shutdown", &GrexBackend::shutdown, pybind11::call_guard<pybind11::gil_scoped_release>(),
+                          "Finishes the queued operations (each bounded by the timeout), then releases grex.");
+  if (pybind11::detail::get_type_info(typeid(Options)) != nullptr) {
+    pybind11::class_<GrexOptions, Options, c10::intrusive_ptr<GrexOptions>>(m, "GrexOptions")
+        .def("__copy__", [](const GrexOptions& o) { return c10::make_intrusive<GrexOptions>(o); })
+        .def("__deepcopy__",
+             [](const GrexOptions& o, pybind11::dict) { return c10::make_intrusive<GrexOptions>(o); });
+    backend.def_property_readonly("options", &GrexBackend::getBackendOptions);
+  }
   m.def("create_backend", &grex::torch_backend::create, pybind11::arg("store"), pybind11::arg("rank"),
         pybind11::arg("size"), pybind11::arg("timeout"), pybind11::arg("group_name") = "",
         "Creates a grex c10d::Backend over torch's store (what torch.distributed calls for backend 'grex').");
