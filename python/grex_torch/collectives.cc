@@ -384,7 +384,9 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::alltoall_base(at::Tensor& out, at::T
                     .alltoall_async(in.data_ptr(), out.data_ptr(), in.numel() / n, dtype_of(in, "all_to_all_single")));
     return submit(OpType::ALLTOALL_BASE, "all_to_all_single", {out}, std::move(s), [in] {});
   }
-  return exchange(OpType::ALLTOALL_BASE, "all_to_all_single", in, sc, out, rc, {out}, {});
+  // grex's alltoallv is not in place: an input that is the output goes through a copy.
+  at::Tensor src = in.data_ptr() == out.data_ptr() ? in.clone() : in;
+  return exchange(OpType::ALLTOALL_BASE, "all_to_all_single", src, sc, out, rc, {out}, {});
 }
 
 c10::intrusive_ptr<c10d::Work> GrexBackend::barrier(const c10d::BarrierOptions&) {
