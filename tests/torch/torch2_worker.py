@@ -168,6 +168,8 @@ def alltoall_ops(rank, size, gloo):
             dist.all_to_all_single(out, t)
             dist.all_to_all_single(ref, t, group=gloo)
             same(out, ref, f"all_to_all_single {dtype}")
+            dist.all_to_all_single(t, t)  # in place
+            same(t, ref, f"all_to_all_single {dtype} in place")
         check(f"all_to_all_single {dtype}", even)
 
     def uneven():
