@@ -137,6 +137,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op> ops_;
+  c10::intrusive_ptr<GrexWork> in_flight_;  // the op the thread runs now
   bool stopping_ = false;
   bool done_ = false;
 };

@@ -30,6 +30,7 @@ void Channel::abort(const std::string& message) {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     dropped.swap(ops_);
+    if (in_flight_) dropped.push_back(Op{at::Tensor(), 0, in_flight_});
   }
   cv_.notify_all();
   for (auto& op : dropped) op.work->fail(message);
@@ -56,6 +57,7 @@ void Channel::loop() {
       }
       op = std::move(ops_.front());
       ops_.pop_front();
+      in_flight_ = op.work;
     }
     Result<void> r = run(op);
     if (r) {
@@ -65,6 +67,8 @@ void Channel::loop() {
                                     std::to_string(peer_) + " (tag " + std::to_string(op.tag) +
                                     "): " + r.error().message()));
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.reset();
   }
 }
 

@@ -425,6 +425,8 @@ def abort_mode(rank, size):
         time.sleep(4)
         return
     w = dist.all_reduce(torch.ones(100), async_op=True)  # rank 1 never joins
+    r = dist.irecv(torch.empty(4), src=1)  # nor sends
+    time.sleep(0.2)  # both are in flight by now, not only queued
 
     def abort():
         t0 = time.monotonic()
@@ -435,12 +437,15 @@ def abort_mode(rank, size):
             dist.destroy_process_group()
         took = time.monotonic() - t0
         assert took < 2, f"abort took {took:.1f} s"
-        try:
-            w.wait()
-        except RuntimeError as e:
-            assert "grex" in str(e) and "abort" in str(e), str(e)
-            return
-        raise AssertionError("the in-flight all_reduce succeeded after abort")
+        for what, work in (("all_reduce", w), ("irecv", r)):
+            t1 = time.monotonic()
+            try:
+                work.wait()
+            except RuntimeError as e:
+                assert "grex" in str(e) and "abort" in str(e), f"{what}: {e}"
+                assert time.monotonic() - t1 < 1, f"{what} failed only after {time.monotonic() - t1:.1f} s"
+                continue
+            raise AssertionError(f"the in-flight {what} succeeded after abort")
     check("abort with an operation in flight", abort)
 
 
