@@ -90,7 +90,8 @@ def test_every_operation_matches_gloo(size, tmp_path_factory):
                    "reduce_scatter torch.float64", "all_to_all_single uneven", "all_to_all uneven lists",
                    "coalesced all_reduce", "coalesced all_gather_into_tensor", "coalesced reduce_scatter_tensor",
                    "isend then irecv around the ring", "batch_isend_irecv", "send and recv",
-                   "recv without src raises naming grex", "async futures and callbacks", "barrier",
+                   "recv without src raises naming grex", "async futures and callbacks",
+                   "DDP comm hooks (default, bf16_compress_hook)", "barrier",
                    "new_group subgroups", "device map cpu:grex,cuda:gloo", "split_group",
                    "unsupported requests raise naming grex", "destroy_process_group"):
         assert family in names, f"check '{family}' did not run"

@@ -296,6 +296,34 @@ def async_ops(rank, size, gloo):
         assert sorted(seen) == list(range(6)), f"callbacks ran for {seen}"
     check("async futures and callbacks", futures)
 
+    def ddp_hooks():
+        # DDP's comm hooks chain on Work.get_future(): 3 steps with the default
+        # hook and with bf16_compress_hook, on grex and on gloo, end in the same weights.
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def train(group, hook):
+            torch.manual_seed(0)
+            model = DDP(torch.nn.Linear(16, 4), process_group=group)
+            if hook is not None:
+                model.register_comm_hook(group, hook)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            g = torch.Generator().manual_seed(rank)
+            for _ in range(3):
+                opt.zero_grad()
+                model(torch.rand(8, 16, generator=g)).square().sum().backward()
+                opt.step()
+            return [p.detach().clone() for p in model.parameters()]
+
+        # bf16: grex sums in f32 and rounds once, gloo rounds after every add,
+        # so the weights agree to bf16's precision (2^-8), not f32's.
+        for name, hook, rtol in (("allreduce", None, 1e-5),
+                                 ("bf16_compress_hook", default_hooks.bf16_compress_hook, 2e-2)):
+            for a, b in zip(train(dist.group.WORLD, hook), train(gloo, hook)):
+                assert torch.allclose(a, b, rtol=rtol, atol=rtol), \
+                    f"DDP with {name}: weights {a.flatten()[:4].tolist()} on grex, {b.flatten()[:4].tolist()} on gloo"
+    check("DDP comm hooks (default, bf16_compress_hook)", ddp_hooks)
+
     def barrier():
         dist.barrier()
         w = dist.barrier(async_op=True)
