@@ -101,6 +101,7 @@ def test_every_operation_matches_gloo(size, tmp_path_factory):
 def test_stalled_rank_errors_within_the_timeout(tmp_path):
     results, took, logs = launch("stall", 2, tmp_path, 30)
     res = results[0]
+    assert res.get("per-group timeout (new_group timeout=1.5 s)") == "ok", res
     assert res.get("stalled rank: Work.wait(timeout) then the group timeout") == "ok", res
     print("stall:", res.get("stall message"))
 

@@ -417,11 +417,27 @@ def ops_mode(rank, size):
 
 
 def stall_mode(rank, size):
-    # The group timeout is 3 s; rank 1 never joins.
+    # The group timeout is 3 s, a subgroup's 1.5 s; rank 1 never joins.
+    fast = dist.new_group(list(range(size)), timeout=datetime.timedelta(seconds=1.5))
     if rank == 1:
-        time.sleep(9)
+        time.sleep(12)
         return
     t = torch.ones(1000)
+
+    def group_timeout():
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(10), group=fast)
+        except RuntimeError as e:
+            took = time.monotonic() - t0
+            assert "timed out after 1500 ms" in str(e), str(e)
+            # After a timeout grex asks the store, up to 2 s per absent peer, whether
+            # the peers called a different collective (Communicator::Impl::diagnose):
+            # 1.5 + 2 s here, where the group's 3 s timeout would give 5 s.
+            assert took < 4.3, f"the subgroup's 1.5 s timeout fired after {took:.1f} s"
+            return
+        raise AssertionError("all_reduce on the subgroup returned with rank 1 absent")
+    check("per-group timeout (new_group timeout=1.5 s)", group_timeout)
 
     def wait_timeout():
         w = dist.all_reduce(t, async_op=True)
