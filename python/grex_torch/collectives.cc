@@ -153,30 +153,35 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::_allgather_base(at::Tensor& out, at:
   return submit(OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {out}, std::move(s), [in] {});
 }
 
+// all_gather_coalesced: outs[r][i] gets rank r's ins[i] (one list per rank).
 c10::intrusive_ptr<c10d::Work> GrexBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outs,
                                                                std::vector<at::Tensor>& ins,
                                                                const c10d::AllgatherOptions&) {
-  TORCH_CHECK(outs.size() == 1 && outs[0].size() == ins.size() * static_cast<size_t>(getSize()),
-              "grex: allgather_coalesced needs one output list of size x inputs tensors");
-  Communicator& c = comm("allgather_coalesced");
-  std::vector<at::Tensor> flats;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    check_tensor(ins[i], "allgather_coalesced");
-    for (int r = 0; r < getSize(); ++r)
-      check_same(outs[0][r * ins.size() + i], ins[i], ins[i].numel(), "allgather_coalesced");
+  const char* what = "all_gather_coalesced";
+  const size_t k = ins.size();
+  TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "grex: ", what, " needs one output list per rank (",
+              getSize(), "), got ", outs.size());
+  std::vector<at::Tensor> flats, dst;
+  for (size_t i = 0; i < k; ++i) {
+    check_tensor(ins[i], what);
     flats.push_back(at::empty({getSize() * ins[i].numel()}, ins[i].options()));
   }
-  Started s;
-  for (size_t i = 0; i < ins.size(); ++i)
-    s.push_back(c.allgather_async(ins[i].data_ptr(), flats[i].data_ptr(), ins[i].numel(),
-                                  dtype_of(ins[i], "allgather_coalesced")));
-  std::vector<at::Tensor> dst = outs[0];
-  const size_t k = ins.size();
-  return submit(OpType::ALLGATHER_COALESCED, "allgather_coalesced", dst, std::move(s), [flats, dst, k, ins] {
+  for (const auto& list : outs) {
+    TORCH_CHECK(list.size() == k, "grex: ", what, " needs ", k, " tensors in each output list, got ", list.size());
     for (size_t i = 0; i < k; ++i) {
+      check_same(list[i], ins[i], ins[i].numel(), what);
+      dst.push_back(list[i]);
+    }
+  }
+  Communicator& c = comm(what);
+  Started s;
+  for (size_t i = 0; i < k; ++i)
+    s.push_back(c.allgather_async(ins[i].data_ptr(), flats[i].data_ptr(), ins[i].numel(), dtype_of(ins[i], what)));
+  return submit(OpType::ALLGATHER_COALESCED, what, dst, std::move(s), [flats, dst, k, ins] {
+    for (size_t j = 0; j < dst.size(); ++j) {  // dst[r * k + i] is outs[r][i]
+      const size_t r = j / k, i = j % k;
       const int64_t n = ins[i].numel();
-      for (size_t r = 0; r * k + i < dst.size(); ++r)
-        dst[r * k + i].copy_(flats[i].narrow(0, static_cast<int64_t>(r) * n, n).view_as(dst[r * k + i]));
+      dst[j].copy_(flats[i].narrow(0, static_cast<int64_t>(r) * n, n).view_as(dst[j]));
     }
   });
 }

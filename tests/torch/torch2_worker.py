@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -157,6 +158,12 @@ def gather_scatter_ops(rank, size, gloo):
             out2 = torch.empty(n, dtype=dtype)
             dist.reduce_scatter_tensor(out2, torch.cat(blocks))
             same(out2, want, f"reduce_scatter_tensor {dtype}")
+            if dtype.is_floating_point:  # PREMUL_SUM with a tensor factor scales a copy of the input
+                full_in = torch.cat(blocks)
+                kept = full_in.clone()
+                dist.reduce_scatter_tensor(out2, full_in, op=dist._make_nccl_premul_sum(torch.tensor(2.0, dtype=dtype)))
+                same(out2, want * 2, f"reduce_scatter_tensor {dtype} PREMUL_SUM")
+                assert torch.equal(full_in, kept), "PREMUL_SUM changed reduce_scatter_tensor's input"
         check(f"reduce_scatter {dtype}", reduce_scatter)
 
 
@@ -217,6 +224,19 @@ def coalesced_ops(rank, size, gloo):
             dist.all_gather(refs, t, group=gloo)
             same(o, torch.cat(refs), "coalesced all_gather_into_tensor")
     check("coalesced all_gather_into_tensor", allgather)
+
+    def allgather_lists():
+        ins = [data(torch.int64, 5 + k, 145 + rank + k) for k in range(2)]
+        outs = [[torch.empty_like(t) for t in ins] for _ in range(size)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # all_gather_coalesced is deprecated in torch 2
+            dist.all_gather_coalesced(outs, ins)
+        for k, t in enumerate(ins):
+            refs = [torch.empty_like(t) for _ in range(size)]
+            dist.all_gather(refs, t, group=gloo)
+            for r in range(size):
+                same(outs[r][k], refs[r], f"all_gather_coalesced: rank {r}'s tensor {k}")
+    check("all_gather_coalesced", allgather_lists)
 
     def reduce_scatter():
         ins = [data(torch.float32, size * (10 + k), 150 + rank + k) for k in range(3)]
