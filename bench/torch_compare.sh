@@ -15,8 +15,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
-PY=${PY:-python3}
-"$PY" -c 'import torch' 2>/dev/null || PY=/usr/bin/python3
+PY=${PY:-$ROOT/.venv/bin/python}  # the torch 2 environment grex_torch builds against (tests/scripts/venv.sh)
 REPEAT=${REPEAT:-3} STEPS=${STEPS:-12} RANKS=${RANKS:-"2 4"}
 export PYTHONPATH=$ROOT/python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export GREX_LOG_LEVEL=error

@@ -5,11 +5,18 @@
     import torch.distributed as dist
     dist.init_process_group("grex")        # under torchrun, grex-run, mpirun (+ MASTER_ADDR/PORT) or srun
 
+A torch 2 c10d.Backend (torch 2.4 and later) registered for the devices
+"cpu" and "cuda"; CUDA tensors raise an error naming grex until its GPU path
+lands, so map them elsewhere: init_process_group("cpu:grex,cuda:nccl").
 CPU tensors of float, double, half, bfloat16, int32, int64 and uint8; SUM,
-AVG, PRODUCT, MIN and MAX; allreduce, broadcast, reduce, allgather (and
-_allgather_base), reduce_scatter (and _reduce_scatter_base), alltoall_base
-(equal or uneven splits), barrier, send and recv. Every collective is asynchronous
-and completes in issue order; the group's timeout bounds each one.
+AVG, PRODUCT, MIN, MAX and PREMUL_SUM. Every collective torch sends a
+backend (allreduce and its coalesced form, reduce, broadcast, allgather,
+all_gather_into_tensor and its coalesced form, reduce_scatter,
+reduce_scatter_tensor and its coalesced form, alltoall, all_to_all_single with
+uneven splits, gather, scatter, barrier) is asynchronous and completes in
+issue order; send, recv and batch_isend_irecv run on their own channel per
+peer and direction. recv without a source is not supported. The group's
+timeout bounds each operation; errors name the rank that raised them.
 """
 import torch  # noqa: F401  (loads libtorch and its Python types first)
 import torch.distributed as dist
@@ -29,14 +36,16 @@ except ImportError:  # the build tree: the extension sits beside this package
 import datetime
 import os
 
-__all__ = ["create_process_group", "init_from_env", "BACKEND"]
+__all__ = ["create_backend", "init_from_env", "BACKEND"]
 
 BACKEND = "grex"
 
 
-def create_process_group(store, rank, size, timeout):
-    """torch.distributed's backend creator: a grex ProcessGroup over torch's store."""
-    return _ext.create_process_group(store, rank, size, timeout)
+def create_backend(dist_opts, backend_opts=None):
+    """torch.distributed's backend creator (extended API): a grex Backend for
+    one group, over the store torch gives that group."""
+    return _ext.create_backend(dist_opts.store, dist_opts.group_rank, dist_opts.group_size,
+                               dist_opts.timeout, str(dist_opts.group_id or ""))
 
 
 def _launcher_env():
@@ -70,4 +79,4 @@ def init_from_env(timeout=datetime.timedelta(minutes=5), backend=BACKEND):
 
 
 if not hasattr(dist.Backend, BACKEND.upper()):
-    dist.Backend.register_backend(BACKEND, create_process_group)
+    dist.Backend.register_backend(BACKEND, create_backend, extended_api=True, devices=["cpu", "cuda"])

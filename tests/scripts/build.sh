@@ -6,6 +6,8 @@
 # --sanitize builds with AddressSanitizer + UndefinedBehaviorSanitizer in build-sanitize/.
 # --tsan builds with ThreadSanitizer in build-tsan/.
 # --coverage builds a debug build with gcov instrumentation (-Db_coverage=true) in build-coverage/.
+# GREX_TORCH_PYTHON (run-tests.sh sets it from tests/scripts/venv.sh) names the interpreter whose
+# torch the PyTorch backend builds against (-Dtorch_python), also in an existing build directory.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=release
@@ -34,11 +36,15 @@ if [[ ! -f "$dir/build.ninja" ]]; then
     coverage) args=(--buildtype=debug -Db_coverage=true) ;;
     debug | debugoptimized) args=(--buildtype="$mode") ;;
   esac
+  [[ -n ${GREX_TORCH_PYTHON:-} ]] && args+=(-Dtorch_python="$GREX_TORCH_PYTHON")
   mkdir -p "$dir"
   if ! meson setup "$dir" "$root" "${args[@]}" > "$dir/../.meson-setup-$(basename "$dir").log" 2>&1; then
     cat "$dir/../.meson-setup-$(basename "$dir").log" >&2
     exit 1
   fi
+elif [[ -n ${GREX_TORCH_PYTHON:-} ]] &&
+     ! grep -q "\"name\": \"torch_python\", \"value\": \"$GREX_TORCH_PYTHON\"" "$dir/meson-info/intro-buildoptions.json"; then
+  meson configure "$dir" -Dtorch_python="$GREX_TORCH_PYTHON" > /dev/null
 fi
 if ! ninja -C "$dir" > "$dir/ninja.log" 2>&1; then
   tail -60 "$dir/ninja.log" >&2

@@ -26,6 +26,12 @@ done
 coverage=()
 [[ "${mode[*]}" == --coverage ]] && coverage=(--coverage)
 bash "$root/tests/scripts/install-deps.sh" "${coverage[@]}"
+# torch 2, pytest and meson-python for the PyTorch backend's suite (created once, then reused).
+# GREX_NO_VENV=1 leaves it out (the suite torch then skips with its reason).
+if [[ ${GREX_NO_VENV:-0} != 1 ]]; then
+  GREX_TORCH_PYTHON=$(bash "$root/tests/scripts/venv.sh")
+  export GREX_TORCH_PYTHON
+fi
 start=$(date +%s)
 echo "run-tests: building (the first build takes a few minutes on 2 cores)"
 dir=$(bash "$root/tests/scripts/build.sh" "${mode[@]}")

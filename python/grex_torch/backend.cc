@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: Apache-2.0
+// GrexBackend's life cycle (creation, coalescing, abort, shutdown), its Work,
+// the completer thread and the Python module that torch.distributed calls.
+#include "backend.h"
+
+#include "torch_store.h"
+
+#include <grex/bootstrap.h>
+
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+
+namespace grex::torch_backend {
+
+Path path_of(const at::Tensor& t, const char* op) {
+  if (t.device().is_cpu()) return Path::kCpu;
+  // A CUDA engine (GPUDirect registration, reductions as kernels) returns its Path here.
+  TORCH_CHECK(false, "grex: ", op, " on a ", t.device().type(), " tensor is not supported yet: grex moves CPU ",
+              "tensors only; map that device to another backend (init_process_group(\"cpu:grex,cuda:nccl\"))");
+}
+
+DataType dtype_of(const at::Tensor& t, const char* op) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return DataType::kFloat32;
+    case at::kDouble: return DataType::kFloat64;
+    case at::kHalf: return DataType::kFloat16;
+    case at::kBFloat16: return DataType::kBFloat16;
+    case at::kInt: return DataType::kInt32;
+    case at::kLong: return DataType::kInt64;
+    case at::kByte: return DataType::kUint8;
+    default: break;
+  }
+  TORCH_CHECK(false, "grex: ", op, ": tensors of type ", t.scalar_type(), " are not supported (float, double, half, ",
+              "bfloat16, int32, int64 and uint8 are)");
+}
+
+void check_tensor(const at::Tensor& t, const char* op) {
+  (void)path_of(t, op);
+  TORCH_CHECK(t.is_contiguous(), "grex: ", op, ": the tensor must be contiguous");
+  (void)dtype_of(t, op);
+}
+
+// ---- GrexWork ----
+
+GrexWork::GrexWork(int rank, c10d::OpType type, const char* op, std::vector<at::Tensor> outputs, int pieces)
+    : c10d::Work(rank, type),
+      op_(op),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      pieces_left_(pieces) {
+  if (pieces <= 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    complete_locked(lock);
+  }
+}
+
+bool GrexWork::isCompleted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+bool GrexWork::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ && error_.empty();
+}
+
+std::exception_ptr GrexWork::exception() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ && !error_.empty() ? std::make_exception_ptr(std::runtime_error(error_)) : nullptr;
+}
+
+std::vector<at::Tensor> GrexWork::result() { return outputs_; }
+
+bool GrexWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (timeout == kNoTimeout) {
+    cv_.wait(lock, [&] { return done_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+    throw std::runtime_error("grex: rank " + std::to_string(rank_) + ": " + op_ + " did not finish within " +
+                             std::to_string(timeout.count()) + " ms (Work.wait timeout); it goes on in the background");
+  }
+  if (!error_.empty()) throw std::runtime_error(error_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> GrexWork::getFuture() { return future_; }
+
+void GrexWork::piece_done(const Result<void>& r) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (done_) return;
+  if (!r && error_.empty()) error_ = r.error().message();
+  if (--pieces_left_ == 0) complete_locked(lock);
+}
+
+void GrexWork::fail(const std::string& message) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (done_) return;
+  error_ = message;
+  complete_locked(lock);
+}
+
+// The future completes outside the lock: its callbacks (DDP's hooks) may call back in.
+void GrexWork::complete_locked(std::unique_lock<std::mutex>& lock) {
+  std::string error = error_;
+  lock.unlock();
+  if (error.empty()) {
+    future_->markCompleted(c10::IValue(outputs_));
+  } else {
+    future_->setError(std::make_exception_ptr(std::runtime_error(error)));
+  }
+  lock.lock();
+  done_ = true;
+  cv_.notify_all();
+}
+
+// ---- Core ----
+
+std::string Core::describe(const std::string& what) const { return "grex: rank " + std::to_string(rank) + ": " + what; }
+
+void Core::complete_loop() {
+  for (;;) {
+    Pending p;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stopping || !pending.empty(); });
+      if (pending.empty()) {
+        completer_done = true;
+        cv.notify_all();
+        return;
+      }
+      p = std::move(pending.front());
+      pending.pop_front();
+      in_flight = p.handle;
+    }
+    Result<void> r = ok();
+    for (auto& w : p.works) {
+      Result<void> one = w->wait();
+      if (!one && r) r = std::move(one);
+    }
+    if (r && p.after) {
+      try {
+        p.after();
+      } catch (const std::exception& e) {
+        r = Error(Errc::kInternal, std::string("copying the result out: ") + e.what());
+      }
+    }
+    if (r) {
+      p.handle->piece_done(r);
+    } else {
+      p.handle->fail(describe(r.error().message()));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    in_flight.reset();
+  }
+}
+
+// ---- GrexBackend ----
+
+GrexBackend::GrexBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout, const std::string& group_name)
+    : c10d::Backend(rank, size),
+      core_(std::make_shared<Core>()),
+      options_(c10::make_intrusive<GrexOptions>(timeout, group_name)) {
+  core_->rank = rank;
+  core_->size = size;
+  core_->timeout = timeout;
+  core_->store = store;
+  auto bs = Bootstrap::with_store(std::make_shared<TorchStore>(store), rank, size, timeout.count());
+  CommOptions opts;
+  opts.timeout_ms = timeout.count();
+  // The group's timeout (init_process_group / new_group) wins over GREX_TIMEOUT_MS;
+  // the other fields still take their GREX_* variables.
+  opts.precedence = Precedence::kOptions;
+  auto comm = Communicator::create(std::shared_ptr<Bootstrap>(std::move(bs)), opts);
+  if (!comm) throw std::runtime_error(core_->describe("creating the group: " + comm.error().message()));
+  core_->comm = std::move(*comm);
+  std::thread([core = core_] { core->complete_loop(); }).detach();
+}
+
+GrexBackend::~GrexBackend() {
+  // destroy_process_group calls shutdown() first; a backend dropped without it
+  // must not block its caller either.
+  if (!closed_) abort();
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> GrexBackend::getBackendOptions() { return options_; }
+
+Communicator& GrexBackend::comm(const char* op) const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  TORCH_CHECK(core_->aborted.empty(), core_->describe(std::string(op) + ": " + core_->aborted));
+  return *core_->comm;
+}
+
+void GrexBackend::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "grex: startCoalescing called twice without endCoalescing");
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> GrexBackend::endCoalescing() {
+  TORCH_CHECK(coalescing_, "grex: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  auto works = std::move(coalesced_);
+  coalesced_.clear();
+  auto all = c10::make_intrusive<GrexWork>(getRank(), c10d::OpType::COALESCED, "coalesced operations",
+                                           std::vector<at::Tensor>{}, static_cast<int>(works.size()));
+  for (auto& w : works) {
+    w->getFuture()->addCallback([all](c10::ivalue::Future& f) {
+      if (f.hasError()) {
+        all->fail(f.tryRetrieveErrorMessage());
+      } else {
+        all->piece_done(ok());
+      }
+    });
+  }
+  return all;
+}
+
+c10::intrusive_ptr<c10d::Backend> GrexBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                     const std::vector<int>& ranks,
+                                                     const c10::intrusive_ptr<Options>& opts) {
+  auto& made = splits_[{store.get(), ranks}];
+  if (made) return made;
+  auto me = std::find(ranks.begin(), ranks.end(), getRank());
+  TORCH_CHECK(me != ranks.end(), "grex: split: rank ", getRank(), " is not among the split's ranks");
+  const auto timeout = opts ? opts->timeout : options_->timeout;
+  const std::string name = opts ? group_name_of(*opts) : "";
+  std::optional<pybind11::gil_scoped_release> release;  // the rendezvous blocks: let Python threads run
+  if (PyGILState_Check()) release.emplace();
+  made = c10::make_intrusive<GrexBackend>(store, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()),
+                                          timeout, name);
+  return made;
+}
+
+c10::intrusive_ptr<c10d::Work> GrexBackend::remember(c10::intrusive_ptr<c10d::Work> w) {
+  if (coalescing_) coalesced_.push_back(w);
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> GrexBackend::submit(c10d::OpType type, const char* op, std::vector<at::Tensor> outputs,
+                                                   Started started, std::function<void()> after) {
+  ++seq_;
+  Core::Pending p;
+  std::string error;
+  for (auto& s : started) {
+    if (s) {
+      p.works.push_back(std::move(*s));
+    } else if (error.empty()) {
+      error = core_->describe(std::string(op) + ": " + s.error().message());
+    }
+  }
+  p.handle = c10::make_intrusive<GrexWork>(getRank(), type, op, std::move(outputs));
+  p.after = std::move(after);
+  auto handle = p.handle;
+  if (!error.empty()) {
+    handle->fail(error);
+    p.after = {};  // still queued: the parts that started own the buffers until they end
+  }
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    core_->pending.push_back(std::move(p));
+  }
+  core_->cv.notify_all();
+  if (!error.empty()) throw std::runtime_error(error);
+  return remember(handle);
+}
+
+void GrexBackend::abort() {
+  if (closed_) return;
+  closed_ = true;
+  const std::string why = "the process group was aborted";
+  std::vector<c10::intrusive_ptr<GrexWork>> queued;
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    core_->aborted = why;
+    core_->stopping = true;
+    // Queued collectives keep their grex Work (the completer still waits them
+    // out, bounded by the timeout, so their buffers stay alive); their torch
+    // Works fail now, outside the lock (their callbacks may call back in).
+    for (auto& p : core_->pending) queued.push_back(p.handle);
+    if (core_->in_flight) queued.push_back(core_->in_flight);
+  }
+  core_->cv.notify_all();
+  for (auto& w : queued) w->fail(core_->describe(why));
+  for (auto& [key, ch] : channels_) ch->abort(core_->describe(why));
+  channels_.clear();
+}
+
+void GrexBackend::shutdown() {
+  if (closed_) return;
+  closed_ = true;
+  for (auto& [key, ch] : channels_) ch->stop(true);
+  channels_.clear();
+  std::unique_lock<std::mutex> lock(core_->mu);
+  core_->aborted = "the process group was shut down";
+  core_->stopping = true;
+  core_->cv.notify_all();
+  // Each queued collective ends by the group's timeout at the latest.
+  core_->cv.wait(lock, [&] { return core_->completer_done; });
+  core_->comm.reset();
+}
+
+namespace {
+
+c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                         std::chrono::milliseconds timeout, const std::string& group_name) {
+  pybind11::gil_scoped_release release;  // the rendezvous blocks; other Python threads may run
+  return c10::make_intrusive<GrexBackend>(store, rank, size, timeout, group_name);
+}
+
+}  // namespace
+}  // namespace grex::torch_backend
+
+PYBIND11_MODULE(_grex_torch, m) {
+  m.doc() = "grex backend for torch.distributed (use: import grex_torch; dist.init_process_group('grex'))";
+  // The Backend subclass, so Python sees its `options` (split_group copies the parent's).
+  // The Backend subclass, so Python reaches abort/shutdown on any torch (2.4
+  // binds neither for backends) and `options` (split_group deep-copies the
+  // parent's; torch's base Options cannot be, a GrexOptions can) where torch
+  // binds Backend.Options (not 2.4, which has no split_group either).
+  using Options = c10d::Backend::Options;
+  using grex::torch_backend::GrexBackend;
+  using grex::torch_backend::GrexOptions;
+  auto backend = pybind11::class_<GrexBackend, c10d::Backend, c10::intrusive_ptr<GrexBackend>>(m, "GrexBackend")
+                     .def("abort", &GrexBackend::abort, "Fails every queued and in-flight operation; never blocks.")
+                     .def("shutdown", &GrexBackend::shutdown, pybind11::call_guard<pybind11::gil_scoped_release>(),
+                          "Finishes the queued operations (each bounded by the timeout), then releases grex.");
+  if (pybind11::detail::get_type_info(typeid(Options)) != nullptr) {
+    pybind11::class_<GrexOptions, Options, c10::intrusive_ptr<GrexOptions>>(m, "GrexOptions")
+        .def("__copy__", [](const GrexOptions& o) { return c10::make_intrusive<GrexOptions>(o); })
+        .def("__deepcopy__",
+             [](const GrexOptions& o, pybind11::dict) { return c10::make_intrusive<GrexOptions>(o); });
+    backend.def_property_readonly("options", &GrexBackend::getBackendOptions);
+  }
+  m.def("create_backend", &grex::torch_backend::create, pybind11::arg("store"), pybind11::arg("rank"),
+        pybind11::arg("size"), pybind11::arg("timeout"), pybind11::arg("group_name") = "",
+        "Creates a grex c10d::Backend over torch's store (what torch.distributed calls for backend 'grex').");
+}

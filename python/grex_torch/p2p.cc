@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+// GrexBackend's point-to-point: a Channel per peer and direction, each a
+// two-rank grex Communicator driven by its own thread (see backend.h).
+#include "backend.h"
+
+#include "torch_store.h"
+
+#include <grex/bootstrap.h>
+
+namespace grex::torch_backend {
+
+Channel::Channel(std::shared_ptr<Core> core, int peer, bool sending)
+    : core_(std::move(core)), peer_(peer), sending_(sending) {}
+
+void Channel::start() {
+  std::thread([self = shared_from_this()] { self->loop(); }).detach();
+}
+
+void Channel::post(const at::Tensor& t, int tag, c10::intrusive_ptr<GrexWork> w) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ops_.push_back(Op{t, tag, std::move(w)});
+  }
+  cv_.notify_all();
+}
+
+void Channel::abort(const std::string& message) {
+  std::deque<Op> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    dropped.swap(ops_);
+    if (in_flight_) dropped.push_back(Op{at::Tensor(), 0, in_flight_});
+  }
+  cv_.notify_all();
+  for (auto& op : dropped) op.work->fail(message);
+}
+
+void Channel::stop(bool wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+  if (wait) cv_.wait(lock, [&] { return done_; });
+}
+
+void Channel::loop() {
+  for (;;) {
+    Op op;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !ops_.empty(); });
+      if (ops_.empty()) {
+        pair_.reset();
+        done_ = true;
+        cv_.notify_all();
+        return;
+      }
+      op = std::move(ops_.front());
+      ops_.pop_front();
+      in_flight_ = op.work;
+    }
+    Result<void> r = run(op);
+    if (r) {
+      op.work->piece_done(r);
+    } else {
+      op.work->fail(core_->describe(std::string(sending_ ? "send to" : "recv from") + " rank " +
+                                    std::to_string(peer_) + " (tag " + std::to_string(op.tag) +
+                                    "): " + r.error().message()));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.reset();
+  }
+}
+
+Result<void> Channel::run(Op& op) {
+  if (!pair_) {
+    // Both ends name the channel the same way: the lower rank, the higher, and
+    // which of them sends.
+    const int me = core_->rank;
+    const int lo = std::min(me, peer_), hi = std::max(me, peer_);
+    const bool lo_sends = (me == lo) == sending_;
+    CommOptions opts;
+    opts.timeout_ms = core_->timeout.count();
+    opts.name = "grex-p2p-" + std::to_string(lo) + "-" + std::to_string(hi) + (lo_sends ? "-up" : "-down");
+    opts.cost = "5,5,5";  // no calibration: a channel runs no allreduce
+    opts.spread = false;  // the group's communicator already placed this process
+    opts.precedence = Precedence::kOptions;
+    auto bs = Bootstrap::with_store(std::make_shared<TorchStore>(core_->store), me == lo ? 0 : 1, 2,
+                                    opts.timeout_ms);
+    pair_ = GREX_TRY(Communicator::create(std::shared_ptr<Bootstrap>(std::move(bs)), opts));
+  }
+  const int other = core_->rank == std::min(core_->rank, peer_) ? 1 : 0;
+  const auto tag = static_cast<uint32_t>(op.tag);
+  if (sending_) return pair_->send(op.tensor.data_ptr(), op.tensor.nbytes(), other, tag);
+  return pair_->recv(op.tensor.data_ptr(), op.tensor.nbytes(), other, tag);
+}
+
+Channel& GrexBackend::channel(int peer, bool sending) {
+  auto& ch = channels_[{peer, sending}];
+  if (!ch) {
+    ch = std::make_shared<Channel>(core_, peer, sending);
+    ch->start();
+  }
+  return *ch;
+}
+
+c10::intrusive_ptr<c10d::Work> GrexBackend::send(std::vector<at::Tensor>& ts, int dst, int tag) {
+  TORCH_CHECK(ts.size() == 1, "grex: send takes one tensor, got ", ts.size());
+  check_tensor(ts[0], "send");
+  TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "grex: send to rank ", dst, ": not another rank of ",
+              "this group of ", getSize());
+  (void)comm("send");  // raises once aborted
+  auto w = c10::make_intrusive<GrexWork>(getRank(), c10d::OpType::SEND, "send", std::vector<at::Tensor>{ts[0]});
+  channel(dst, true).post(ts[0], tag, w);
+  return remember(w);
+}
+
+c10::intrusive_ptr<c10d::Work> GrexBackend::recv(std::vector<at::Tensor>& ts, int src, int tag) {
+  TORCH_CHECK(ts.size() == 1, "grex: recv takes one tensor, got ", ts.size());
+  check_tensor(ts[0], "recv");
+  TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), "grex: recv from rank ", src,
+              ": not another rank of this group of ", getSize());
+  (void)comm("recv");
+  auto w = c10::make_intrusive<GrexWork>(getRank(), c10d::OpType::RECV, "recv", std::vector<at::Tensor>{ts[0]});
+  channel(src, false).post(ts[0], tag, w);
+  return remember(w);
+}
+
+c10::intrusive_ptr<c10d::Work> GrexBackend::recvAnysource(std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false, "grex: recv without a source (recv_anysource) is not supported: grex's receive names its peer; ",
+              "pass src=");
+}
+
+}  // namespace grex::torch_backend
