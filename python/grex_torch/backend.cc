@@ -57,6 +57,7 @@ GrexWork::GrexWork(int rank, c10d::OpType type, const char* op, std::vector<at::
     std::unique_lock<std::mutex> lock(mu_);
     complete_locked(lock);
   }
+  constructing_ = false;
 }
 
 bool GrexWork::isCompleted() {
@@ -92,30 +93,99 @@ c10::intrusive_ptr<c10::ivalue::Future> GrexWork::getFuture() { return future_; 
 
 void GrexWork::piece_done(const Result<void>& r) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (done_) return;
+  if (completing_) return;
   if (!r && error_.empty()) error_ = r.error().message();
   if (--pieces_left_ == 0) complete_locked(lock);
 }
 
 void GrexWork::fail(const std::string& message) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (done_) return;
+  if (completing_) return;
   error_ = message;
   complete_locked(lock);
 }
 
-// The future completes outside the lock: its callbacks (DDP's hooks) may call back in.
+namespace {
+
+// Where futures complete: never on the completer or a channel thread.
+// Completing a future runs its callbacks, and a callback may wait for a later
+// operation of the same group (PowerSGD's DDP hook waits inside one), which
+// only the completer can finish. A thread busy in a callback is not idle, so
+// a completion that finds no idle thread gets a new one: a blocked callback
+// never holds up the completions it waits for. Threads beyond the first end
+// after a second with nothing to do.
+class CompletionRunner {
+ public:
+  static CompletionRunner& get() {
+    static auto* runner = new CompletionRunner;  // never destroyed: its threads are detached
+    return *runner;
+  }
+  void post(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+    if (queue_.size() > idle_) {
+      ++threads_;
+      std::thread([this] { loop(); }).detach();
+    } else {
+      cv_.notify_one();
+    }
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ++idle_;
+      const bool got = cv_.wait_for(lock, std::chrono::seconds(1), [&] { return !queue_.empty(); });
+      --idle_;
+      if (!got) {
+        if (threads_ > 1) {
+          --threads_;
+          return;
+        }
+        continue;
+      }
+      std::function<void()> fn = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  size_t idle_ = 0;
+  size_t threads_ = 0;
+};
+
+}  // namespace
+
+// The future completes outside the lock and off the calling thread (see
+// CompletionRunner); wait() returns once it has. A Work made complete (no
+// pieces) has no callbacks yet and completes at once.
 void GrexWork::complete_locked(std::unique_lock<std::mutex>& lock) {
+  if (completing_) return;
+  completing_ = true;
   std::string error = error_;
+  auto finish = [error](GrexWork* w) {
+    if (error.empty()) {
+      w->future_->markCompleted(c10::IValue(w->outputs_));
+    } else {
+      w->future_->setError(std::make_exception_ptr(std::runtime_error(error)));
+    }
+    std::lock_guard<std::mutex> l(w->mu_);
+    w->done_ = true;
+    w->cv_.notify_all();
+  };
   lock.unlock();
-  if (error.empty()) {
-    future_->markCompleted(c10::IValue(outputs_));
+  if (constructing_) {
+    finish(this);
   } else {
-    future_->setError(std::make_exception_ptr(std::runtime_error(error)));
+    CompletionRunner::get().post(
+        [finish, self = c10::intrusive_ptr<GrexWork>::reclaim_copy(this)] { finish(self.get()); });
   }
   lock.lock();
-  done_ = true;
-  cv_.notify_all();
 }
 
 // ---- Core ----

@@ -74,7 +74,9 @@ class GrexWork final : public c10d::Work {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int pieces_left_;
-  bool done_ = false;
+  bool constructing_ = true;  // complete_locked from the constructor: no callbacks yet
+  bool completing_ = false;   // the future's completion is queued or running
+  bool done_ = false;         // the future is complete
   std::string error_;
 };
 

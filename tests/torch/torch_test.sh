@@ -3,6 +3,7 @@
 # The grex torch.distributed backend under each launcher:
 #   torch_test.sh CASE PYTHON GREX_RUN     (PYTHONPATH must reach grex_torch)
 #   pytest         test_torch2.py: every operation vs gloo at 2 and 4 ranks, stall, abort
+#   workloads      test_workloads.py: examples/torch (DDP and its hooks, FSDP2, DTensor TP) vs gloo
 #   import         python3 -c "import grex_torch" registers the backend
 #   grex_run_2/4   backend_check.py collectives under grex-run
 #   ddp            20 DDP steps on grex equal 20 on gloo (4 ranks)
@@ -24,6 +25,12 @@ case $CASE in
   pytest)
     "$PY" -c 'import pytest' 2>/dev/null || { echo "SKIP: no pytest in $PY (tests/scripts/venv.sh installs it)"; exit 77; }
     "$PY" -m pytest -q -rs -p no:cacheprovider "$HERE/test_torch2.py" >"$TMP/out" 2>&1 || fail "pytest failed"
+    cat "$TMP/out"
+    grep -q " passed" "$TMP/out" || fail "no test passed" ;;
+  workloads)
+    "$PY" -c 'import pytest' 2>/dev/null || { echo "SKIP: no pytest in $PY (tests/scripts/venv.sh installs it)"; exit 77; }
+    GREX_RUN=$GREX_RUN "$PY" -m pytest -q -rs -p no:cacheprovider "$HERE/test_workloads.py" >"$TMP/out" 2>&1 ||
+      fail "pytest failed"
     cat "$TMP/out"
     grep -q " passed" "$TMP/out" || fail "no test passed" ;;
   import)
