@@ -180,7 +180,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   Impl& c = *impl;
   c.rank = bootstrap->rank();
   c.size = bootstrap->world_size();
-  log::set_rank(c.rank);
+  log::set_rank_if_unset(c.rank);  // a launcher's bootstrap set the world rank already
   GREX_TRY(apply_env(&opts));
   c.opts = opts;
   c.bootstrap = std::move(bootstrap);
@@ -399,9 +399,14 @@ Error Communicator::Impl::diagnose(Error e) {
   const std::string key = opts.name + "/sig/" + std::to_string(ncoll) + "/";
   Store& st = bootstrap->store();
   if (!st.set(key + std::to_string(rank), sig_text)) return e;
+  // At most 2 s in all (less where the timeout is shorter): the caller waits
+  // for this error, and an absent rank never writes its call.
+  const int64_t budget_ms = std::min<int64_t>(2000, std::max<int64_t>(1, opts.timeout_ms));
+  const Deadline deadline = Deadline::after_ms(budget_ms);
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
-    auto theirs = st.get(key + std::to_string(p), 2000);
+    const int64_t left = std::max<int64_t>(1, deadline.remaining_ms());
+    auto theirs = st.get(key + std::to_string(p), left);
     if (!theirs || *theirs == sig_text) continue;  // not there (slower, elsewhere) or the same call
     return Error(Errc::kMismatch, "ranks disagree on collective #" + std::to_string(ncoll) + ": rank " +
                                       std::to_string(p) + " called " + *theirs + ", rank " + std::to_string(rank) +

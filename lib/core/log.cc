@@ -62,6 +62,10 @@ Level level() noexcept {
 
 void set_level(Level l) noexcept { g_level.store(static_cast<int>(l), std::memory_order_relaxed); }
 void set_rank(int rank) noexcept { g_rank.store(rank, std::memory_order_relaxed); }
+void set_rank_if_unset(int rank) noexcept {
+  int none = -1;
+  g_rank.compare_exchange_strong(none, rank, std::memory_order_relaxed);
+}
 
 void write(Level l, const char* subsystem, const char* fmt, ...) noexcept {
   char line[1024];

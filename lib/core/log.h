@@ -14,6 +14,9 @@ Level level() noexcept;
 void set_level(Level l) noexcept;
 /// Sets the rank printed in every line of this process (-1: none yet).
 void set_rank(int rank) noexcept;
+/// The same where no rank is set yet: the first communicator a process makes
+/// names it, not the sub-groups it makes later (a torch group, a p2p pair).
+void set_rank_if_unset(int rank) noexcept;
 /// Parses "error|warn|info|debug|trace" (or 0..4); returns false if unknown.
 bool parse_level(const char* text, Level* out) noexcept;
 

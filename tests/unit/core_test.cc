@@ -133,6 +133,20 @@ TEST(Log, LinesCarryRankAndSubsystem) {
   log::set_level(log::Level::kWarn);
 }
 
+// The first communicator names the process's rank; a sub-group made later (a
+// torch group, a two-rank p2p pair) must not rename it.
+TEST(Log, TheFirstRankSetStays) {
+  log::set_level(log::Level::kInfo);
+  log::set_rank(-1);
+  log::set_rank_if_unset(5);
+  log::set_rank_if_unset(0);
+  testing::internal::CaptureStderr();
+  GREX_INFO("comm", "x");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "[rank 5 comm] INFO x\n");
+  log::set_rank(-1);
+  log::set_level(log::Level::kWarn);
+}
+
 }  // namespace
 }  // namespace grex
 
