@@ -15,13 +15,15 @@
 #   grex-run -n R -- $BUILD/apps/grex-perf/grex-perf allreduce -b 25M -e 25M -n 20 -w 5 --inplace 1 -c 0
 #   grex-run -n R -- $PY examples/torch/{ddp,fsdp2}.py --backend B --steps STEPS --json
 #   grex-run -n R -- $PY bench/torch_colls.py OP --bytes S --backend B
-# Usage: bench/torch_compare.sh   (env: BUILD, PY, REPEAT=3, STEPS=15, RANKS="2", SIZES="1M 4M 16M 64M")
+# Usage: bench/torch_compare.sh   (env: BUILD, PY, REPEAT=3, STEPS=15, RANKS="2", SIZES="1M 4M 16M 64M",
+#                                  PARTS="binding train coll")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 PY=${PY:-$ROOT/.venv/bin/python}
 REPEAT=${REPEAT:-3} STEPS=${STEPS:-15} RANKS=${RANKS:-2} SIZES=${SIZES:-"1M 4M 16M 64M"}
+PARTS=${PARTS:-"binding train coll"}  # which of the three to run
 export PYTHONPATH=$ROOT/python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export GREX_LOG_LEVEL=error
 RUN="$BUILD/apps/grex-run/grex-run --no-tag-output"
@@ -39,18 +41,24 @@ echo "# torch_compare: $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-
 for ((i = 0; i < REPEAT; i++)); do
   order=(grex gloo)
   ((i % 2 == 0)) || order=(gloo grex)
+  binding_torch() {
+    $RUN -n "$1" -- "$PY" "$ROOT/bench/torch_allreduce.py" --bytes 26214400 -n 20 -w 5 |
+      awk -v r="$1" '/^torch_allreduce/ {print r, $3}' >> "$tmp/torch"
+  }
+  binding_cpp() {
+    $RUN -n "$1" -- "$BUILD/apps/grex-perf/grex-perf" allreduce -b 25M -e 25M -n 20 -w 5 --inplace 1 -c 0 |
+      awk -v r="$1" '$1 == 26214400 {print r, $5}' >> "$tmp/cpp"
+  }
   for r in $RANKS; do
-    $RUN -n "$r" -- "$PY" "$ROOT/bench/torch_allreduce.py" --bytes 26214400 -n 20 -w 5 |
-      awk -v r="$r" '/^torch_allreduce/ {print r, $3}' >> "$tmp/torch"
-    $RUN -n "$r" -- "$BUILD/apps/grex-perf/grex-perf" allreduce -b 25M -e 25M -n 20 -w 5 --inplace 1 -c 0 |
-      awk -v r="$r" '$1 == 26214400 {print r, $5}' >> "$tmp/cpp"
+    [[ " $PARTS " == *" binding "* ]] || break
+    if ((i % 2 == 0)); then binding_torch "$r"; binding_cpp "$r"; else binding_cpp "$r"; binding_torch "$r"; fi
   done
-  for w in ddp fsdp2; do
+  [[ " $PARTS " == *" train "* ]] && for w in ddp fsdp2; do
     for r in 1 $RANKS; do
       for b in "${order[@]}"; do echo "$w $r $b $(train "$w" "$r" "$b")" >> "$tmp/train"; done
     done
   done
-  for op in all_gather_into_tensor reduce_scatter_tensor; do
+  [[ " $PARTS " == *" coll "* ]] && for op in all_gather_into_tensor reduce_scatter_tensor; do
     for s in $SIZES; do
       for r in $RANKS; do
         for b in "${order[@]}"; do
@@ -63,6 +71,7 @@ for ((i = 0; i < REPEAT; i++)); do
   echo "torch_compare: round $((i + 1))/$REPEAT done" >&2
 done
 
+if [[ -s "$tmp/torch" ]]; then
 echo
 echo "| ranks | 25 MiB allreduce via torch (us) | via C++ grex-perf (us) | torch / C++ (goal <= 1.05) |"
 echo "|---:|---:|---:|---:|"
@@ -71,6 +80,8 @@ for r in $RANKS; do
   read -r c cl ch <<< "$(awk -v r="$r" '$1 == r {print $2}' "$tmp/cpp" | stats)"
   printf "| %s | %.0f (%.0f-%.0f) | %.0f (%.0f-%.0f) | %.2f |\n" "$r" "$t" "$tl" "$th" "$c" "$cl" "$ch" "$(echo "$t / $c" | bc -l)"
 done
+fi
+if [[ -s "$tmp/train" ]]; then
 echo
 echo "| workload | ranks | grex step (ms) | gloo step (ms) | grex overhead (ms) | gloo overhead (ms) | grex / gloo overhead (goal <= 0.3) |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
@@ -86,6 +97,8 @@ for w in ddp fsdp2; do
       "$l" "$ll" "$lh" "$go" "$lo" "$(echo "$go / $lo" | bc -l)"
   done
 done
+fi
+if [[ -s "$tmp/coll" ]]; then
 echo
 echo "| op | size | ranks | grex (us) | gloo (us) | grex / gloo (goal <= 0.3) |"
 echo "|---|---:|---:|---:|---:|---:|"
@@ -99,3 +112,4 @@ for op in all_gather_into_tensor reduce_scatter_tensor; do
     done
   done
 done
+fi
