@@ -13,6 +13,7 @@ import time
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 IN_FEATURES = 256
 CLASSES = 10
@@ -90,3 +91,20 @@ class Report:
             print(json.dumps({"losses": self.losses, "step_ms": self.ms, "comm_ms": self.comm_ms}), flush=True)
         dist.barrier()
         dist.destroy_process_group()
+
+
+def train(model, args, rank, world, name, batch_seed, comm_ms=None):
+    """SGD with momentum on `model` for args.steps steps of batch(batch_seed, step),
+    reporting as Report does; comm_ms() gives a step's communication time where
+    the example measures it. Ends the process group."""
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    report = Report(rank, world, name, args)
+    for step in range(args.steps):
+        x, y = batch(batch_seed, step, args.batch)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        report.step(step, loss.item(), t0, comm_ms() if comm_ms else None)
+    report.end()

@@ -9,9 +9,7 @@ torch's DDP communication hooks (bf16 compression or PowerSGD).
 """
 import time
 
-import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import common
@@ -69,17 +67,8 @@ def main():
         model.register_comm_hook(timer, timed_allreduce)
     else:
         raise SystemExit(f"--hook {a.hook}: none, bf16 or powersgd")
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
-    report = common.Report(rank, world, f"DDP (hook {a.hook})", a)
-    for step in range(a.steps):
-        x, y = common.batch(rank, step, a.batch)
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        report.step(step, loss.item(), t0, timer.take_ms() if timer else None)
-    report.end()
+    common.train(model, a, rank, world, f"DDP (hook {a.hook})", batch_seed=rank,
+                 comm_ms=timer.take_ms if timer else None)
 
 
 if __name__ == "__main__":

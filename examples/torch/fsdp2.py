@@ -8,10 +8,7 @@ torch.distributed.fsdp.fully_shard; forward gathers them
     torchrun --standalone --nproc_per_node 4 examples/torch/fsdp2.py
     torchrun --standalone --nproc_per_node 4 examples/torch/fsdp2.py --backend gloo   # the reference
 """
-import time
-
 import torch
-import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 
 try:
@@ -31,17 +28,7 @@ def main():
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
-    report = common.Report(rank, world, "FSDP2", a)
-    for step in range(a.steps):
-        x, y = common.batch(rank, step, a.batch)
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        report.step(step, loss.item(), t0)
-    report.end()
+    common.train(model, a, rank, world, "FSDP2", batch_seed=rank)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,6 @@ replicated. Every rank sees the same batch; the weights are what is split.
     torchrun --standalone --nproc_per_node 4 examples/torch/tensor_parallel.py
     torchrun --standalone --nproc_per_node 4 examples/torch/tensor_parallel.py --backend gloo   # the reference
 """
-import time
-
-import torch
-import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
@@ -25,17 +21,7 @@ def main():
         raise SystemExit(f"--hidden {a.hidden} must split evenly over {world} ranks")
     mesh = init_device_mesh("cpu", (world,))
     model = parallelize_module(common.mlp(a.hidden), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
-    report = common.Report(rank, world, "tensor parallel (DTensor)", a)
-    for step in range(a.steps):
-        x, y = common.batch(0, step, a.batch)  # the same batch on every rank
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        report.step(step, loss.item(), t0)
-    report.end()
+    common.train(model, a, rank, world, "tensor parallel (DTensor)", batch_seed=0)  # the same batch on every rank
 
 
 if __name__ == "__main__":
