@@ -39,70 +39,23 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
 #include <unistd.h>
 
 #include "collectives/reduce_simd.h"
+#include "gpu/reduce_elem.h"
 
 namespace grex::detail {
 
 // ---------------------------------------------------------------- conversions
+// The element arithmetic lives in gpu/reduce_elem.h, shared with the GPU kernels.
 
-float f16_to_f32(uint16_t h) noexcept {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t u;
-  if (exp == 0x1f) {
-    u = sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x00400000u : 0u);  // inf, or NaN made quiet
-  } else if (exp != 0) {
-    u = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    u = sign;
-  } else {  // subnormal mant * 2^-24: normalise so the leading one sits at bit 10
-    int shift = std::countl_zero(mant) - 21;
-    mant <<= shift;
-    u = sign | (static_cast<uint32_t>(113 - shift) << 23) | ((mant & 0x3ffu) << 13);
-  }
-  return std::bit_cast<float>(u);
-}
-
-uint16_t f32_to_f16(float f) noexcept {
-  uint32_t u = std::bit_cast<uint32_t>(f);
-  auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // quiet NaN
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to infinity
-  if (a >= 0x38800000u) {  // normal f16: rebias the exponent, round 13 bits off to nearest even
-    uint32_t r = a - 0x38000000u;
-    r += 0xfffu + ((r >> 13) & 1u);
-    return static_cast<uint16_t>(sign | (r >> 13));
-  }
-  uint32_t e = a >> 23;
-  if (e < 102) return sign;  // below 2^-25: rounds to zero
-  // Subnormal f16: q = |f| * 2^24 = m >> (126 - e), rounded to nearest even
-  // (q may round up to 0x400, the smallest normal, which encodes correctly).
-  uint32_t m = (a & 0x7fffffu) | 0x800000u;
-  uint32_t s = 126 - e;
-  uint32_t q = m >> s;
-  uint32_t rem = m & ((1u << s) - 1);
-  uint32_t half = 1u << (s - 1);
-  if (rem > half || (rem == half && (q & 1u) != 0)) ++q;
-  return static_cast<uint16_t>(sign | q);
-}
-
-float bf16_to_f32(uint16_t h) noexcept { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
-uint16_t f32_to_bf16(float f) noexcept {
-  uint32_t u = std::bit_cast<uint32_t>(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
+float f16_to_f32(uint16_t h) noexcept { return elem::f16_to_f32(h); }
+uint16_t f32_to_f16(float f) noexcept { return elem::f32_to_f16(f); }
+float bf16_to_f32(uint16_t h) noexcept { return elem::bf16_to_f32(h); }
+uint16_t f32_to_bf16(float f) noexcept { return elem::f32_to_bf16(f); }
 
 namespace {
 
@@ -112,28 +65,14 @@ using namespace simd;
 
 namespace scalar {
 
+// The ops and the canonical NaN: gpu/reduce_elem.h's, with this file's Op.
 template <Op op, class T>
 inline T apply(T x, T y) {
-  if constexpr (std::is_integral_v<T> && (op == Op::kSum || op == Op::kProd)) {
-    using U = std::make_unsigned_t<T>;  // wraps, no signed-overflow UB
-    return op == Op::kSum ? static_cast<T>(static_cast<U>(x) + static_cast<U>(y))
-                          : static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
-  } else if constexpr (op == Op::kSum) {
-    return x + y;
-  } else if constexpr (op == Op::kProd) {
-    return x * y;
-  } else if constexpr (op == Op::kMin) {
-    return y < x ? y : x;
-  } else {
-    return x < y ? y : x;
-  }
+  return elem::apply<static_cast<elem::Op>(static_cast<int>(op))>(x, y);
 }
-
-// The canonical quiet NaN for any NaN (reduce.h); every other value as it is.
 template <class T>
 inline T canonical(T x) {
-  if constexpr (std::is_floating_point_v<T>) return x != x ? std::numeric_limits<T>::quiet_NaN() : x;
-  else return x;
+  return elem::canonical(x);
 }
 
 // Element i of a buffer that need not be aligned to its type (a user's
