@@ -38,7 +38,19 @@ PARAMS = [pytest.param(ex, opts, n, id=f"{ex}{''.join(opts).replace('--hook', '-
 
 
 def run(example, opts, ranks, backend, launcher="torchrun"):
-    """Rank 0's losses for one launch; fails with the ranks' output otherwise."""
+    """Rank 0's losses for one launch; fails with the ranks' output otherwise.
+    The gloo reference gets a second launch: torch 2.11's gloo rarely aborts a
+    rank at exit, after the last step ("terminate called without an active
+    exception", seen once in about 30 launches), which says nothing of grex."""
+    try:
+        return launch(example, opts, ranks, backend, launcher)
+    except AssertionError:
+        if backend != "gloo":
+            raise
+        return launch(example, opts, ranks, backend, launcher)
+
+
+def launch(example, opts, ranks, backend, launcher):
     script = os.path.join(EXAMPLES, example + ".py")
     args = [script, "--backend", backend, "--steps", str(STEPS), "--hidden", "512", "--json"] + opts
     env = dict(os.environ, OMP_NUM_THREADS="1")
