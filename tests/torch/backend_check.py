@@ -161,11 +161,28 @@ def collectives(rank, size, gloo):
     dist.barrier()
 
 
+def ddp_train(rank, steps, group):
+    """DDP on examples/torch's model and data over `group` (None: the default, grex):
+    this rank's losses and the trained model."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "torch"))
+    import common  # noqa: E402  (the examples' model and data)
+    model = common.mlp(256)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for step in range(steps):
+        x, y = common.batch(rank, step, 64)
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, model
+
+
 def ddp(rank, size, steps, gloo):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
-    import pytorch_ddp as ex  # noqa: E402  (the example's model and data)
-    grex_losses, grex_model = ex.train(rank, size, steps, group=None, hidden=256)
-    gloo_losses, gloo_model = ex.train(rank, size, steps, group=gloo, hidden=256)
+    grex_losses, grex_model = ddp_train(rank, steps, None)
+    gloo_losses, gloo_model = ddp_train(rank, steps, gloo)
     for s, (a, b) in enumerate(zip(grex_losses, gloo_losses)):
         check(abs(a - b) <= 1e-5 * max(1.0, abs(b)), f"step {s}: loss {a} on grex vs {b} on gloo")
     for (name, p), q in zip(grex_model.named_parameters(), gloo_model.parameters()):
