@@ -11,7 +11,7 @@
 #  3. all_gather_into_tensor and reduce_scatter_tensor of SIZES (the full
 #     tensor) through torch, grex vs gloo.
 # Commands (BUILD defaults to build/, PY to the interpreter with torch 2):
-#   grex-run -n R -- $PY bench/torch_allreduce.py --bytes 26214400 -n 20 -w 5
+#   grex-run -n R -- $PY bench/torch_colls.py all_reduce --bytes 26214400 -n 20 -w 5
 #   grex-run -n R -- $BUILD/apps/grex-perf/grex-perf allreduce -b 25M -e 25M -n 20 -w 5 --inplace 1 -c 0
 #   grex-run -n R -- $PY examples/torch/{ddp,fsdp2}.py --backend B --steps STEPS --json
 #   grex-run -n R -- $PY bench/torch_colls.py OP --bytes S --backend B
@@ -42,8 +42,8 @@ for ((i = 0; i < REPEAT; i++)); do
   order=(grex gloo)
   ((i % 2 == 0)) || order=(gloo grex)
   binding_torch() {
-    $RUN -n "$1" -- "$PY" "$ROOT/bench/torch_allreduce.py" --bytes 26214400 -n 20 -w 5 |
-      awk -v r="$1" '/^torch_allreduce/ {print r, $3}' >> "$tmp/torch"
+    $RUN -n "$1" -- "$PY" "$ROOT/bench/torch_colls.py" all_reduce --bytes 26214400 -n 20 -w 5 |
+      awk -v r="$1" '/^torch_coll/ {print r, $4}' >> "$tmp/torch"
   }
   binding_cpp() {
     $RUN -n "$1" -- "$BUILD/apps/grex-perf/grex-perf" allreduce -b 25M -e 25M -n 20 -w 5 --inplace 1 -c 0 |

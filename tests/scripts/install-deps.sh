@@ -6,11 +6,11 @@
 set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config python3 libssl-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
       dpdk-dev libdpdk-dev libibverbs-dev librdmacm-dev ibverbs-providers gnuplot-nox openmpi-bin
-      python3-torch libtorch-dev pybind11-dev python3-venv python3-dev nlohmann-json3-dev libcli11-dev)
+      python3-venv python3-dev nlohmann-json3-dev libcli11-dev)
 # gnuplot-nox draws grex-perf --plot and the benchmark plots (its test checks the PNG);
-# openmpi-bin runs the C API under mpirun (capi_mpirun); python3-torch, libtorch-dev and
-# pybind11-dev are Debian's torch 1.13 (the PyTorch backend itself now builds against torch 2
-# from tests/scripts/venv.sh, with python3-dev's headers); python3-venv gives that venv, and test python_pip the venv
+# openmpi-bin runs the C API under mpirun (capi_mpirun); the PyTorch backend builds
+# against torch 2 from tests/scripts/venv.sh (its headers carry pybind11) with python3-dev's
+# headers; python3-venv gives that venv, and test python_pip the venv
 # that `pip install .` goes into; nlohmann-json3-dev and libcli11-dev
 # give the tools their JSON writer and command-line parser.
 # The verbs suite's Soft-RoCE VM (tests/scripts/softroce.sh) installs qemu,
