@@ -126,6 +126,13 @@ grex_result_t check_work(const char* fn, grex_work_t** work) {
   return work == nullptr ? invalid(fn, "work is NULL") : GREX_OK;
 }
 
+// The stream forms: *work is optional.
+grex_result_t enqueued(grex::Result<grex::WorkPtr> r, grex_work_t** work) {
+  if (!r) return fail(r.error());
+  if (work != nullptr) *work = new grex_work{std::move(*r)};
+  return GREX_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -311,6 +318,42 @@ grex_result_t grex_barrier_async(grex_comm_t* c, grex_work_t** w) {
   GREX_C_TRY(check_work(fn, w));
   GREX_C_TRY(need_comm(fn, c));
   return started(c->comm->barrier_async(), w);
+}
+
+grex_result_t grex_allreduce_stream(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t, grex_op_t o,
+                                    void* stream, grex_work_t** w) {
+  GREX_C_TRY(check_allreduce("grex_allreduce_stream", c, s, r, n, t, o));
+  return enqueued(c->comm->allreduce(s, r, n, dt(t), rop(o), grex::GpuStream{stream}), w);
+}
+
+grex_result_t grex_reduce_scatter_stream(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t,
+                                         grex_op_t o, void* stream, grex_work_t** w) {
+  GREX_C_TRY(check_allreduce("grex_reduce_scatter_stream", c, s, r, n, t, o));
+  return enqueued(c->comm->reduce_scatter(s, r, n, dt(t), rop(o), grex::GpuStream{stream}), w);
+}
+
+grex_result_t grex_allgather_stream(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t, void* stream,
+                                    grex_work_t** w) {
+  GREX_C_TRY(check_blocks("grex_allgather_stream", c, s, r, n, t));
+  return enqueued(c->comm->allgather(s, r, n, dt(t), grex::GpuStream{stream}), w);
+}
+
+grex_result_t grex_broadcast_stream(grex_comm_t* c, void* b, size_t n, grex_dtype_t t, int root, void* stream,
+                                    grex_work_t** w) {
+  GREX_C_TRY(check_broadcast("grex_broadcast_stream", c, b, n, t, root));
+  return enqueued(c->comm->broadcast(b, n, dt(t), root, grex::GpuStream{stream}), w);
+}
+
+grex_result_t grex_reduce_stream(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t, grex_op_t o,
+                                 int root, void* stream, grex_work_t** w) {
+  GREX_C_TRY(check_reduce("grex_reduce_stream", c, s, r, n, t, o, root));
+  return enqueued(c->comm->reduce(s, r, n, dt(t), rop(o), root, grex::GpuStream{stream}), w);
+}
+
+grex_result_t grex_alltoall_stream(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t, void* stream,
+                                   grex_work_t** w) {
+  GREX_C_TRY(check_blocks("grex_alltoall_stream", c, s, r, n, t));
+  return enqueued(c->comm->alltoall(s, r, n, dt(t), grex::GpuStream{stream}), w);
 }
 
 grex_result_t grex_work_wait(grex_work_t* w) {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The collectives' public calls, blocking and non-blocking: argument checks,
 // then a job run inline or on the worker (work_queue.cc) that picks the algorithm.
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "collectives/comm_impl.h"
+#include "gpu/cuda_api.h"
 
 namespace grex {
 
@@ -244,6 +247,151 @@ Result<WorkPtr> Communicator::reduce_async(const void* sendbuf, void* recvbuf, s
 }
 Result<WorkPtr> Communicator::alltoall_async(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
   return impl_->submit(GREX_TRY(alltoall_job(*impl_, sendbuf, recvbuf, count, type)));
+}
+
+// ---- Stream-ordered calls on GPU buffers (gpu_calls.cc) ----
+// Each plans its pieces on pinned staging memory: copies in from the caller's
+// buffers, the host collective in place on the staging, copies out.
+
+namespace {
+using GpuPiece = Communicator::Impl::GpuPiece;
+using GpuCopy = Communicator::Impl::GpuCopy;
+}  // namespace
+
+// GPU buffers are staged; host buffers (pageable or not) are used in place by
+// the same job a blocking call runs, ordered on the stream all the same
+// (gpu_call's note says why they never take a copy). Mixed: an error.
+static Result<bool> host_buffers(int rank, const char* what, std::initializer_list<const void*> ptrs) {
+  int host = 0, device = 0;
+  for (const void* p : ptrs) {
+    if (p == nullptr) continue;
+    (gpu::pointer_domain(p) == MemoryDomain::kCudaDevice ? device : host) += 1;
+  }
+  if (host > 0 && device > 0)
+    return bad_arg(rank, what, "its buffers mix GPU and host memory; give it GPU buffers (or host buffers) only");
+  return device == 0;
+}
+
+static Result<WorkPtr> host_call(Communicator::Impl& c, const char* what, GpuStream stream, Result<Job> job) {
+  Job j = GREX_TRY(std::move(job));
+  return c.gpu_call(what, stream, nullptr, 0, [&](uint8_t*) -> Result<std::vector<GpuPiece>> {
+    std::vector<GpuPiece> pieces(1);
+    pieces[0].job = std::move(j);
+    return pieces;
+  });
+}
+
+// Allreduce, broadcast and reduce are element-wise: pieces of the vector are
+// independent collectives, so the copies of later pieces overlap the network
+// time of earlier ones. make(off, bytes) builds a piece's job.
+template <class Make>
+static Result<std::vector<GpuPiece>> gpu_pieces(Communicator::Impl& c, size_t bytes, const void* in, bool copy_in,
+                                                const void* out, bool copy_out, Make make) {
+  std::vector<GpuPiece> pieces;
+  const size_t chunk = c.gpu_chunk_bytes(bytes);
+  for (size_t off = 0; off < bytes || (bytes == 0 && pieces.empty()); off += chunk) {
+    const size_t n = std::min(chunk, bytes - off);
+    GpuPiece p;
+    if (copy_in && n > 0) p.ins.push_back(GpuCopy{off, static_cast<const uint8_t*>(in) + off, n});
+    if (copy_out && n > 0) p.outs.push_back(GpuCopy{off, static_cast<const uint8_t*>(out) + off, n});
+    p.job = GREX_TRY(make(off, n));
+    pieces.push_back(std::move(p));
+    if (bytes == 0) break;
+  }
+  return pieces;
+}
+
+Result<WorkPtr> Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                                        GpuStream stream) {
+  Impl& c = *impl_;
+  const size_t es = dtype_size(type), bytes = count * es;
+  GREX_TRY(check_bufs(c.rank, "allreduce", bytes, sendbuf, recvbuf));
+  if (GREX_TRY(host_buffers(c.rank, "allreduce", {sendbuf, recvbuf})))
+    return host_call(c, "allreduce", stream, allreduce_job(c, sendbuf, recvbuf, count, type, op));
+  return c.gpu_call("allreduce", stream, recvbuf, bytes, [&](uint8_t* pin) {
+    return gpu_pieces(c, bytes, sendbuf, true, recvbuf, true, [&](size_t off, size_t n) {
+      return allreduce_job(c, pin + off, pin + off, n / es, type, op);
+    });
+  });
+}
+
+Result<WorkPtr> Communicator::broadcast(void* buf, size_t count, DataType type, int root, GpuStream stream) {
+  Impl& c = *impl_;
+  GREX_TRY(check_root(c.rank, c.size, "broadcast", root));
+  const size_t es = dtype_size(type), bytes = count * es;
+  GREX_TRY(check_bufs(c.rank, "broadcast", bytes, buf, buf));
+  const bool is_root = c.rank == root;
+  if (GREX_TRY(host_buffers(c.rank, "broadcast", {buf})))
+    return host_call(c, "broadcast", stream, broadcast_job(c, buf, count, type, root));
+  return c.gpu_call("broadcast", stream, buf, bytes, [&](uint8_t* pin) {
+    return gpu_pieces(c, bytes, buf, is_root, buf, !is_root, [&](size_t off, size_t n) {
+      return broadcast_job(c, pin + off, n / es, type, root);
+    });
+  });
+}
+
+Result<WorkPtr> Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                                     int root, GpuStream stream) {
+  Impl& c = *impl_;
+  GREX_TRY(check_root(c.rank, c.size, "reduce", root));
+  const size_t es = dtype_size(type), bytes = count * es;
+  const bool is_root = c.rank == root;
+  GREX_TRY(check_bufs(c.rank, "reduce", bytes, sendbuf, is_root ? recvbuf : sendbuf));
+  if (GREX_TRY(host_buffers(c.rank, "reduce", {sendbuf, is_root ? recvbuf : nullptr})))
+    return host_call(c, "reduce", stream, reduce_job(c, sendbuf, recvbuf, count, type, op, root));
+  return c.gpu_call("reduce", stream, sendbuf, bytes, [&](uint8_t* pin) {
+    return gpu_pieces(c, bytes, sendbuf, true, recvbuf, is_root, [&](size_t off, size_t n) {
+      return reduce_job(c, pin + off, pin + off, n / es, type, op, root);
+    });
+  });
+}
+
+// The others move blocks per rank: one piece, the host collective in place.
+static Result<std::vector<GpuPiece>> one_piece(GpuCopy in, GpuCopy out, Result<Job> job) {
+  std::vector<GpuPiece> pieces(1);
+  if (in.bytes > 0) pieces[0].ins.push_back(in);
+  if (out.bytes > 0) pieces[0].outs.push_back(out);
+  pieces[0].job = GREX_TRY(std::move(job));
+  return pieces;
+}
+
+Result<WorkPtr> Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
+                                             ReduceOp op, GpuStream stream) {
+  Impl& c = *impl_;
+  const size_t block = recvcount * dtype_size(type), all = block * static_cast<size_t>(c.size);
+  GREX_TRY(check_bufs(c.rank, "reduce_scatter", block, sendbuf, recvbuf));
+  const size_t mine = block * static_cast<size_t>(c.rank);
+  if (GREX_TRY(host_buffers(c.rank, "reduce_scatter", {sendbuf, recvbuf})))
+    return host_call(c, "reduce_scatter", stream, reduce_scatter_job(c, sendbuf, recvbuf, recvcount, type, op));
+  return c.gpu_call("reduce_scatter", stream, recvbuf, all, [&](uint8_t* pin) {
+    return one_piece(GpuCopy{0, sendbuf, all}, GpuCopy{mine, recvbuf, block},
+                     reduce_scatter_job(c, pin, pin + mine, recvcount, type, op));
+  });
+}
+
+Result<WorkPtr> Communicator::allgather(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                        GpuStream stream) {
+  Impl& c = *impl_;
+  const size_t block = count * dtype_size(type), all = block * static_cast<size_t>(c.size);
+  GREX_TRY(check_bufs(c.rank, "allgather", block, sendbuf, recvbuf));
+  const size_t mine = block * static_cast<size_t>(c.rank);
+  if (GREX_TRY(host_buffers(c.rank, "allgather", {sendbuf, recvbuf})))
+    return host_call(c, "allgather", stream, allgather_job(c, sendbuf, recvbuf, count, type));
+  return c.gpu_call("allgather", stream, recvbuf, all, [&](uint8_t* pin) {
+    return one_piece(GpuCopy{mine, sendbuf, block}, GpuCopy{0, recvbuf, all}, allgather_job(c, pin + mine, pin, count, type));
+  });
+}
+
+Result<WorkPtr> Communicator::alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                       GpuStream stream) {
+  Impl& c = *impl_;
+  const size_t all = count * dtype_size(type) * static_cast<size_t>(c.size);
+  GREX_TRY(check_bufs(c.rank, "alltoall", all, sendbuf, recvbuf));
+  if (GREX_TRY(host_buffers(c.rank, "alltoall", {sendbuf, recvbuf})))
+    return host_call(c, "alltoall", stream, alltoall_job(c, sendbuf, recvbuf, count, type));
+  return c.gpu_call("alltoall", stream, recvbuf, 2 * all, [&](uint8_t* pin) {
+    return one_piece(GpuCopy{0, sendbuf, all}, GpuCopy{all, recvbuf, all}, alltoall_job(c, pin, pin + all, count, type));
+  });
 }
 
 std::string Communicator::allreduce_algorithm(size_t bytes) const {

@@ -11,6 +11,7 @@
 
 #include <grex/communicator.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include "collectives/shared_area.h"
 #include "collectives/work_queue.h"
 #include "core/counters.h"
+#include "gpu/stream_ops.h"
 
 namespace grex {
 
@@ -41,6 +43,7 @@ struct Communicator::Impl {
   detail::Context ctx;
   detail::Selector select;
   const detail::Algorithm* barrier_algo = nullptr;  // the first usable barrier, chosen at creation
+  std::unique_ptr<gpu::Stager> gpu;  // GPU buffers' staging (made on first use); outlives the queue
   detail::WorkQueue queue;
   CommOptions opts;
   CommStats stats;           // filled by Communicator::stats() on the caller's thread
@@ -50,6 +53,30 @@ struct Communicator::Impl {
   uint32_t seq = 0;               // collective sequence number, for tags
   uint32_t sig = 0;               // the running call's signature (begin())
   std::optional<Error> broken;    // set by the first failed collective
+
+  /// One piece of a stream-ordered call (gpu_call): copies between pinned
+  /// memory (offset) and the caller's buffers, and the host job between them.
+  struct GpuCopy {
+    size_t off;
+    const void* user;
+    size_t bytes;
+  };
+  struct GpuPiece {
+    std::vector<GpuCopy> ins, outs;
+    detail::JobFn job;
+  };
+  /// Plans a call's pieces on `pinned` (host memory of the size asked for).
+  using GpuPlan = std::function<Result<std::vector<GpuPiece>>(uint8_t* pinned)>;
+  /// Enqueues a stream-ordered call (gpu_calls.cc): `pinned_bytes` of pinned
+  /// staging, the pieces' copies on `stream`, their jobs on the worker. With
+  /// no staging (host buffers) the plan gets nullptr and its pieces copy
+  /// nothing: the stream still orders them. A copy to or from pageable host
+  /// memory would block the caller until the stream reached it, before the
+  /// worker had the job: host buffers never take copies.
+  Result<WorkPtr> gpu_call(const char* what, GpuStream stream, const void* any_buffer, size_t pinned_bytes,
+                           const GpuPlan& plan);
+  /// Piece size for the pipelined calls [GREX_GPU_CHUNK_BYTES].
+  size_t gpu_chunk_bytes(size_t bytes) const noexcept;
 
   Result<void> run(detail::JobFn fn) { return queue.run(std::move(fn)); }
   WorkPtr submit(detail::JobFn fn) { return queue.submit(std::move(fn)); }

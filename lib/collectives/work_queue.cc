@@ -66,6 +66,12 @@ Result<void> WorkQueue::run(JobFn fn) {
   return submit(std::move(fn))->wait();
 }
 
+WorkPtr WorkQueue::completed(Result<void> r) {
+  auto state = std::make_shared<Work::State>();
+  state->finish(std::move(r));
+  return std::make_shared<Work>(state);
+}
+
 WorkPtr WorkQueue::submit(JobFn fn) {
   auto state = std::make_shared<Work::State>();
   open_.fetch_add(1, std::memory_order_relaxed);  // only this thread submits

@@ -103,6 +103,8 @@ class WorkQueue {
   Result<void> run(JobFn fn);
   /// Queues fn; the Work reports its result.
   WorkPtr submit(JobFn fn);
+  /// A Work that is already complete with `r`.
+  static WorkPtr completed(Result<void> r);
   /// Runs what is queued, then ends the worker.
   void stop();
 

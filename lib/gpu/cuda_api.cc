@@ -55,6 +55,34 @@ Loaded load() {
   }
   // Since CUDA 11.7; older drivers still serve peermem registration.
   bind(l.handle, "cuMemGetHandleForAddressRange", a.cuMemGetHandleForAddressRange);
+  bool streams = true;
+  auto want = [&](const char* name, auto*& fn) { streams = bind(l.handle, name, fn) && streams; };
+  want("cuCtxGetCurrent", a.cuCtxGetCurrent);
+  want("cuCtxSetCurrent", a.cuCtxSetCurrent);
+  want("cuEventCreate", a.cuEventCreate);
+  want("cuEventDestroy_v2", a.cuEventDestroy);
+  want("cuEventRecord", a.cuEventRecord);
+  want("cuEventQuery", a.cuEventQuery);
+  want("cuEventSynchronize", a.cuEventSynchronize);
+  want("cuStreamWaitEvent", a.cuStreamWaitEvent);
+  want("cuStreamSynchronize", a.cuStreamSynchronize);
+  want("cuStreamQuery", a.cuStreamQuery);
+  want("cuMemcpyAsync", a.cuMemcpyAsync);
+  want("cuMemHostAlloc", a.cuMemHostAlloc);
+  want("cuMemFreeHost", a.cuMemFreeHost);
+  want("cuMemHostGetDevicePointer_v2", a.cuMemHostGetDevicePointer);
+  want("cuMemHostRegister_v2", a.cuMemHostRegister);
+  want("cuMemHostUnregister", a.cuMemHostUnregister);
+  want("cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain);
+  want("cuMemAlloc_v2", a.cuMemAlloc);
+  want("cuMemFree_v2", a.cuMemFree);
+  want("cuMemsetD8Async", a.cuMemsetD8Async);
+  want("cuStreamCreate", a.cuStreamCreate);
+  want("cuStreamDestroy_v2", a.cuStreamDestroy);
+  a.has_streams = streams;
+  // Since CUDA 11.7 (the v2 memory operations); without it a GPU collective
+  // makes the caller's thread wait instead of the stream (stream_ops.cc).
+  bind(l.handle, "cuStreamWaitValue32_v2", a.cuStreamWaitValue32);
   if (CUresult r = a.cuInit(0); r != 0) {
     l.error = Error(Errc::kNotSupported, "cuInit failed: " + a.describe(r)).hint("is a GPU present and the driver loaded?");
     return l;

@@ -17,6 +17,9 @@ namespace grex::gpu {
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
 
 /// cuda.h enum values grex passes (stable parts of the driver ABI).
 inline constexpr int kPointerAttrMemoryType = 2;        ///< CU_POINTER_ATTRIBUTE_MEMORY_TYPE
@@ -27,6 +30,14 @@ inline constexpr int kAttrPciDeviceId = 34;             ///< CU_DEVICE_ATTRIBUTE
 inline constexpr int kAttrPciDomainId = 50;             ///< CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID
 inline constexpr int kAttrGpuDirectRdmaSupported = 116; ///< CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
 inline constexpr int kAttrDmaBufSupported = 124;        ///< CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+inline constexpr int kPointerAttrContext = 1;           ///< CU_POINTER_ATTRIBUTE_CONTEXT
+inline constexpr unsigned kHostAllocPortable = 0x01;    ///< CU_MEMHOSTALLOC_PORTABLE
+inline constexpr unsigned kHostAllocDeviceMap = 0x02;   ///< CU_MEMHOSTALLOC_DEVICEMAP
+inline constexpr unsigned kHostRegisterPortable = 0x01; ///< CU_MEMHOSTREGISTER_PORTABLE
+inline constexpr unsigned kHostRegisterDeviceMap = 0x02;///< CU_MEMHOSTREGISTER_DEVICEMAP
+inline constexpr unsigned kEventDisableTiming = 0x2;    ///< CU_EVENT_DISABLE_TIMING
+inline constexpr unsigned kStreamWaitValueGeq = 0x0;    ///< CU_STREAM_WAIT_VALUE_GEQ: (int32_t)(*addr - value) >= 0
+inline constexpr CUresult kErrorNotReady = 600;         ///< CUDA_ERROR_NOT_READY
 
 /// The resolved entry points. Every pointer is set once cuda() succeeded.
 struct CudaApi {
@@ -42,6 +53,35 @@ struct CudaApi {
   CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
   CUresult (*cuMemGetHandleForAddressRange)(void*, CUdeviceptr, size_t, int, unsigned long long) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+
+  // Streams, events, copies and pinned memory: GPU buffers in the collectives
+  // (stream_ops.h). Resolved with the rest; has_streams says whether all were.
+  bool has_streams = false;
+  CUresult (*cuCtxGetCurrent)(CUcontext*) = nullptr;
+  CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
+  CUresult (*cuEventDestroy)(CUevent) = nullptr;  // cuEventDestroy_v2
+  CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
+  CUresult (*cuEventQuery)(CUevent) = nullptr;
+  CUresult (*cuEventSynchronize)(CUevent) = nullptr;
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
+  CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
+  CUresult (*cuStreamQuery)(CUstream) = nullptr;
+  CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*cuMemHostAlloc)(void**, size_t, unsigned) = nullptr;
+  CUresult (*cuMemFreeHost)(void*) = nullptr;
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned) = nullptr;  // _v2
+  CUresult (*cuMemHostRegister)(void*, size_t, unsigned) = nullptr;                 // _v2
+  CUresult (*cuMemHostUnregister)(void*) = nullptr;
+  /// cuStreamWaitValue32_v2; null on drivers without stream memory operations.
+  CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, uint32_t, unsigned) = nullptr;
+  // For tests and tools that need device memory of their own.
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;  // cuMemAlloc_v2
+  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;            // cuMemFree_v2
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
+  CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
+  CUresult (*cuStreamDestroy)(CUstream) = nullptr;  // cuStreamDestroy_v2
 
   /// "CUDA_ERROR_...: text" for a result code.
   std::string describe(CUresult r) const;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <grex/grex.h>
 
+#include <unistd.h>
+
 #include <string>
 
 namespace {
@@ -49,6 +51,13 @@ TEST(CApi, NullHandlesReturnInvalidArgument) {
   EXPECT_EQ(grex_alltoall_async(nullptr, f, f, 1, GREX_FLOAT32, &w), kInvalid);
   EXPECT_EQ(grex_alltoallv_async(nullptr, f, one, one, f, one, one, GREX_FLOAT32, &w), kInvalid);
   EXPECT_EQ(grex_barrier_async(nullptr, &w), kInvalid);
+  EXPECT_EQ(grex_allreduce_stream(nullptr, f, f, 4, GREX_FLOAT32, GREX_SUM, nullptr, &w), kInvalid);
+  EXPECT_NE(last().find("grex_allreduce_stream: comm is NULL"), std::string::npos) << last();
+  EXPECT_EQ(grex_reduce_scatter_stream(nullptr, f, f, 1, GREX_FLOAT32, GREX_SUM, nullptr, &w), kInvalid);
+  EXPECT_EQ(grex_allgather_stream(nullptr, f, f, 1, GREX_FLOAT32, nullptr, &w), kInvalid);
+  EXPECT_EQ(grex_broadcast_stream(nullptr, f, 4, GREX_FLOAT32, 0, nullptr, &w), kInvalid);
+  EXPECT_EQ(grex_reduce_stream(nullptr, f, f, 4, GREX_FLOAT32, GREX_SUM, 0, nullptr, &w), kInvalid);
+  EXPECT_EQ(grex_alltoall_stream(nullptr, f, f, 1, GREX_FLOAT32, nullptr, &w), kInvalid);
   EXPECT_EQ(w, nullptr) << "no work handle on failure";
   EXPECT_EQ(grex_work_wait(nullptr), kInvalid);
   EXPECT_EQ(grex_work_wait_timeout(nullptr, 10), kInvalid);
@@ -103,6 +112,16 @@ TEST(CApi, OneRankJobEndToEnd) {
   EXPECT_EQ(grex_alltoallv(c, d, nullptr, at, v_out, cnt, at, GREX_FLOAT64), GREX_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last().find("sendcounts"), std::string::npos) << last();
   EXPECT_EQ(grex_send(c, d, sizeof d, 0, 1), GREX_ERR_INVALID_ARGUMENT) << "no send to self: " << last();
+  // The stream forms: without a CUDA driver, GREX_ERR_NOT_FOUND and nothing
+  // enqueued (tests/gpu/collectives_gpu_check covers them on a GPU).
+  if (::access("/dev/nvidiactl", F_OK) != 0) {
+    grex_work_t* sw = nullptr;
+    EXPECT_EQ(grex_allreduce_stream(c, d, d, 3, GREX_FLOAT64, GREX_SUM, nullptr, &sw), GREX_ERR_NOT_FOUND) << last();
+    EXPECT_NE(last().find("no CUDA driver"), std::string::npos) << last();
+    EXPECT_EQ(sw, nullptr);
+    EXPECT_EQ(grex_broadcast_stream(c, d, 3, GREX_FLOAT64, 0, nullptr, nullptr), GREX_ERR_NOT_FOUND) << last();
+  }
+  EXPECT_EQ(grex_allreduce(c, d, d, 3, GREX_FLOAT64, GREX_SUM), GREX_OK) << last();
   EXPECT_EQ(grex_comm_destroy(c), GREX_OK);
 }
 

@@ -127,6 +127,12 @@ class Work {
 };
 using WorkPtr = std::shared_ptr<Work>;
 
+/// A CUDA stream for the stream-ordered collectives: a CUstream or
+/// cudaStream_t; nullptr is the legacy default stream.
+struct GpuStream {
+  void* handle = nullptr;
+};
+
 /// Counters of one communicator (cumulative).
 struct CommStats {
   uint64_t collectives = 0;   ///< calls completed
@@ -208,6 +214,25 @@ class Communicator {
                                   std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
                                   DataType type);
   Result<WorkPtr> barrier_async();
+
+  /// Stream-ordered forms, for GPU buffers (CUDA device memory; host memory
+  /// works too), as NCCL's calls: each returns once its work is enqueued on
+  /// `stream`. The collective starts after the work already on the stream,
+  /// and work enqueued after it sees the result; the Work completes once the
+  /// result is in place. Runs in issue order with every other collective, so
+  /// the stream of an earlier call must not wait for a later call's work.
+  /// Today every backend stages GPU buffers through pinned host memory,
+  /// pipelined in chunks for allreduce, broadcast and reduce
+  /// (docs/gpudirect.md). Without CUDA: kNotFound "no CUDA driver".
+  Result<WorkPtr> allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                            GpuStream stream);
+  Result<WorkPtr> reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type, ReduceOp op,
+                                 GpuStream stream);
+  Result<WorkPtr> allgather(const void* sendbuf, void* recvbuf, size_t count, DataType type, GpuStream stream);
+  Result<WorkPtr> broadcast(void* buf, size_t count, DataType type, int root, GpuStream stream);
+  Result<WorkPtr> reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op, int root,
+                         GpuStream stream);
+  Result<WorkPtr> alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type, GpuStream stream);
 
   /// The allreduce algorithm used for `bytes` ("ring", "rabenseifner", ...).
   std::string allreduce_algorithm(size_t bytes) const;

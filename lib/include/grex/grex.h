@@ -135,6 +135,26 @@ grex_result_t grex_alltoallv_async(grex_comm_t* comm, const void* sendbuf, const
                                    const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
                                    const size_t* rdispls, grex_dtype_t dtype, grex_work_t** work);
 grex_result_t grex_barrier_async(grex_comm_t* comm, grex_work_t** work);
+/* Stream-ordered collectives on GPU buffers (CUDA device memory; host memory
+ * works too), as NCCL's: `stream` is a CUstream or cudaStream_t (NULL: the
+ * legacy default stream). Each returns once its work is enqueued: the
+ * collective starts after the work already on the stream, and work enqueued
+ * after it sees the result. *work (if work is not NULL) completes once the
+ * result is in place; free it with grex_work_free. Calls run in issue order
+ * with every other collective. Without CUDA: GREX_ERR_NOT_FOUND. */
+grex_result_t grex_allreduce_stream(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                    grex_dtype_t dtype, grex_op_t op, void* stream, grex_work_t** work);
+grex_result_t grex_reduce_scatter_stream(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                         grex_dtype_t dtype, grex_op_t op, void* stream, grex_work_t** work);
+grex_result_t grex_allgather_stream(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                    grex_dtype_t dtype, void* stream, grex_work_t** work);
+grex_result_t grex_broadcast_stream(grex_comm_t* comm, void* buf, size_t count, grex_dtype_t dtype, int root,
+                                    void* stream, grex_work_t** work);
+grex_result_t grex_reduce_stream(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 grex_dtype_t dtype, grex_op_t op, int root, void* stream, grex_work_t** work);
+grex_result_t grex_alltoall_stream(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   grex_dtype_t dtype, void* stream, grex_work_t** work);
+
 /** Blocks until the collective finished; its result. */
 grex_result_t grex_work_wait(grex_work_t* work);
 /** Blocks up to timeout_ms; GREX_ERR_TIMEOUT when it has not finished (it goes on). */

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/cuda_api.h"
 #include "harness.h"
 #include "shm_opts.h"
 
@@ -185,6 +186,31 @@ TEST(Errors, RandBytesFailureFailsCreation) {
     RANK_CHECK(c.error().message().find("RAND_bytes") != std::string::npos);
     return 0;
   });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// The stream-ordered (GPU) calls on a host without CUDA: a clean kNotFound
+// naming the missing driver and the rank, nothing enqueued, and the
+// communicator goes on working (the ranks still agree on every later call).
+TEST(Errors, GpuCallsWithoutCudaSayNoDriver) {
+  if (gpu::cuda()) GTEST_SKIP() << "this host has a CUDA driver: tests/gpu/collectives_gpu_check runs instead";
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto c = make_comm(r, opts_for("auto"));
+    RANK_CHECK(c != nullptr);
+    float v[4] = {1, 2, 3, 4};
+    auto w = c->allreduce(v, v, 4, DataType::kFloat32, ReduceOp::kSum, GpuStream{});
+    RANK_CHECK(!w.ok());
+    RANK_CHECK(w.error().code() == Errc::kNotFound);
+    const std::string m = w.error().message();
+    RANK_CHECK(m.find("no CUDA driver") != std::string::npos);
+    RANK_CHECK(m.find("allreduce") != std::string::npos);
+    RANK_CHECK(m.find("rank " + std::to_string(r.rank)) != std::string::npos);
+    RANK_CHECK(!c->broadcast(v, 4, DataType::kFloat32, 0, GpuStream{}).ok());
+    RANK_CHECK(!c->allgather(v, v, 1, DataType::kFloat32, GpuStream{}).ok());
+    RANK_OK(c->allreduce(v, 4, DataType::kFloat32, ReduceOp::kSum));
+    RANK_CHECK(v[0] == 2 && v[3] == 8);
+    return 0;
+  }, 60);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// Stream-ordered collectives on GPU buffers: the mechanics (gpu/stream_ops.h
+// draws the stream and the worker side by side). Each call's pieces are
+// ordinary host collectives on pinned staging memory; what makes them GPU
+// calls is the copies around them on the caller's stream and the tickets that
+// hold the stream until the worker finished a piece.
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "collectives/comm_impl.h"
+#include "core/config.h"
+#include "core/log.h"
+
+namespace grex {
+
+size_t Communicator::Impl::gpu_chunk_bytes(size_t bytes) const noexcept {
+  static const uint64_t chunk = [] {
+    uint64_t v = 4u << 20;
+    (void)config::env_size("GREX_GPU_CHUNK_BYTES", &v, 4096, uint64_t{1} << 40);
+    return v;
+  }();
+  // At most 32 pieces; a multiple of 4 KiB (so of every element size).
+  uint64_t c = std::max<uint64_t>(chunk, (bytes + 31) / 32);
+  return static_cast<size_t>((c + 4095) & ~uint64_t{4095});
+}
+
+Result<WorkPtr> Communicator::Impl::gpu_call(const char* what, GpuStream stream, const void* any_buffer,
+                                             size_t pinned_bytes, const GpuPlan& plan) {
+  auto named = [&](Error e) { return std::move(e).rank(rank).context(what); };
+  if (!gpu) {
+    auto s = gpu::Stager::create();
+    if (!s) return named(std::move(s).error());
+    gpu = std::move(*s);
+  }
+  gpu::Stager& st = *gpu;
+  auto begun = st.begin(stream.handle, any_buffer);
+  if (!begun) return named(std::move(begun).error());
+  auto call = std::make_shared<gpu::StagedCall>(std::move(*begun));
+  size_t released = 0;  // tickets already let go (on failure, the rest go at once)
+  auto abandon = [&](Error e) -> Result<WorkPtr> {
+    (void)st.end(*call);  // the copies already enqueued finish before the blocks are reused
+    for (size_t i = released; i < call->tickets.size(); ++i) st.release(*call, i);
+    st.retire(std::move(*call));
+    return named(std::move(e));
+  };
+  uint8_t* base = nullptr;  // none for host buffers: their jobs run on them in place
+  if (pinned_bytes > 0) {
+    auto pinned = st.pinned(*call, pinned_bytes);
+    if (!pinned) return abandon(std::move(pinned).error());
+    base = *pinned;
+  }
+  auto planned = plan(base);
+  if (!planned) return abandon(std::move(planned).error());
+  std::vector<GpuPiece>& pieces = *planned;
+  // Stream: every piece's copies in, each ended by an event.
+  for (GpuPiece& p : pieces) {
+    for (const GpuCopy& c : p.ins)
+      if (auto r = st.copy(*call, base + c.off, c.user, c.bytes); !r) return abandon(std::move(r).error());
+    if (auto r = st.end_inputs(*call); !r) return abandon(std::move(r).error());
+  }
+  if (!st.stream_waits()) {
+    // The caller waits: inputs in, the pieces run (inline, or after the
+    // queued work), the copies out enqueued.
+    if (auto r = st.sync_stream(*call); !r) return abandon(std::move(r).error());
+    Result<void> outcome = ok();
+    for (GpuPiece& p : pieces) {
+      Result<void> r = run(std::move(p.job));
+      if (!r && outcome) outcome = std::move(r);
+    }
+    released = call->tickets.size();
+    for (GpuPiece& p : pieces)
+      for (const GpuCopy& c : p.outs)
+        if (auto r = st.copy(*call, const_cast<void*>(c.user), base + c.off, c.bytes); !r)
+          return abandon(std::move(r).error());
+    if (auto r = st.end(*call); !r) return abandon(std::move(r).error());
+    if (outcome) outcome = st.wait_done(*call);
+    st.retire(std::move(*call));
+    return detail::WorkQueue::completed(std::move(outcome));
+  }
+  // Stream: per piece, wait for its ticket, then its copies out; then `done`.
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (auto r = st.wait_ticket(*call, i); !r) return abandon(std::move(r).error());
+    for (const GpuCopy& c : pieces[i].outs)
+      if (auto r = st.copy(*call, const_cast<void*>(c.user), base + c.off, c.bytes); !r)
+        return abandon(std::move(r).error());
+  }
+  if (auto r = st.end(*call); !r) return abandon(std::move(r).error());
+  GREX_DEBUG("gpu", "%s: %zu pieces enqueued on stream %p, tickets %u..%u", what, pieces.size(), stream.handle,
+             call->tickets.front(), call->tickets.back());
+  // Worker: per piece, wait for its inputs, run it, let the stream go on.
+  // The last piece's Work completes once the copies out are done.
+  WorkPtr last;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const bool is_last = i + 1 == pieces.size();
+    last = submit([this, call, i, is_last, job = std::move(pieces[i].job)]() mutable -> Result<void> {
+      Result<void> r = gpu->wait_inputs(*call, i);
+      GREX_DEBUG("gpu", "ticket %u: inputs in pinned memory", call->tickets[i]);
+      if (r) r = job();
+      gpu->release(*call, i);
+      GREX_DEBUG("gpu", "ticket %u: released (%s)", call->tickets[i], r ? "ok" : "failed");
+      if (is_last) {
+        if (r) r = gpu->wait_done(*call);
+        GREX_DEBUG("gpu", "ticket %u: copies out done", call->tickets[i]);
+        gpu->retire(std::move(*call));
+      }
+      return r;
+    });
+  }
+  return last;
+}
+
+}  // namespace grex

@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: Apache-2.0
+// GPU buffers in the collectives, on a real GPU (tests/gpu/device-check.sh runs
+// it; `meson test gpu_collectives` skips with status 77 where there is none).
+//
+// Ranks are forked processes on one host (shm backend), all on GPU 0, each
+// with its own CUDA context. What it holds grex to:
+//   - every stream-ordered collective moves the right bytes: allreduce,
+//     broadcast and reduce in several pipelined pieces, reduce_scatter,
+//     allgather and alltoall, in place and out of place, against values
+//     computed on the host (small integers, so every reduction order is exact);
+//   - stream order: the inputs are written by copies queued behind a second of
+//     GPU work, and read back by a copy queued after the collective, with no
+//     host synchronization in between;
+//   - many calls in flight on two streams at once;
+//   - reduce leaves non-root receive buffers alone;
+//   - host buffers passed with a stream work too;
+//   - with GREX_GPU_SYNC=1 (the caller waits) the same results.
+// Then, with --bench, the time of a GPU-buffer allreduce against the same
+// allreduce on host buffers (median of 7, min-max).
+#include <grex/communicator.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+#include "gpu/cuda_api.h"
+#include "tests/integration/shm/harness.h"
+
+using namespace grex;  // NOLINT
+using gpu::CUdeviceptr;
+using gpu::CUstream;
+
+namespace {
+
+const gpu::CudaApi* A = nullptr;
+
+// --trace: each rank prints its steps, and a watchdog says where a rank stands
+// when it made no step for 10 s (the stream's state too).
+struct Tracer {
+  bool on = false;
+  int rank = 0;
+  std::atomic<const char*> last{"start"};
+  std::atomic<uint64_t> at_ns{0};
+  std::atomic<uint64_t> steps{0};
+  CUstream s1 = nullptr, s2 = nullptr;
+} trace;
+
+void step(const char* what) {
+  trace.last.store(what);
+  trace.at_ns.store(now_ns());
+  trace.steps.fetch_add(1);
+  if (trace.on) {
+    std::fprintf(stderr, "[rank %d %.3f s] %s\n", trace.rank, static_cast<double>(now_ns()) / 1e9, what);
+    std::fflush(stderr);
+  }
+}
+
+void start_watchdog() {
+  if (!trace.on) return;
+  std::thread([] {
+    uint64_t seen = ~uint64_t{0};
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      uint64_t n = trace.steps.load();
+      if (n == seen) {
+        int q1 = trace.s1 != nullptr ? A->cuStreamQuery(trace.s1) : -1;
+        int q2 = trace.s2 != nullptr ? A->cuStreamQuery(trace.s2) : -1;
+        std::fprintf(stderr, "[rank %d] STUCK 10 s after step '%s' (cuStreamQuery s1=%d s2=%d; 600 = busy)\n",
+                     trace.rank, trace.last.load(), q1, q2);
+        std::fflush(stderr);
+      }
+      seen = n;
+    }
+  }).detach();
+}
+
+#define CU_OK(call)                                                                                    \
+  do {                                                                                                 \
+    gpu::CUresult cu_r_ = (call);                                                                      \
+    if (cu_r_ != 0) {                                                                                  \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, A->describe(cu_r_).c_str()); \
+      return 1;                                                                                        \
+    }                                                                                                  \
+  } while (0)
+
+struct Gpu {
+  CUstream s1 = nullptr, s2 = nullptr;
+  CUdeviceptr busy = 0;  // a big buffer the streams memset, to keep them busy
+  size_t busy_bytes = size_t{256} << 20;
+};
+
+int open_gpu(Gpu& g) {
+  auto api = gpu::cuda();
+  if (!api) {
+    std::fprintf(stderr, "no CUDA: %s\n", api.error().message().c_str());
+    return 1;
+  }
+  A = *api;
+  gpu::CUdevice d = 0;
+  CU_OK(A->cuDeviceGet(&d, 0));
+  gpu::CUcontext ctx = nullptr;
+  CU_OK(A->cuDevicePrimaryCtxRetain(&ctx, d));
+  CU_OK(A->cuCtxSetCurrent(ctx));
+  const unsigned flags = std::getenv("GPU_CHECK_NONBLOCKING") != nullptr ? 1u : 0u;  // CU_STREAM_NON_BLOCKING
+  CU_OK(A->cuStreamCreate(&g.s1, flags));
+  CU_OK(A->cuStreamCreate(&g.s2, flags));
+  trace.s1 = g.s1;
+  trace.s2 = g.s2;
+  CU_OK(A->cuMemAlloc(&g.busy, g.busy_bytes));
+  return 0;
+}
+
+// Keeps `s` busy for a while (memsets of 256 MiB), so a collective that did
+// not wait for the stream would read its inputs before they were written.
+int keep_busy(const Gpu& g, CUstream s, int rounds = 32) {
+  for (int i = 0; i < rounds; ++i) CU_OK(A->cuMemsetD8Async(g.busy, static_cast<unsigned char>(i), g.busy_bytes, s));
+  return 0;
+}
+
+// Value of element i on rank r: small integers, exact in every type and any order.
+double value(int r, size_t i) { return static_cast<double>((r + 1) * static_cast<int>(i % 5 + 1)); }
+
+template <class T>
+std::vector<T> fill(int r, size_t n, size_t first = 0) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(value(r, first + i));
+  return v;
+}
+
+struct DevBuf {
+  CUdeviceptr p = 0;
+  size_t bytes = 0;
+  ~DevBuf() {
+    if (p != 0) A->cuMemFree(p);
+  }
+  void* ptr() const { return reinterpret_cast<void*>(p); }
+};
+
+int dev_alloc(DevBuf& b, size_t bytes) {
+  b.bytes = bytes;
+  CU_OK(A->cuMemAlloc(&b.p, std::max<size_t>(bytes, 1)));
+  return 0;
+}
+
+// Stream-ordered copies (host memory pageable: the driver stages it, in order).
+int to_dev(CUstream s, const DevBuf& d, const void* h, size_t bytes, size_t off = 0) {
+  if (bytes > 0) CU_OK(A->cuMemcpyAsync(d.p + off, reinterpret_cast<CUdeviceptr>(h), bytes, s));
+  return 0;
+}
+int to_host(CUstream s, void* h, const DevBuf& d, size_t bytes, size_t off = 0) {
+  if (bytes > 0) CU_OK(A->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(h), d.p + off, bytes, s));
+  return 0;
+}
+
+template <class T>
+int expect_eq(const char* what, const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) {
+    std::fprintf(stderr, "%s: %zu elements, want %zu\n", what, got.size(), want.size());
+    return 1;
+  }
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+      std::fprintf(stderr, "%s: element %zu is %g, want %g\n", what, i, static_cast<double>(got[i]),
+                   static_cast<double>(want[i]));
+      return 1;
+    }
+  return 0;
+}
+
+// allreduce sum and max of f32, out of place and in place, at sizes that make
+// 1 and several pieces, inputs written behind busy work.
+int check_allreduce(Communicator& c, const Gpu& g, size_t n, bool in_place, ReduceOp op) {
+  const int r = c.rank(), size = c.size();
+  std::vector<float> in = fill<float>(r, n), out(n, -1.f), want(n);
+  for (size_t i = 0; i < n; ++i) {
+    double acc = op == ReduceOp::kMax ? -1e300 : 0;
+    for (int q = 0; q < size; ++q) acc = op == ReduceOp::kMax ? std::max(acc, value(q, i)) : acc + value(q, i);
+    want[i] = static_cast<float>(acc);
+  }
+  DevBuf din, dout;
+  if (dev_alloc(din, n * 4) || dev_alloc(dout, n * 4)) return 1;
+  step("allreduce: inputs queued behind busy work");
+  if (keep_busy(g, g.s1) || to_dev(g.s1, din, in.data(), n * 4)) return 1;
+  void* dst = in_place ? din.ptr() : dout.ptr();
+  step("allreduce: calling");
+  auto w = c.allreduce(din.ptr(), dst, n, DataType::kFloat32, op, GpuStream{g.s1});
+  RANK_OK(w);
+  step("allreduce: enqueued; copying the result to the host");
+  if (to_host(g.s1, out.data(), in_place ? din : dout, n * 4)) return 1;
+  step("allreduce: copy to the host returned; synchronizing");
+  CU_OK(A->cuStreamSynchronize(g.s1));
+  step("allreduce: stream synchronized; waiting for the Work");
+  RANK_OK((*w)->wait());
+  step("allreduce: done");
+  std::string what = "allreduce " + std::to_string(n) + (in_place ? " in place" : "");
+  return expect_eq(what.c_str(), out, want);
+}
+
+// Many calls in flight on two streams, then one synchronization.
+int check_in_flight(Communicator& c, const Gpu& g) {
+  const int r = c.rank(), size = c.size();
+  constexpr int kCalls = 8;
+  const size_t n = 300'001;
+  std::vector<DevBuf> bufs(kCalls);
+  std::vector<std::vector<int64_t>> outs(kCalls, std::vector<int64_t>(n));
+  std::vector<std::vector<int64_t>> ins(kCalls);
+  std::vector<WorkPtr> works;
+  for (int k = 0; k < kCalls; ++k) {
+    CUstream s = k % 2 == 0 ? g.s1 : g.s2;
+    ins[k] = fill<int64_t>(r + k, n);
+    if (dev_alloc(bufs[k], n * 8) || to_dev(s, bufs[k], ins[k].data(), n * 8)) return 1;
+    auto w = c.allreduce(bufs[k].ptr(), bufs[k].ptr(), n, DataType::kInt64, ReduceOp::kSum, GpuStream{s});
+    RANK_OK(w);
+    works.push_back(*w);
+    if (to_host(s, outs[k].data(), bufs[k], n * 8)) return 1;
+  }
+  CU_OK(A->cuStreamSynchronize(g.s1));
+  CU_OK(A->cuStreamSynchronize(g.s2));
+  for (int k = 0; k < kCalls; ++k) {
+    RANK_OK(works[k]->wait());
+    std::vector<int64_t> want(n, 0);
+    for (int q = 0; q < size; ++q)
+      for (size_t i = 0; i < n; ++i) want[i] += static_cast<int64_t>(value(q + k, i));
+    if (expect_eq("allreduce in flight", outs[k], want)) return 1;
+  }
+  return 0;
+}
+
+int check_broadcast_reduce(Communicator& c, const Gpu& g) {
+  const int r = c.rank(), size = c.size();
+  const size_t n = 3'000'005;  // bf16: 6 MB, two pieces
+  const int root = size - 1;
+  // broadcast of bf16 from the last rank
+  std::vector<uint16_t> mine(n), got(n), want(n);
+  for (size_t i = 0; i < n; ++i) mine[i] = static_cast<uint16_t>(r * 1000 + i % 977), want[i] = static_cast<uint16_t>(root * 1000 + i % 977);
+  DevBuf b;
+  if (dev_alloc(b, n * 2) || keep_busy(g, g.s2) || to_dev(g.s2, b, mine.data(), n * 2)) return 1;
+  auto w = c.broadcast(b.ptr(), n, DataType::kBFloat16, root, GpuStream{g.s2});
+  RANK_OK(w);
+  if (to_host(g.s2, got.data(), b, n * 2)) return 1;
+  CU_OK(A->cuStreamSynchronize(g.s2));
+  RANK_OK((*w)->wait());
+  if (expect_eq("broadcast", got, want)) return 1;
+  // reduce of u8 max to rank 0; the others' recv buffers stay as they were
+  std::vector<uint8_t> in(n), out(n, 0xab), wantr(n);
+  for (size_t i = 0; i < n; ++i) in[i] = static_cast<uint8_t>((r * 37 + i) % 251);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t m = 0;
+    for (int q = 0; q < size; ++q) m = std::max<uint8_t>(m, static_cast<uint8_t>((q * 37 + i) % 251));
+    wantr[i] = r == 0 ? m : 0xab;
+  }
+  DevBuf din, dout;
+  if (dev_alloc(din, n) || dev_alloc(dout, n)) return 1;
+  if (to_dev(g.s1, din, in.data(), n) || to_dev(g.s1, dout, out.data(), n)) return 1;
+  auto w2 = c.reduce(din.ptr(), dout.ptr(), n, DataType::kUint8, ReduceOp::kMax, 0, GpuStream{g.s1});
+  RANK_OK(w2);
+  if (to_host(g.s1, out.data(), dout, n)) return 1;
+  CU_OK(A->cuStreamSynchronize(g.s1));
+  RANK_OK((*w2)->wait());
+  return expect_eq("reduce", out, wantr);
+}
+
+int check_blocks(Communicator& c, const Gpu& g) {
+  const int r = c.rank(), size = c.size();
+  const auto S = static_cast<size_t>(size);
+  const size_t n = 100'003;  // elements per rank block
+  // reduce_scatter (f64 sum), out of place and in place
+  for (int in_place = 0; in_place < 2; ++in_place) {
+    std::vector<double> in = fill<double>(r, n * S), out(n), want(n, 0);
+    for (int q = 0; q < size; ++q)
+      for (size_t i = 0; i < n; ++i) want[i] += value(q, static_cast<size_t>(r) * n + i);
+    DevBuf din, dout;
+    if (dev_alloc(din, n * S * 8) || dev_alloc(dout, n * 8)) return 1;
+    if (keep_busy(g, g.s1, 2) || to_dev(g.s1, din, in.data(), n * S * 8)) return 1;
+    void* dst = in_place ? static_cast<void*>(static_cast<uint8_t*>(din.ptr()) + static_cast<size_t>(r) * n * 8) : dout.ptr();
+    auto w = c.reduce_scatter(din.ptr(), dst, n, DataType::kFloat64, ReduceOp::kSum, GpuStream{g.s1});
+    RANK_OK(w);
+    if (in_place ? to_host(g.s1, out.data(), din, n * 8, static_cast<size_t>(r) * n * 8)
+                 : to_host(g.s1, out.data(), dout, n * 8))
+      return 1;
+    CU_OK(A->cuStreamSynchronize(g.s1));
+    RANK_OK((*w)->wait());
+    if (expect_eq(in_place ? "reduce_scatter in place" : "reduce_scatter", out, want)) return 1;
+  }
+  // allgather (i32), out of place and in place
+  for (int in_place = 0; in_place < 2; ++in_place) {
+    std::vector<int32_t> in = fill<int32_t>(r, n), out(n * S), want(n * S);
+    for (int q = 0; q < size; ++q)
+      for (size_t i = 0; i < n; ++i) want[static_cast<size_t>(q) * n + i] = static_cast<int32_t>(value(q, i));
+    DevBuf din, dout;
+    if (dev_alloc(din, n * 4) || dev_alloc(dout, n * S * 4)) return 1;
+    const size_t mine = static_cast<size_t>(r) * n * 4;
+    if (in_place ? to_dev(g.s2, dout, in.data(), n * 4, mine) : to_dev(g.s2, din, in.data(), n * 4)) return 1;
+    const void* src = in_place ? static_cast<const void*>(static_cast<uint8_t*>(dout.ptr()) + mine) : din.ptr();
+    auto w = c.allgather(src, dout.ptr(), n, DataType::kInt32, GpuStream{g.s2});
+    RANK_OK(w);
+    if (to_host(g.s2, out.data(), dout, n * S * 4)) return 1;
+    CU_OK(A->cuStreamSynchronize(g.s2));
+    RANK_OK((*w)->wait());
+    if (expect_eq(in_place ? "allgather in place" : "allgather", out, want)) return 1;
+  }
+  // alltoall (f16 bits moved as they are)
+  std::vector<uint16_t> in(n * S), out(n * S), want(n * S);
+  for (int q = 0; q < size; ++q)
+    for (size_t i = 0; i < n; ++i) {
+      in[static_cast<size_t>(q) * n + i] = static_cast<uint16_t>(r * 100 + q * 10 + i % 7);
+      want[static_cast<size_t>(q) * n + i] = static_cast<uint16_t>(q * 100 + r * 10 + i % 7);
+    }
+  DevBuf din, dout;
+  if (dev_alloc(din, n * S * 2) || dev_alloc(dout, n * S * 2)) return 1;
+  if (to_dev(g.s1, din, in.data(), n * S * 2)) return 1;
+  auto w = c.alltoall(din.ptr(), dout.ptr(), n, DataType::kFloat16, GpuStream{g.s1});
+  RANK_OK(w);
+  if (to_host(g.s1, out.data(), dout, n * S * 2)) return 1;
+  CU_OK(A->cuStreamSynchronize(g.s1));
+  RANK_OK((*w)->wait());
+  return expect_eq("alltoall", out, want);
+}
+
+// Host buffers with a stream: the same calls, copies between host memory.
+int check_host_buffers(Communicator& c, const Gpu& g) {
+  const size_t n = 5'000;
+  std::vector<float> buf = fill<float>(c.rank(), n), want(n, 0);
+  for (int q = 0; q < c.size(); ++q)
+    for (size_t i = 0; i < n; ++i) want[i] += static_cast<float>(value(q, i));
+  auto w = c.allreduce(buf.data(), buf.data(), n, DataType::kFloat32, ReduceOp::kSum, GpuStream{g.s1});
+  RANK_OK(w);
+  RANK_OK((*w)->wait());
+  CU_OK(A->cuStreamSynchronize(g.s1));
+  if (expect_eq("allreduce of host buffers", buf, want)) return 1;
+  // GPU and host memory in one call: refused before anything is enqueued.
+  DevBuf d;
+  if (dev_alloc(d, n * 4)) return 1;
+  auto mixed = c.allreduce(d.ptr(), buf.data(), n, DataType::kFloat32, ReduceOp::kSum, GpuStream{g.s1});
+  RANK_CHECK(!mixed.ok() && mixed.error().code() == Errc::kInvalidArgument);
+  RANK_CHECK(mixed.error().message().find("mix GPU and host memory") != std::string::npos);
+  return 0;
+}
+
+int check_all(test::Rank& rk) {
+  trace.rank = rk.rank;
+  step("opening the GPU");
+  Gpu g;
+  if (open_gpu(g)) return 1;
+  start_watchdog();
+  CommOptions o;
+  o.backend = "shm";
+  auto comm = Communicator::create(rk.bootstrap, o);
+  RANK_OK(comm);
+  Communicator& c = **comm;
+  step("communicator created");
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{3'000'001}})
+    for (bool in_place : {false, true})
+      if (check_allreduce(c, g, n, in_place, in_place ? ReduceOp::kMax : ReduceOp::kSum)) return 1;
+  step("in flight");
+  if (check_in_flight(c, g)) return 1;
+  step("broadcast, reduce");
+  if (check_broadcast_reduce(c, g)) return 1;
+  step("reduce_scatter, allgather, alltoall");
+  if (check_blocks(c, g)) return 1;
+  step("host buffers");
+  if (check_host_buffers(c, g)) return 1;
+  step("empty");
+  // An empty allreduce completes too.
+  auto w = c.allreduce(nullptr, nullptr, 0, DataType::kFloat32, ReduceOp::kSum, GpuStream{g.s1});
+  RANK_OK(w);
+  RANK_OK((*w)->wait());
+  return 0;
+}
+
+// Median of 7 timed allreduces (after 2 warm-ups) of `bytes`, host buffers
+// (blocking call) against GPU buffers (stream call + stream synchronize).
+int bench(test::Rank& rk, size_t bytes) {
+  Gpu g;
+  if (open_gpu(g)) return 1;
+  CommOptions o;
+  o.backend = "shm";
+  auto comm = Communicator::create(rk.bootstrap, o);
+  RANK_OK(comm);
+  Communicator& c = **comm;
+  const size_t n = bytes / 4;
+  std::vector<float> host = fill<float>(rk.rank, n);
+  DevBuf d;
+  if (dev_alloc(d, bytes) || to_dev(g.s1, d, host.data(), bytes)) return 1;
+  CU_OK(A->cuStreamSynchronize(g.s1));
+  std::vector<double> th, tg;
+  for (int it = 0; it < 9; ++it) {
+    // Alternate, so both see the same noise.
+    RANK_OK(c.barrier());
+    auto t0 = static_cast<double>(now_ns());
+    RANK_OK(c.allreduce(host.data(), n, DataType::kFloat32, ReduceOp::kSum));
+    auto t1 = static_cast<double>(now_ns());
+    RANK_OK(c.barrier());
+    auto t2 = static_cast<double>(now_ns());
+    auto w = c.allreduce(d.ptr(), d.ptr(), n, DataType::kFloat32, ReduceOp::kSum, GpuStream{g.s1});
+    RANK_OK(w);
+    CU_OK(A->cuStreamSynchronize(g.s1));
+    auto t3 = static_cast<double>(now_ns());
+    RANK_OK((*w)->wait());
+    if (it >= 2) th.push_back((t1 - t0) / 1e3), tg.push_back((t3 - t2) / 1e3);
+  }
+  if (rk.rank == 0) {
+    std::sort(th.begin(), th.end());
+    std::sort(tg.begin(), tg.end());
+    auto med = [](const std::vector<double>& v) { return v[v.size() / 2]; };
+    const double gb = static_cast<double>(bytes) / 1e3;
+    std::printf("bench allreduce f32 %zu MiB, %d ranks: host %.0f us (%.0f-%.0f), gpu %.0f us (%.0f-%.0f), "
+                "gpu/host %.2f; algbw host %.2f GB/s, gpu %.2f GB/s\n",
+                bytes >> 20, rk.size, med(th), th.front(), th.back(), med(tg), tg.front(), tg.back(),
+                med(tg) / med(th), gb / med(th), gb / med(tg));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Options: --bench (timings after the checks), --trace (steps and a
+// watchdog), --ranks 1,2,4 (default 2,4), --mode stream|sync|both (default
+// both), --timeout S per run (default 240).
+int main(int argc, char** argv) {
+  bool do_bench = false;
+  std::vector<int> ranks{2, 4};
+  std::string mode = "both";
+  int timeout_s = 240;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--bench") {
+      do_bench = true;
+    } else if (a == "--trace") {
+      trace.on = true;
+    } else if (a == "--ranks" && i + 1 < argc) {
+      ranks.clear();
+      for (std::string v = argv[++i]; !v.empty();) {
+        size_t comma = v.find(',');
+        ranks.push_back(std::atoi(v.substr(0, comma).c_str()));
+        v = comma == std::string::npos ? "" : v.substr(comma + 1);
+      }
+    } else if (a == "--mode" && i + 1 < argc) {
+      mode = argv[++i];
+    } else if (a == "--timeout" && i + 1 < argc) {
+      timeout_s = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--bench] [--trace] [--ranks 1,2,4] [--mode stream|sync|both] [--timeout S]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  // The parent never initializes CUDA (the ranks are forked): a one-rank
+  // probe says whether there is a GPU.
+  auto probe = test::run_ranks(1, [](test::Rank&) {
+    auto api = gpu::cuda();
+    if (!api) {
+      std::printf("SKIP: %s\n", api.error().message().c_str());
+      return 77;
+    }
+    if ((*api)->device_count == 0) {
+      std::printf("SKIP: the CUDA driver sees no GPU\n");
+      return 77;
+    }
+    return 0;
+  });
+  if (probe.codes[0] == 77) return 77;
+  if (probe.codes[0] != 0) {
+    std::printf("FAIL: the GPU probe died (%s)\n", probe.describe().c_str());
+    return 1;
+  }
+  int failed = 0;
+  std::vector<const char*> modes;
+  if (mode != "sync") modes.push_back("stream waits");
+  if (mode != "stream") modes.push_back("caller waits (GREX_GPU_SYNC=1)");
+  for (const char* m : modes) {
+    if (std::strcmp(m, "stream waits") != 0) ::setenv("GREX_GPU_SYNC", "1", 1);
+    for (int n : ranks) {
+      auto t0 = static_cast<double>(now_ns());
+      auto res = test::run_ranks(n, check_all, timeout_s);
+      std::printf("%s: GPU collectives, %d ranks, %s: %s (%.1f s)\n", res.all_ok() ? "PASS" : "FAIL", n, m,
+                  res.all_ok() ? "every collective and case" : res.describe().c_str(), (static_cast<double>(now_ns()) - t0) / 1e9);
+      std::fflush(stdout);
+      failed += res.all_ok() ? 0 : 1;
+    }
+  }
+  ::unsetenv("GREX_GPU_SYNC");
+  if (do_bench) {
+    for (size_t mib : {4, 64, 256}) {
+      auto res = test::run_ranks(2, [mib](test::Rank& rk) { return bench(rk, mib << 20); }, 240);
+      if (!res.all_ok()) {
+        std::printf("FAIL: bench %zu MiB: %s\n", mib, res.describe().c_str());
+        ++failed;
+      }
+    }
+  }
+  return failed == 0 ? 0 : 1;
+}
