@@ -6,8 +6,10 @@
     dist.init_process_group("grex")        # under torchrun, grex-run, mpirun (+ MASTER_ADDR/PORT) or srun
 
 A torch 2 c10d.Backend (torch 2.4 and later) registered for the devices
-"cpu" and "cuda"; CUDA tensors raise an error naming grex until its GPU path
-lands, so map them elsewhere: init_process_group("cpu:grex,cuda:nccl").
+"cpu" and "cuda". CUDA tensors go on torch's current stream for all_reduce,
+broadcast, reduce, all_gather, reduce_scatter (and their tensor and coalesced
+forms) and even all_to_all_single; the other operations raise an error naming
+grex for them (map cuda elsewhere for those: "cpu:grex,cuda:nccl").
 CPU tensors of float, double, half, bfloat16, int32, int64 and uint8; SUM,
 AVG, PRODUCT, MIN, MAX and PREMUL_SUM. Every collective torch sends a
 backend (allreduce and its coalesced form, reduce, broadcast, allgather,

@@ -11,6 +11,8 @@
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
@@ -19,9 +21,32 @@ namespace grex::torch_backend {
 
 Path path_of(const at::Tensor& t, const char* op) {
   if (t.device().is_cpu()) return Path::kCpu;
-  // A CUDA engine (GPUDirect registration, reductions as kernels) returns its Path here.
-  TORCH_CHECK(false, "grex: ", op, " on a ", t.device().type(), " tensor is not supported yet: grex moves CPU ",
-              "tensors only; map that device to another backend (init_process_group(\"cpu:grex,cuda:nccl\"))");
+  if (t.device().is_cuda()) return Path::kCuda;
+  TORCH_CHECK(false, "grex: ", op, " on a ", t.device().type(), " tensor is not supported: grex moves CPU and CUDA ",
+              "tensors; map that device to another backend (init_process_group(\"cpu:grex,xpu:xccl\"))");
+}
+
+bool on_cuda(const at::Tensor& t, const std::vector<at::Tensor>& others, const char* op) {
+  for (const auto& o : others)
+    TORCH_CHECK(o.device() == t.device(), "grex: ", op, ": every tensor must be on one device; got ", t.device(),
+                " and ", o.device());
+  return path_of(t, op) == Path::kCuda;
+}
+
+GpuStream stream_of(const at::Tensor& t) {
+  const c10::Stream s = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device());
+  if constexpr (requires { s.native_handle(); }) {
+    return GpuStream{s.native_handle()};
+  } else {
+    TORCH_CHECK(false, "grex: CUDA tensors need torch 2.2 or later (c10::Stream::native_handle)");
+  }
+}
+
+void cpu_only(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(!t.device().is_cuda(), "grex: ", op, " on CUDA tensors is not supported yet (allreduce, broadcast, ",
+              "reduce, all_gather, all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, their coalesced ",
+              "forms and even all_to_all_single are); map cuda to another backend for it or move the tensors to ",
+              "the CPU");
 }
 
 DataType dtype_of(const at::Tensor& t, const char* op) {

@@ -12,9 +12,13 @@
 // batch_isend_irecv cannot deadlock, and each peer's messages stay in order.
 //
 // Device dispatch: every tensor passes through path_of(), which names the
-// engine for its device. Only CPU tensors have one today; a CUDA engine slots
-// in there (GPUDirect), and until then CUDA tensors raise an error naming grex
-// and the operation.
+// engine for its device. CPU tensors take the *_async calls; CUDA tensors take
+// the stream-ordered calls on torch's current stream of their device (as
+// ProcessGroupNCCL's users expect: the collective starts after the work queued
+// on that stream, and work queued after it sees the result), and their
+// copy-outs are queued on that stream too. Operations without a CUDA form yet
+// (gather, scatter, the list alltoall, uneven alltoall_base, send/recv) raise
+// an error naming grex and the operation.
 #pragma once
 
 #include <grex/communicator.h>
@@ -37,10 +41,16 @@
 namespace grex::torch_backend {
 
 /// Which engine moves a tensor's bytes.
-enum class Path { kCpu };
+enum class Path { kCpu, kCuda };
 
-/// The engine for `t`, or an error naming grex and `op` (CUDA: not yet).
+/// The engine for `t`, or an error naming grex and `op`.
 Path path_of(const at::Tensor& t, const char* op);
+/// True for CUDA tensors; raises if `others` are not on `t`'s device.
+bool on_cuda(const at::Tensor& t, const std::vector<at::Tensor>& others, const char* op);
+/// torch's current stream on `t`'s CUDA device.
+GpuStream stream_of(const at::Tensor& t);
+/// Raises for an operation that has no CUDA form yet.
+void cpu_only(const at::Tensor& t, const char* op);
 /// grex's element type for `t`'s dtype; raises for types grex lacks.
 DataType dtype_of(const at::Tensor& t, const char* op);
 /// Checks that `t` is contiguous, of a grex dtype and on a device grex serves.

@@ -4,6 +4,7 @@
 // list alltoall are one alltoallv (only the pairs that move data have counts).
 #include "backend.h"
 
+#include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
@@ -83,8 +84,13 @@ size_t total(const std::vector<size_t>& counts) { return std::accumulate(counts.
 c10::intrusive_ptr<c10d::Work> GrexBackend::broadcast(std::vector<at::Tensor>& ts, const c10d::BroadcastOptions& o) {
   const at::Tensor& t = single(ts, "broadcast");
   Started s;
-  s.push_back(comm("broadcast").broadcast_async(t.data_ptr(), t.numel(), dtype_of(t, "broadcast"),
-                                                  static_cast<int>(o.rootRank)));
+  if (on_cuda(t, {}, "broadcast")) {
+    s.push_back(comm("broadcast").broadcast(t.data_ptr(), t.numel(), dtype_of(t, "broadcast"),
+                                            static_cast<int>(o.rootRank), stream_of(t)));
+  } else {
+    s.push_back(comm("broadcast").broadcast_async(t.data_ptr(), t.numel(), dtype_of(t, "broadcast"),
+                                                    static_cast<int>(o.rootRank)));
+  }
   return submit(OpType::BROADCAST, "broadcast", {t}, std::move(s));
 }
 
@@ -95,7 +101,11 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allreduce(std::vector<at::Tensor>& t
   Communicator& c = comm("allreduce");
   r.premultiply(t);
   Started s;
-  s.push_back(c.allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, "allreduce"), r.op));
+  if (on_cuda(t, {}, "allreduce")) {
+    s.push_back(c.allreduce(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, "allreduce"), r.op, stream_of(t)));
+  } else {
+    s.push_back(c.allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, "allreduce"), r.op));
+  }
   return submit(OpType::ALLREDUCE, "allreduce", {t}, std::move(s));
 }
 
@@ -108,9 +118,12 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allreduce_coalesced(std::vector<at::
   }
   Communicator& c = comm("allreduce_coalesced");
   Started s;
+  const bool gpu = !ts.empty() && on_cuda(ts[0], ts, "allreduce_coalesced");
   for (auto& t : ts) {
     r.premultiply(t);
-    s.push_back(c.allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, "allreduce_coalesced"), r.op));
+    const DataType dt = dtype_of(t, "allreduce_coalesced");
+    s.push_back(gpu ? c.allreduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, r.op, stream_of(t))
+                    : c.allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dt, r.op));
   }
   return submit(OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", ts, std::move(s));
 }
@@ -122,8 +135,13 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::reduce(std::vector<at::Tensor>& ts, 
   Communicator& c = comm("reduce");
   r.premultiply(t);
   Started s;
-  s.push_back(c.reduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, "reduce"), r.op,
-                             static_cast<int>(o.rootRank)));
+  if (on_cuda(t, {}, "reduce")) {
+    s.push_back(c.reduce(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, "reduce"), r.op,
+                         static_cast<int>(o.rootRank), stream_of(t)));
+  } else {
+    s.push_back(c.reduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, "reduce"), r.op,
+                               static_cast<int>(o.rootRank)));
+  }
   return submit(OpType::REDUCE, "reduce", {t}, std::move(s));
 }
 
@@ -137,10 +155,16 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allgather(std::vector<std::vector<at
   std::vector<at::Tensor> dst = outs[0];
   const int64_t n = t.numel();
   Started s;
-  s.push_back(comm("allgather").allgather_async(t.data_ptr(), flat.data_ptr(), n, dtype_of(t, "allgather")));
-  return submit(OpType::ALLGATHER, "allgather", dst, std::move(s), [flat, dst, n, t] {
+  auto copy_out = [flat, dst, n, t] {
     for (size_t r = 0; r < dst.size(); ++r) dst[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view_as(dst[r]));
-  });
+  };
+  if (on_cuda(t, dst, "allgather")) {  // the copies out queue on the stream, behind the collective
+    s.push_back(comm("allgather").allgather(t.data_ptr(), flat.data_ptr(), n, dtype_of(t, "allgather"), stream_of(t)));
+    if (s.back()) copy_out();
+    return submit(OpType::ALLGATHER, "allgather", dst, std::move(s), [flat, t] {});
+  }
+  s.push_back(comm("allgather").allgather_async(t.data_ptr(), flat.data_ptr(), n, dtype_of(t, "allgather")));
+  return submit(OpType::ALLGATHER, "allgather", dst, std::move(s), copy_out);
 }
 
 c10::intrusive_ptr<c10d::Work> GrexBackend::_allgather_base(at::Tensor& out, at::Tensor& in,
@@ -148,8 +172,14 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::_allgather_base(at::Tensor& out, at:
   check_tensor(in, "all_gather_into_tensor");
   check_same(out, in, getSize() * in.numel(), "all_gather_into_tensor");
   Started s;
-  s.push_back(comm("all_gather_into_tensor")
-                  .allgather_async(in.data_ptr(), out.data_ptr(), in.numel(), dtype_of(in, "all_gather_into_tensor")));
+  if (on_cuda(in, {out}, "all_gather_into_tensor")) {
+    s.push_back(comm("all_gather_into_tensor")
+                    .allgather(in.data_ptr(), out.data_ptr(), in.numel(), dtype_of(in, "all_gather_into_tensor"),
+                               stream_of(in)));
+  } else {
+    s.push_back(comm("all_gather_into_tensor")
+                    .allgather_async(in.data_ptr(), out.data_ptr(), in.numel(), dtype_of(in, "all_gather_into_tensor")));
+  }
   return submit(OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {out}, std::move(s), [in] {});
 }
 
@@ -175,15 +205,25 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allgather_coalesced(std::vector<std:
   }
   Communicator& c = comm(what);
   Started s;
-  for (size_t i = 0; i < k; ++i)
-    s.push_back(c.allgather_async(ins[i].data_ptr(), flats[i].data_ptr(), ins[i].numel(), dtype_of(ins[i], what)));
-  return submit(OpType::ALLGATHER_COALESCED, what, dst, std::move(s), [flats, dst, k, ins] {
+  auto copy_out = [flats, dst, k, ins] {
     for (size_t j = 0; j < dst.size(); ++j) {  // dst[r * k + i] is outs[r][i]
       const size_t r = j / k, i = j % k;
       const int64_t n = ins[i].numel();
       dst[j].copy_(flats[i].narrow(0, static_cast<int64_t>(r) * n, n).view_as(dst[j]));
     }
-  });
+  };
+  std::vector<at::Tensor> all = ins;
+  all.insert(all.end(), dst.begin(), dst.end());
+  const bool gpu = k > 0 && on_cuda(ins[0], all, what);
+  for (size_t i = 0; i < k; ++i)
+    s.push_back(gpu ? c.allgather(ins[i].data_ptr(), flats[i].data_ptr(), ins[i].numel(), dtype_of(ins[i], what),
+                                  stream_of(ins[i]))
+                    : c.allgather_async(ins[i].data_ptr(), flats[i].data_ptr(), ins[i].numel(), dtype_of(ins[i], what)));
+  if (gpu) {
+    if (std::all_of(s.begin(), s.end(), [](const auto& r) { return r.ok(); })) copy_out();
+    return submit(OpType::ALLGATHER_COALESCED, what, dst, std::move(s), [flats, ins] {});
+  }
+  return submit(OpType::ALLGATHER_COALESCED, what, dst, std::move(s), copy_out);
 }
 
 c10::intrusive_ptr<c10d::Work> GrexBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outs,
@@ -196,9 +236,14 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allgather_into_tensor_coalesced(std:
   }
   Communicator& c = comm("allgather_into_tensor_coalesced");
   Started s;
-  for (size_t i = 0; i < ins.size(); ++i)
-    s.push_back(c.allgather_async(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(),
-                                  dtype_of(ins[i], "allgather_into_tensor_coalesced")));
+  std::vector<at::Tensor> all = ins;
+  all.insert(all.end(), outs.begin(), outs.end());
+  const bool gpu = !ins.empty() && on_cuda(ins[0], all, "allgather_into_tensor_coalesced");
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const DataType dt = dtype_of(ins[i], "allgather_into_tensor_coalesced");
+    s.push_back(gpu ? c.allgather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), dt, stream_of(ins[i]))
+                    : c.allgather_async(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), dt));
+  }
   return submit(OpType::COALESCED, "allgather_into_tensor_coalesced", outs, std::move(s), [ins] {});
 }
 
@@ -217,7 +262,12 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::reduce_scatter(std::vector<at::Tenso
   for (int r = 0; r < getSize(); ++r) flat.narrow(0, r * n, n).copy_(ins[0][r].reshape({-1}));
   red.premultiply(flat);
   Started s;
-  s.push_back(c.reduce_scatter_async(flat.data_ptr(), out.data_ptr(), n, dtype_of(out, "reduce_scatter"), red.op));
+  if (on_cuda(out, ins[0], "reduce_scatter")) {
+    s.push_back(c.reduce_scatter(flat.data_ptr(), out.data_ptr(), n, dtype_of(out, "reduce_scatter"), red.op,
+                                 stream_of(out)));
+  } else {
+    s.push_back(c.reduce_scatter_async(flat.data_ptr(), out.data_ptr(), n, dtype_of(out, "reduce_scatter"), red.op));
+  }
   return submit(OpType::REDUCE_SCATTER, "reduce_scatter", {out}, std::move(s), [flat] {});
 }
 
@@ -234,8 +284,13 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::_reduce_scatter_base(at::Tensor& out
     red.premultiply(src);
   }
   Started s;
-  s.push_back(c.reduce_scatter_async(src.data_ptr(), out.data_ptr(), out.numel(),
-                                     dtype_of(out, "reduce_scatter_tensor"), red.op));
+  if (on_cuda(out, {in}, "reduce_scatter_tensor")) {
+    s.push_back(c.reduce_scatter(src.data_ptr(), out.data_ptr(), out.numel(), dtype_of(out, "reduce_scatter_tensor"),
+                                 red.op, stream_of(out)));
+  } else {
+    s.push_back(c.reduce_scatter_async(src.data_ptr(), out.data_ptr(), out.numel(),
+                                       dtype_of(out, "reduce_scatter_tensor"), red.op));
+  }
   return submit(OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {out}, std::move(s), [src] {});
 }
 
@@ -253,11 +308,16 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::reduce_scatter_tensor_coalesced(std:
   Communicator& c = comm(what);
   std::vector<at::Tensor> srcs;
   Started s;
+  std::vector<at::Tensor> all = ins;
+  all.insert(all.end(), outs.begin(), outs.end());
+  const bool gpu = !outs.empty() && on_cuda(outs[0], all, what);
   for (size_t i = 0; i < ins.size(); ++i) {
     srcs.push_back(red.premul ? ins[i].clone() : ins[i]);
     red.premultiply(srcs.back());
-    s.push_back(c.reduce_scatter_async(srcs[i].data_ptr(), outs[i].data_ptr(), outs[i].numel(),
-                                       dtype_of(outs[i], what), red.op));
+    const DataType dt = dtype_of(outs[i], what);
+    s.push_back(gpu ? c.reduce_scatter(srcs[i].data_ptr(), outs[i].data_ptr(), outs[i].numel(), dt, red.op,
+                                       stream_of(outs[i]))
+                    : c.reduce_scatter_async(srcs[i].data_ptr(), outs[i].data_ptr(), outs[i].numel(), dt, red.op));
   }
   return submit(OpType::COALESCED, what, outs, std::move(s), [srcs] {});
 }
@@ -266,6 +326,8 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::exchange(OpType type, const char* op
                                                     std::vector<size_t> send_counts, at::Tensor recv_flat,
                                                     std::vector<size_t> recv_counts, std::vector<at::Tensor> outputs,
                                                     std::function<void()> after) {
+  cpu_only(send_flat, op);
+  cpu_only(recv_flat, op);
   const auto sd = displacements(send_counts);
   const auto rd = displacements(recv_counts);
   Started s;
@@ -385,8 +447,12 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::alltoall_base(at::Tensor& out, at::T
   auto rc = counts(out_splits, out, "output");
   if (in_splits.empty() && out_splits.empty() && in.numel() == out.numel() && in.data_ptr() != out.data_ptr()) {
     Started s;  // equal blocks: the regular alltoall
-    s.push_back(comm("all_to_all_single")
-                    .alltoall_async(in.data_ptr(), out.data_ptr(), in.numel() / n, dtype_of(in, "all_to_all_single")));
+    const DataType dt = dtype_of(in, "all_to_all_single");
+    if (on_cuda(in, {out}, "all_to_all_single")) {
+      s.push_back(comm("all_to_all_single").alltoall(in.data_ptr(), out.data_ptr(), in.numel() / n, dt, stream_of(in)));
+    } else {
+      s.push_back(comm("all_to_all_single").alltoall_async(in.data_ptr(), out.data_ptr(), in.numel() / n, dt));
+    }
     return submit(OpType::ALLTOALL_BASE, "all_to_all_single", {out}, std::move(s), [in] {});
   }
   // grex's alltoallv is not in place: an input that is the output goes through a copy.

@@ -107,6 +107,7 @@ Channel& GrexBackend::channel(int peer, bool sending) {
 c10::intrusive_ptr<c10d::Work> GrexBackend::send(std::vector<at::Tensor>& ts, int dst, int tag) {
   TORCH_CHECK(ts.size() == 1, "grex: send takes one tensor, got ", ts.size());
   check_tensor(ts[0], "send");
+  cpu_only(ts[0], "send");
   TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "grex: send to rank ", dst, ": not another rank of ",
               "this group of ", getSize());
   (void)comm("send");  // raises once aborted
@@ -118,6 +119,7 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::send(std::vector<at::Tensor>& ts, in
 c10::intrusive_ptr<c10d::Work> GrexBackend::recv(std::vector<at::Tensor>& ts, int src, int tag) {
   TORCH_CHECK(ts.size() == 1, "grex: recv takes one tensor, got ", ts.size());
   check_tensor(ts[0], "recv");
+  cpu_only(ts[0], "recv");
   TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), "grex: recv from rank ", src,
               ": not another rank of this group of ", getSize());
   (void)comm("recv");

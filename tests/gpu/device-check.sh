@@ -7,11 +7,20 @@
 # OUT is set. Within 8 minutes of wall time. Where no GPU is found it says so
 # in one line and exits 0 at once.
 #   bash tests/gpu/device-check.sh
-# Today it runs (issue 26 grows it):
-#   reduce_gpu_check  grex's reduction kernels (lib/gpu/reduce_kernels.cuh) vs the
-#                     element arithmetic the CPU kernels are held to, bit for bit,
-#                     every kind and op, odd sizes and unaligned starts; then the
-#                     f32 sum's throughput against a device-to-device copy
+# It runs (issue 26 grows it):
+#   reduce_gpu_check      grex's reduction kernels (lib/gpu/reduce_kernels.cuh) vs the
+#                         element arithmetic the CPU kernels are held to, bit for bit,
+#                         every kind and op, odd sizes and unaligned starts; then the
+#                         f32 sum's throughput against a device-to-device copy
+#   collectives_gpu_check GPU buffers in every collective (stream-ordered calls, shm,
+#                         2 and 4 ranks, both waiting modes), then GPU against host
+#                         buffers at 4, 64 and 256 MiB
+#   torch_cuda_check.py   grex_torch on CUDA tensors under torchrun (2 ranks): every
+#                         op with a CUDA form, DDP against gloo, all_reduce timings
+# The last two need libgrex, which needs Debian packages the GPU image lacks:
+# tests/gpu/prepare-carry.sh builds them on the host into .gpu-carry/, which
+# the device call carries (GREX_GPU_PREBUILT names another folder). The torch
+# extension is compiled here, against this machine's torch.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 start=$(date +%s)
@@ -47,5 +56,48 @@ say "--- reduce_gpu_check"
 timeout 300 "$tmp/reduce_gpu_check" 2>&1 | tee -a "$report"
 rc=${PIPESTATUS[0]}
 ((rc == 0)) || status=1
+pre=${GREX_GPU_PREBUILT:-$root/.gpu-carry}
+if [[ -x $pre/collectives_gpu_check && -f $pre/libgrex.so.0 ]]; then
+  say "--- prebuilt on the host from $(tr '\n' ' ' < "$pre/built-from" 2>/dev/null)"
+  say "--- collectives_gpu_check --bench"
+  timeout 300 "$pre/collectives_gpu_check" --bench --timeout 60 2>&1 | tee -a "$report"
+  rc=${PIPESTATUS[0]}
+  ((rc == 0)) || { say "collectives_gpu_check: exit $rc"; status=1; }
+  if [[ -n $py ]] && "$py" -c 'import torch, torch.distributed' > /dev/null 2>&1; then
+    say "--- grex_torch: building the extension against this torch"
+    ext=$tmp/torch && mkdir -p "$ext"
+    mapfile -t ti < <("$py" -c 'import sysconfig, torch, torch.utils.cpp_extension as e
+print(e.include_paths()[0]); print(e.library_paths()[0]); print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
+print(sysconfig.get_paths()["include"]); print(sysconfig.get_config_var("EXT_SUFFIX"))
+f = getattr(e, "_get_pybind11_abi_build_flags", list); print(" ".join(a.replace(chr(92), "") for a in f()))')
+    cflags=(-std=c++20 -O2 -fPIC -Wno-unused-parameter -I "$root/lib/include" -isystem "${ti[0]}"
+            -isystem "${ti[0]}/torch/csrc/api/include" -isystem "${ti[3]}" -D_GLIBCXX_USE_CXX11_ABI="${ti[2]}"
+            -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_grex_torch ${ti[5]:-})
+    pids=()
+    for f in backend collectives p2p; do
+      g++ "${cflags[@]}" -c "$root/python/grex_torch/$f.cc" -o "$ext/$f.o" > "$ext/$f.log" 2>&1 & pids+=($!)
+    done
+    built=1
+    for p in "${pids[@]}"; do wait "$p" || built=0; done
+    ln -sf "$pre/libgrex.so.0" "$ext/libgrex.so"
+    if ((built)) && g++ -shared -o "$ext/_grex_torch${ti[4]}" "$ext"/*.o -L "$ext" -lgrex -L "${ti[1]}" \
+         -Wl,-rpath,"${ti[1]}" -Wl,-rpath,"$pre" -ltorch_python -ltorch -ltorch_cpu -lc10 > "$ext/link.log" 2>&1; then
+      say "--- torch_cuda_check.py --bench (torchrun, 2 ranks on GPU 0)"
+      PYTHONPATH="$root/python:$ext" LD_LIBRARY_PATH="$pre" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1 \
+        timeout 300 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 \
+        "$root/tests/gpu/torch_cuda_check.py" --bench 2>&1 | tee -a "$report"
+      rc=${PIPESTATUS[0]}
+      ((rc == 0)) || { say "torch_cuda_check: exit $rc"; status=1; }
+    else
+      cat "$ext"/*.log | tail -40 | tee -a "$report"
+      say "grex_torch: the extension did not build"
+      status=1
+    fi
+  else
+    say "--- torch_cuda_check: SKIP, no torch here"
+  fi
+else
+  say "--- collectives_gpu_check, torch_cuda_check: SKIP, nothing prebuilt in $pre (run tests/gpu/prepare-carry.sh on the host and carry .gpu-carry)"
+fi
 ((status == 0)) && finish "PASS" 0
 finish "FAILED" 1
