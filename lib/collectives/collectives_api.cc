@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collectives/comm_impl.h"
+#include "collectives/jobs.h"
 #include "gpu/cuda_api.h"
 
 namespace grex {
@@ -36,7 +37,7 @@ Result<void> check_bufs(int rank, const char* what, size_t bytes, const void* a,
 
 }  // namespace
 
-static Result<Job> barrier_job(Communicator::Impl& c) {
+Result<Job> barrier_job(Communicator::Impl& c) {
   return Job([&c]() -> Result<void> {
     GREX_TRY(c.check_usable("barrier"));
     c.begin({"barrier"});
@@ -61,7 +62,7 @@ static Result<Job> broadcast_job(Communicator::Impl& c, void* buf, size_t count,
   });
 }
 
-static Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
+Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
                                  DataType type, ReduceOp op) {
   size_t bytes = count * dtype_size(type);
   GREX_TRY(check_bufs(c.rank, "allreduce", bytes, sendbuf, recvbuf));
@@ -113,7 +114,7 @@ static Result<Job> reduce_scatter_job(Communicator::Impl& c, const void* sendbuf
   });
 }
 
-static Result<Job> allgather_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
+Result<Job> allgather_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
                                  DataType type) {
   size_t block = count * dtype_size(type);
   GREX_TRY(check_bufs(c.rank, "allgather", block, sendbuf, recvbuf));
@@ -308,6 +309,7 @@ Result<WorkPtr> Communicator::allreduce(const void* sendbuf, void* recvbuf, size
   GREX_TRY(check_bufs(c.rank, "allreduce", bytes, sendbuf, recvbuf));
   if (GREX_TRY(host_buffers(c.rank, "allreduce", {sendbuf, recvbuf})))
     return host_call(c, "allreduce", stream, allreduce_job(c, sendbuf, recvbuf, count, type, op));
+  if (auto direct = c.gpu_ipc_allreduce(sendbuf, recvbuf, count, type, op, stream)) return std::move(*direct);
   return c.gpu_call("allreduce", stream, recvbuf, bytes, [&](uint8_t* pin) {
     return gpu_pieces(c, bytes, sendbuf, true, recvbuf, true, [&](size_t off, size_t n) {
       return allreduce_job(c, pin + off, pin + off, n / es, type, op);

@@ -43,6 +43,22 @@ struct Communicator::Impl {
   detail::Context ctx;
   detail::Selector select;
   const detail::Algorithm* barrier_algo = nullptr;  // the first usable barrier, chosen at creation
+  /// GPU to GPU on one host (gpu_ipc.cc): each rank's scratch in device
+  /// memory, mapped by every other rank through CUDA IPC.
+  struct GpuIpc {
+    int state = 0;  // 0: not tried yet; 1: on; -1: off (staging)
+    std::string why_off;
+    const gpu::CudaApi* api = nullptr;
+    gpu::CUcontext ctx = nullptr;
+    int self = 0;                       // this rank: at[self] is its own allocation
+    size_t bytes = 0;                   // of each rank's scratch
+    uint32_t last_ticket = 0;           // the previous call's last: scratch free again once released
+    std::vector<gpu::CUdeviceptr> at;   // [rank]: its scratch as this rank maps it
+    ~GpuIpc();
+  };
+  uint64_t gpu_direct_calls = 0;     // counted on the caller's thread (CommStats)
+  uint64_t gpu_staged_calls = 0;
+  std::unique_ptr<GpuIpc> ipc;       // declared before gpu: freed after the streams drained
   std::unique_ptr<gpu::Stager> gpu;  // GPU buffers' staging (made on first use); outlives the queue
   detail::WorkQueue queue;
   CommOptions opts;
@@ -75,6 +91,10 @@ struct Communicator::Impl {
   /// worker had the job: host buffers never take copies.
   Result<WorkPtr> gpu_call(const char* what, GpuStream stream, const void* any_buffer, size_t pinned_bytes,
                            const GpuPlan& plan);
+  /// The GPU-to-GPU allreduce (gpu_ipc.cc) where every rank can take it
+  /// (decided together, once); nullopt where the staging path runs instead.
+  std::optional<Result<WorkPtr>> gpu_ipc_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                                   ReduceOp op, GpuStream stream);
   /// Piece size for the pipelined calls [GREX_GPU_CHUNK_BYTES].
   size_t gpu_chunk_bytes(size_t bytes) const noexcept;
 

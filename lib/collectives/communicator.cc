@@ -345,6 +345,8 @@ const CommStats& Communicator::stats() const noexcept {
   impl_->stats.collectives = impl_->collectives_done.get();
   impl_->stats.bytes_sent = impl_->engine->posted_bytes();
   impl_->stats.wait_ns = impl_->engine->wait_ns();
+  impl_->stats.gpu_direct = impl_->gpu_direct_calls;
+  impl_->stats.gpu_staged = impl_->gpu_staged_calls;
   return impl_->stats;
 }
 const CommOptions& Communicator::options() const noexcept { return impl_->opts; }

@@ -53,6 +53,7 @@ Result<WorkPtr> Communicator::Impl::gpu_call(const char* what, GpuStream stream,
   auto planned = plan(base);
   if (!planned) return abandon(std::move(planned).error());
   std::vector<GpuPiece>& pieces = *planned;
+  if (pinned_bytes > 0) ++gpu_staged_calls;
   // Stream: every piece's copies in, each ended by an event.
   for (GpuPiece& p : pieces) {
     for (const GpuCopy& c : p.ins)

@@ -80,6 +80,16 @@ Loaded load() {
   want("cuStreamCreate", a.cuStreamCreate);
   want("cuStreamDestroy_v2", a.cuStreamDestroy);
   a.has_streams = streams;
+  bool kernels = true;
+  auto want_k = [&](const char* name, auto*& fn) { kernels = bind(l.handle, name, fn) && kernels; };
+  want_k("cuCtxGetDevice", a.cuCtxGetDevice);
+  want_k("cuModuleLoadData", a.cuModuleLoadData);
+  want_k("cuModuleGetFunction", a.cuModuleGetFunction);
+  want_k("cuLaunchKernel", a.cuLaunchKernel);
+  want_k("cuIpcGetMemHandle", a.cuIpcGetMemHandle);
+  want_k("cuIpcOpenMemHandle_v2", a.cuIpcOpenMemHandle);
+  want_k("cuIpcCloseMemHandle", a.cuIpcCloseMemHandle);
+  a.has_kernels = kernels && streams;
   // Since CUDA 11.7 (the v2 memory operations); without it a GPU collective
   // makes the caller's thread wait instead of the stream (stream_ops.cc).
   bind(l.handle, "cuStreamWaitValue32_v2", a.cuStreamWaitValue32);

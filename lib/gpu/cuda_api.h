@@ -20,6 +20,12 @@ using CUdeviceptr = unsigned long long;
 using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+/// CUipcMemHandle: 64 opaque bytes, passed by value.
+struct CUipcMemHandle {
+  char reserved[64];
+};
 
 /// cuda.h enum values grex passes (stable parts of the driver ABI).
 inline constexpr int kPointerAttrMemoryType = 2;        ///< CU_POINTER_ATTRIBUTE_MEMORY_TYPE
@@ -37,7 +43,9 @@ inline constexpr unsigned kHostRegisterPortable = 0x01; ///< CU_MEMHOSTREGISTER_
 inline constexpr unsigned kHostRegisterDeviceMap = 0x02;///< CU_MEMHOSTREGISTER_DEVICEMAP
 inline constexpr unsigned kEventDisableTiming = 0x2;    ///< CU_EVENT_DISABLE_TIMING
 inline constexpr unsigned kStreamWaitValueGeq = 0x0;    ///< CU_STREAM_WAIT_VALUE_GEQ: (int32_t)(*addr - value) >= 0
-inline constexpr CUresult kErrorNotReady = 600;         ///< CUDA_ERROR_NOT_READY
+inline constexpr CUresult kErrorNotReady = 600;
+inline constexpr int kAttrMultiprocessorCount = 16;      ///< CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+inline constexpr unsigned kIpcLazyEnablePeerAccess = 1;  ///< CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS         ///< CUDA_ERROR_NOT_READY
 
 /// The resolved entry points. Every pointer is set once cuda() succeeded.
 struct CudaApi {
@@ -82,6 +90,18 @@ struct CudaApi {
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
   CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
   CUresult (*cuStreamDestroy)(CUstream) = nullptr;  // cuStreamDestroy_v2
+
+  // Kernels (kernels.h) and CUDA IPC (the shm driver's GPU path); has_kernels
+  // says whether all were resolved.
+  bool has_kernels = false;
+  CUresult (*cuCtxGetDevice)(CUdevice*) = nullptr;
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**) = nullptr;
+  CUresult (*cuIpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr) = nullptr;
+  CUresult (*cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned) = nullptr;  // _v2
+  CUresult (*cuIpcCloseMemHandle)(CUdeviceptr) = nullptr;
 
   /// "CUDA_ERROR_...: text" for a result code.
   std::string describe(CUresult r) const;

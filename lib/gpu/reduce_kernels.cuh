@@ -32,9 +32,10 @@ struct Bf16 {
 
 /// d = a (op) b over n elements. d, a and b must be 16-byte aligned for the
 /// vector body (the launcher checks; otherwise it launches with vec = false).
+/// d may be a or b (each element is read before it is written, by one thread).
 template <class K, bool vec>
-__global__ void reduce_kernel(typename K::Storage* d, const typename K::Storage* a,
-                              const typename K::Storage* b, size_t n) {
+__device__ inline void reduce_body(typename K::Storage* d, const typename K::Storage* a,
+                                   const typename K::Storage* b, size_t n) {
   using T = typename K::Storage;
   constexpr size_t kPer = 16 / sizeof(T);  // elements per 16 bytes
   const size_t stride = size_t{gridDim.x} * blockDim.x;
@@ -56,6 +57,35 @@ __global__ void reduce_kernel(typename K::Storage* d, const typename K::Storage*
     done = nv * kPer;
   }
   for (size_t i = done + first; i < n; i += stride) d[i] = K::one(a[i], b[i]);
+}
+
+template <class K, bool vec>
+__global__ void reduce_kernel(typename K::Storage* d, const typename K::Storage* a,
+                              const typename K::Storage* b, size_t n) {
+  reduce_body<K, vec>(d, a, b, n);
+}
+
+/// kAvg's last step, as the CPU's scale_avg (lib/collectives/reduce.cc):
+/// floats times the group's reciprocal (f16 and bf16 through f32), the
+/// canonical NaN; integers divided, truncating.
+template <class T>
+__device__ inline void scale_native(T* p, size_t n, int group) {
+  const T inv = T{1} / static_cast<T>(group);
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += stride) p[i] = elem::canonical(p[i] * inv);
+}
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+__device__ inline void scale_half(uint16_t* p, size_t n, int group) {
+  const float inv = 1.0f / static_cast<float>(group);
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += stride)
+    p[i] = Narrow(elem::canonical(Widen(p[i]) * inv));
+}
+template <class T>
+__device__ inline void divide(T* p, size_t n, int group) {
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += stride)
+    p[i] = static_cast<T>(p[i] / group);
 }
 
 }  // namespace grex::gpu

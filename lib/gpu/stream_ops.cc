@@ -145,6 +145,12 @@ Result<void> Stager::wait_ticket(StagedCall& call, size_t i) {
   return ok();
 }
 
+Result<void> Stager::wait_released(StagedCall& call, uint32_t ticket) {
+  if (CUresult r = wait_value_(call.stream, flag_dev_, ticket, kStreamWaitValueGeq); r != 0)
+    return fail("cuStreamWaitValue32", r);
+  return ok();
+}
+
 Result<void> Stager::end(StagedCall& call) {
   if (CUresult r = api_->cuEventRecord(call.done, call.stream); r != 0) return fail("cuEventRecord", r);
   return ok();
@@ -164,7 +170,13 @@ Result<void> Stager::wait_inputs(const StagedCall& call, size_t i) {
 void Stager::release(const StagedCall& call, size_t i) noexcept {
   // Everything the worker wrote to pinned memory is visible before the flag
   // (x86 stores are ordered; the release fence keeps the compiler honest).
-  std::atomic_ref<uint32_t>(*flag_host_).store(call.tickets.at(i), std::memory_order_release);
+  // Only ever forward (cyclically): a call abandoned on the caller's thread
+  // may release its tickets while the worker still releases earlier ones.
+  std::atomic_ref<uint32_t> flag(*flag_host_);
+  const uint32_t t = call.tickets.at(i);
+  uint32_t cur = flag.load(std::memory_order_relaxed);
+  while (static_cast<int32_t>(t - cur) > 0 && !flag.compare_exchange_weak(cur, t, std::memory_order_release)) {
+  }
 }
 
 Result<void> Stager::wait_done(const StagedCall& call) {

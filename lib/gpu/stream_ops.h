@@ -66,6 +66,8 @@ class Stager {
   Result<void> end_inputs(StagedCall& call);
   /// Makes the stream wait for piece `i`'s ticket (stream_waits() only).
   Result<void> wait_ticket(StagedCall& call, size_t i);
+  /// Makes the stream wait until `ticket` (of any call) was released.
+  Result<void> wait_released(StagedCall& call, uint32_t ticket);
   /// Records `done`; the pinned blocks come back once it fired.
   Result<void> end(StagedCall& call);
   /// Synchronizes the call's stream (the caller-waits mode).

@@ -32,10 +32,12 @@
 
 #include "core/clock.h"
 #include "gpu/cuda_api.h"
+#include "gpu/reduce_elem.h"
 #include "tests/integration/shm/harness.h"
 
 using namespace grex;  // NOLINT
 using gpu::CUdeviceptr;
+namespace elem = grex::elem;
 using gpu::CUstream;
 
 namespace {
@@ -204,6 +206,57 @@ int check_allreduce(Communicator& c, const Gpu& g, size_t n, bool in_place, Redu
   return expect_eq(what.c_str(), out, want);
 }
 
+// allreduce of every element kind with a spread of ops (kernels on the GPU to
+// GPU path: avg's scale, wrapping u8, f16 and bf16 through f32). Small
+// integers, so each result is exact whatever the order; avg over 2 or 4 ranks
+// divides exactly.
+template <class T>
+T to_kind(double v, DataType t) {
+  if (t == DataType::kFloat16) return static_cast<T>(elem::f32_to_f16(static_cast<float>(v)));
+  if (t == DataType::kBFloat16) return static_cast<T>(elem::f32_to_bf16(static_cast<float>(v)));
+  if (t == DataType::kUint8) return static_cast<T>(static_cast<uint64_t>(v) & 0xff);  // wraps, as the sum does
+  return static_cast<T>(v);
+}
+
+template <class T>
+int check_kind(Communicator& c, const Gpu& g, DataType t, ReduceOp op, size_t n) {
+  const int r = c.rank(), size = c.size();
+  auto v = [](int q, size_t i) { return static_cast<double>((q + 1) * static_cast<int>(i % 5 + 1)); };
+  std::vector<T> in(n), out(n), want(n);
+  for (size_t i = 0; i < n; ++i) {
+    in[i] = to_kind<T>(v(r, i), t);
+    double acc = op == ReduceOp::kProd ? 1 : op == ReduceOp::kMin ? 1e300 : op == ReduceOp::kMax ? -1e300 : 0;
+    for (int q = 0; q < size; ++q) {
+      const double x = v(q, i);
+      acc = op == ReduceOp::kProd ? acc * x : op == ReduceOp::kMin ? std::min(acc, x) : op == ReduceOp::kMax ? std::max(acc, x) : acc + x;
+    }
+    if (op == ReduceOp::kAvg) acc = t == DataType::kInt32 || t == DataType::kInt64 ? static_cast<double>(static_cast<int64_t>(acc) / size) : acc / size;
+    want[i] = to_kind<T>(acc, t);
+  }
+  DevBuf d;
+  if (dev_alloc(d, n * sizeof(T)) || to_dev(g.s2, d, in.data(), n * sizeof(T))) return 1;
+  auto w = c.allreduce(d.ptr(), d.ptr(), n, t, op, GpuStream{g.s2});
+  RANK_OK(w);
+  if (to_host(g.s2, out.data(), d, n * sizeof(T))) return 1;
+  CU_OK(A->cuStreamSynchronize(g.s2));
+  RANK_OK((*w)->wait());
+  std::string what = "allreduce " + std::string(dtype_name(t)) + " " + std::string(reduce_op_name(op));
+  return expect_eq(what.c_str(), out, want);
+}
+
+int check_kinds(Communicator& c, const Gpu& g) {
+  const size_t n = 1'000'003;
+  if (check_kind<float>(c, g, DataType::kFloat32, ReduceOp::kAvg, n)) return 1;
+  if (check_kind<double>(c, g, DataType::kFloat64, ReduceOp::kProd, n)) return 1;
+  if (check_kind<int32_t>(c, g, DataType::kInt32, ReduceOp::kAvg, n)) return 1;
+  if (check_kind<int64_t>(c, g, DataType::kInt64, ReduceOp::kMin, n)) return 1;
+  if (check_kind<uint8_t>(c, g, DataType::kUint8, ReduceOp::kSum, n)) return 1;
+  if (check_kind<uint16_t>(c, g, DataType::kFloat16, ReduceOp::kSum, n)) return 1;
+  if (check_kind<uint16_t>(c, g, DataType::kBFloat16, ReduceOp::kAvg, n)) return 1;
+  if (check_kind<uint16_t>(c, g, DataType::kBFloat16, ReduceOp::kMax, 7)) return 1;  // fewer elements than ranks' shards
+  return 0;
+}
+
 // Many calls in flight on two streams, then one synchronization.
 int check_in_flight(Communicator& c, const Gpu& g) {
   const int r = c.rank(), size = c.size();
@@ -360,6 +413,8 @@ int check_all(test::Rank& rk) {
   for (size_t n : {size_t{1}, size_t{1000}, size_t{3'000'001}})
     for (bool in_place : {false, true})
       if (check_allreduce(c, g, n, in_place, in_place ? ReduceOp::kMax : ReduceOp::kSum)) return 1;
+  step("kinds and ops");
+  if (check_kinds(c, g)) return 1;
   step("in flight");
   if (check_in_flight(c, g)) return 1;
   step("broadcast, reduce");
@@ -369,6 +424,16 @@ int check_all(test::Rank& rk) {
   step("host buffers");
   if (check_host_buffers(c, g)) return 1;
   step("empty");
+  // The path the allreduces took: GPU to GPU unless staging was asked for
+  // (or the caller waits, where the stream cannot wait for the host).
+  const bool staged_only = std::getenv("GREX_GPU_STAGING") != nullptr || std::getenv("GREX_GPU_SYNC") != nullptr;
+  const CommStats& st = c.stats();
+  if (rk.rank == 0) {
+    std::printf("  rank 0: %" PRIu64 " calls GPU to GPU, %" PRIu64 " staged\n", st.gpu_direct, st.gpu_staged);
+    std::fflush(stdout);
+  }
+  RANK_CHECK(st.gpu_staged > 0);  // reduce_scatter, allgather, ... always stage today
+  RANK_CHECK(staged_only ? st.gpu_direct == 0 : st.gpu_direct > 0);
   // An empty allreduce completes too.
   auto w = c.allreduce(nullptr, nullptr, 0, DataType::kFloat32, ReduceOp::kSum, GpuStream{g.s1});
   RANK_OK(w);
@@ -474,11 +539,24 @@ int main(int argc, char** argv) {
     return 1;
   }
   int failed = 0;
-  std::vector<const char*> modes;
-  if (mode != "sync") modes.push_back("stream waits");
-  if (mode != "stream") modes.push_back("caller waits (GREX_GPU_SYNC=1)");
-  for (const char* m : modes) {
-    if (std::strcmp(m, "stream waits") != 0) ::setenv("GREX_GPU_SYNC", "1", 1);
+  struct Mode {
+    const char* name;
+    const char* var;
+    const char* value;
+  };
+  std::vector<Mode> modes;
+  if (mode == "both" || mode == "stream") {
+    modes.push_back({"stream waits", nullptr, nullptr});
+    modes.push_back({"stream waits, GPU to GPU in 1 MiB pieces", "GREX_GPU_IPC_BYTES", "1048576"});
+    modes.push_back({"stream waits, staged (GREX_GPU_STAGING=1)", "GREX_GPU_STAGING", "1"});
+  }
+  if (mode == "both" || mode == "sync") modes.push_back({"caller waits (GREX_GPU_SYNC=1)", "GREX_GPU_SYNC", "1"});
+  for (const Mode& md : modes) {
+    ::unsetenv("GREX_GPU_IPC_BYTES");
+    ::unsetenv("GREX_GPU_STAGING");
+    ::unsetenv("GREX_GPU_SYNC");
+    if (md.var != nullptr) ::setenv(md.var, md.value, 1);
+    const char* m = md.name;
     for (int n : ranks) {
       auto t0 = static_cast<double>(now_ns());
       auto res = test::run_ranks(n, check_all, timeout_s);
@@ -489,14 +567,22 @@ int main(int argc, char** argv) {
     }
   }
   ::unsetenv("GREX_GPU_SYNC");
+  ::unsetenv("GREX_GPU_IPC_BYTES");
+  ::unsetenv("GREX_GPU_STAGING");
   if (do_bench) {
-    for (size_t mib : {4, 64, 256}) {
-      auto res = test::run_ranks(2, [mib](test::Rank& rk) { return bench(rk, mib << 20); }, 240);
-      if (!res.all_ok()) {
-        std::printf("FAIL: bench %zu MiB: %s\n", mib, res.describe().c_str());
-        ++failed;
+    for (const char* path : {"GPU to GPU", "staged"}) {
+      if (std::strcmp(path, "staged") == 0) ::setenv("GREX_GPU_STAGING", "1", 1);
+      for (size_t mib : {4, 64, 256}) {
+        std::printf("%s: ", path);
+        std::fflush(stdout);
+        auto res = test::run_ranks(2, [mib](test::Rank& rk) { return bench(rk, mib << 20); }, 240);
+        if (!res.all_ok()) {
+          std::printf("FAIL: bench %zu MiB: %s\n", mib, res.describe().c_str());
+          ++failed;
+        }
       }
     }
+    ::unsetenv("GREX_GPU_STAGING");
   }
   return failed == 0 ? 0 : 1;
 }

@@ -8,10 +8,13 @@
 
 #include <grex/transport.h>
 
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "gpu/cuda_api.h"
 #include "gpu/gpu_registration.h"
+#include "gpu/kernels.h"
 #include "mem/domain.h"
 
 namespace grex::gpu {
@@ -126,4 +129,28 @@ TEST(GpuRegistration, ShmRefusesGpuMemoryClearly) {
 }
 
 }  // namespace
-}  // namespace grex::gpu
+
+// The kernels libgrex launches: embedded as a fatbin where nvcc was found at
+// build time (its magic and both data-centre targets' code inside), an empty
+// image otherwise; without a CUDA driver, asking for them says so.
+TEST(GpuKernels, FatbinEmbeddedWhereNvccWas) {
+#ifdef GREX_TEST_NVCC
+  ASSERT_GT(grex::gpu::kKernelsFatbinSize, 4096u);
+  uint32_t magic = 0;
+  std::memcpy(&magic, grex::gpu::kKernelsFatbin, sizeof magic);
+  EXPECT_EQ(magic, 0xBA55ED50u) << "not a fatbin";
+  const std::string image(reinterpret_cast<const char*>(grex::gpu::kKernelsFatbin), grex::gpu::kKernelsFatbinSize);
+  for (const char* name : {"grex_reduce_f32_sum_v", "grex_reduce_bf16_max_s", "grex_reduce_u8_prod_v", "grex_scale_f16",
+                           "grex_scale_i64"})
+    EXPECT_NE(image.find(name), std::string::npos) << name;
+#else
+  EXPECT_EQ(grex::gpu::kKernelsFatbinSize, 0u);
+#endif
+  auto k = grex::gpu::Kernels::for_current_context();
+  if (!grex::gpu::cuda()) {
+    ASSERT_FALSE(k.ok());
+    EXPECT_EQ(k.error().code(), grex::Errc::kNotFound) << k.error().message();
+  }
+}
+
+}  // namespace

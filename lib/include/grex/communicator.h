@@ -138,6 +138,8 @@ struct CommStats {
   uint64_t collectives = 0;   ///< calls completed
   uint64_t bytes_sent = 0;    ///< payload bytes this rank posted for sending
   uint64_t wait_ns = 0;       ///< time spent polling in collectives
+  uint64_t gpu_direct = 0;    ///< stream-ordered calls that went GPU to GPU (CUDA IPC, no host bounce)
+  uint64_t gpu_staged = 0;    ///< stream-ordered calls on GPU buffers staged through pinned host memory
 };
 
 class Communicator {
