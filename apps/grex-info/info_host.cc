@@ -163,9 +163,14 @@ Section probe_cuda() {
   s.name = "cuda";
   const CudaReport r = probe_cuda_devices();
   const std::string peermem = r.nvidia_peermem ? "loaded" : "not loaded";
+  const std::string kernels = r.kernel_image_bytes > 0
+                                  ? "embedded (sm_80, sm_90, compute_90; " + std::to_string(r.kernel_image_bytes / 1024) + " KiB)"
+                                  : "not built (libgrex was built without nvcc)";
   if (!r.available) {
     s.summary = r.error + ": no GPU buffers";
-    s.json = {{"usable", false}, {"error", r.error}, {"nvidia_peermem", peermem}};
+    s.lines.push_back("GPU kernels in libgrex: " + kernels);
+    s.json = {{"usable", false}, {"error", r.error}, {"nvidia_peermem", peermem},
+              {"kernel_image_bytes", r.kernel_image_bytes}};
     return s;
   }
   Json devs = Json::array();
@@ -176,10 +181,20 @@ Section probe_cuda() {
                         {"dma_buf", d.dma_buf}, {"gpudirect_rdma", d.gpudirect_rdma}});
   }
   s.lines.push_back("nvidia_peermem: " + peermem);
+  s.lines.push_back("GPU kernels in libgrex: " + kernels);
+  // What the stream-ordered collectives do with GPU buffers here (docs/gpudirect.md).
+  std::string path = !r.stream_memops ? "staged through pinned host memory; the caller waits (no stream memory operations)"
+                     : r.kernel_image_bytes > 0 && r.ipc
+                         ? "allreduce GPU to GPU between ranks of one host (shm, CUDA IPC); the rest staged through "
+                           "pinned host memory, stream-ordered"
+                         : "staged through pinned host memory, stream-ordered";
+  s.lines.push_back("GPU buffers in collectives: " + path);
   s.usable = r.device_count > 0;
   s.summary = "CUDA driver " + std::to_string(r.driver_version / 1000) + "." +
               std::to_string(r.driver_version % 1000 / 10) + ", " + std::to_string(r.device_count) + " device(s)";
-  s.json = {{"usable", s.usable}, {"driver_version", r.driver_version}, {"devices", devs}, {"nvidia_peermem", peermem}};
+  s.json = {{"usable", s.usable}, {"driver_version", r.driver_version}, {"devices", devs}, {"nvidia_peermem", peermem},
+            {"kernel_image_bytes", r.kernel_image_bytes}, {"stream_memops", r.stream_memops}, {"gpu_ipc", r.ipc},
+            {"gpu_collectives", path}};
   return s;
 }
 

@@ -54,6 +54,7 @@ constexpr std::array kOptions = {
     OptionSpec{"--report_gbits", "--report_gbits", false, kBw},
     OptionSpec{"--memcpy-ref", "--memcpy-ref", false, bit(Mode::kSendBw)},
     OptionSpec{"--alloc", "--alloc", false, kAny},
+    OptionSpec{"--use_cuda", "--use_cuda", false, kColl},
     OptionSpec{"--stats", "--stats", false, kAny},
     OptionSpec{"--backend", "--backend", true, kAny},
     OptionSpec{"--cc", "--cc", true, kAny},
@@ -173,6 +174,8 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
     a.memcpy_ref = true;
   } else if (o.spelled == "--alloc") {
     a.shared_buffers = true;
+  } else if (o.spelled == "--use_cuda") {
+    a.use_cuda = true;
   } else if (o.spelled == "--stats") {
     a.stats = true;
   } else if (o.spelled == "--backend") {
@@ -193,6 +196,8 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
 
 Result<void> validate(const PerfArgs& a, const Seen& seen) {
   if (is_collective(a.mode)) {
+    if (a.use_cuda && a.shared_buffers)
+      return bad("--use_cuda and --alloc exclude each other (GPU memory, or the device's host allocator)");
     if (a.min_bytes > a.max_bytes)
       return bad("-b " + std::to_string(a.min_bytes) + " is larger than -e " + std::to_string(a.max_bytes));
     if (a.step_factor == 1 && a.step_bytes == 0) return bad("-f 1 needs a step of at least 1 byte (-i)");
@@ -426,6 +431,8 @@ std::string_view usage() noexcept {
          "\n"
          "Common options:\n"
          "  --alloc                 buffers from the device's allocator (backend-shared memory), not malloc\n"
+         "  --use_cuda              collectives: buffers in GPU 0's memory, grex's stream-ordered calls\n"
+         "                          (timed until the last call's result is in place; checked on the host)\n"
          "  --stats                 every rank (every flow with -q) prints its transport counters at the end\n"
          "  --backend NAME          backend (shm, dpdk, verbs); wins over GREX_BACKEND\n"
          "  --cc NAME               congestion control per flow, over GREX_CC: rttcc, rttcc-template, dcqcn,\n"

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <grex/cuda.h>
+
 #include "perf_clock.h"
 #include "perf_check.h"
 #include "perf_common.h"
@@ -24,6 +26,19 @@ struct Sweep {
   unsigned char* send;
   unsigned char* recv;  // null when only in-place runs
   int corrupt_rank = -1;  // GREX_PERF_CORRUPT_RANK: this rank spoils one output element per check
+  // --use_cuda: send and recv are GPU memory; inputs are written and outputs
+  // checked in these host copies of the same layout.
+  unsigned char* host_send = nullptr;
+  unsigned char* host_recv = nullptr;
+};
+
+// GPU memory from grex/cuda.h, freed with the sweep.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { (void)grex::cuda::free(ptr); }
 };
 
 // The buffers one rank passes to one call, where its input goes and where its
@@ -61,6 +76,25 @@ CallBuffers place(Mode mode, bool in_place, const Sweep& s, size_t block, int ro
   return in_place ? CallBuffers{s.send, s.send, s.send, s.send} : CallBuffers{s.send, s.recv, s.send, s.recv};
 }
 
+// The stream-ordered form (legacy default stream): returns once queued.
+Result<WorkPtr> call_stream(Communicator& comm, Mode mode, const CallBuffers& b, size_t count, DataType type,
+                            ReduceOp op, int root) {
+  const GpuStream s{};
+  switch (mode) {
+    case Mode::kAllreduce: return comm.allreduce(b.send, b.recv, count, type, op, s);
+    case Mode::kReduceScatter: return comm.reduce_scatter(b.send, b.recv, count, type, op, s);
+    case Mode::kAllgather: return comm.allgather(b.send, b.recv, count, type, s);
+    case Mode::kBroadcast: return comm.broadcast(b.recv, count, type, root, s);
+    case Mode::kReduce: return comm.reduce(b.send, b.recv, count, type, op, root, s);
+    case Mode::kAlltoall: return comm.alltoall(b.send, b.recv, count, type, s);
+    case Mode::kSendBw:
+    case Mode::kWriteBw:
+    case Mode::kWriteLat:
+    case Mode::kSendLat: break;
+  }
+  return Error(Errc::kInternal, "grex-perf: " + std::string(mode_name(mode)) + " is not a collective");
+}
+
 Result<void> call(Communicator& comm, Mode mode, const CallBuffers& b, size_t count, DataType type, ReduceOp op,
                   int root) {
   switch (mode) {
@@ -80,8 +114,61 @@ Result<void> call(Communicator& comm, Mode mode, const CallBuffers& b, size_t co
 
 // Times one placement of one size (`count` as the call takes it); every rank
 // returns the same result.
+// --use_cuda: the same measurement with GPU buffers. Calls are queued on the
+// stream back to back; the time ends when the last one's result is in place
+// (its Work completes on the stream's event; calls complete in order).
+Result<CollectiveResult> measure_cuda(const Sweep& s, size_t count, DataType type, ReduceOp op, bool in_place,
+                                      const CheckPattern& pattern) {
+  Communicator& comm = s.comm;
+  Mode mode = s.args.mode;
+  int root = s.args.root, rank = comm.rank(), n = comm.size();
+  const size_t block = count * dtype_size(type), es = dtype_size(type);
+  CallBuffers b = place(mode, in_place, s, block, root);
+  Sweep hs = s;
+  hs.send = s.host_send;
+  hs.recv = s.host_recv;
+  CallBuffers h = place(mode, in_place, hs, block, root);
+  size_t in_elems = collective_input_elems(mode, count, n, rank, root);
+  size_t out_elems = collective_output_elems(mode, count, n, rank, root);
+  pattern.fill_input(h.input, in_elems);
+  GREX_TRY(grex::cuda::copy(b.input, h.input, in_elems * es));
+  auto run = [&](int times) -> Result<void> {
+    WorkPtr last;
+    for (int i = 0; i < times; ++i) last = GREX_TRY(call_stream(comm, mode, b, count, type, op, root));
+    if (last) GREX_TRY(last->wait());
+    return ok();
+  };
+  GREX_TRY(run(s.args.effective_warmup()));
+  int iters = s.args.effective_iters();
+  GREX_TRY(comm.barrier());
+  uint64_t t0 = now_ns();
+  GREX_TRY(run(iters));
+  double time_us = static_cast<double>(now_ns() - t0) / 1e3 / iters;
+  GREX_TRY(comm.allreduce(&time_us, 1, DataType::kFloat64, ReduceOp::kMax));
+
+  CollectiveResult r;
+  r.time_us = time_us;
+  r.algbw = algbw_gbs(collective_bytes(mode, count, type, n), time_us);
+  r.busbw = r.algbw * busbw_factor(mode, n);
+  if (s.args.check) {
+    poison(h.output, out_elems, type);
+    GREX_TRY(grex::cuda::copy(b.output, h.output, out_elems * es));
+    pattern.fill_input(h.input, in_elems);
+    GREX_TRY(grex::cuda::copy(b.input, h.input, in_elems * es));
+    GREX_TRY(run(1));
+    GREX_TRY(grex::cuda::copy(h.output, b.output, out_elems * es));
+    if (rank == s.corrupt_rank && out_elems > 0) static_cast<unsigned char*>(h.output)[es - 1] ^= 0x40;
+    auto wrong = static_cast<int64_t>(count_wrong_output(mode, pattern, h.output, count, root));
+    GREX_TRY(comm.allreduce(&wrong, 1, DataType::kInt64, ReduceOp::kSum));
+    r.wrong = wrong;
+    r.checked = true;
+  }
+  return r;
+}
+
 Result<CollectiveResult> measure(const Sweep& s, size_t count, DataType type, ReduceOp op, bool in_place,
                                  const CheckPattern& pattern) {
+  if (s.host_send != nullptr) return measure_cuda(s, count, type, op, in_place, pattern);
   Communicator& comm = s.comm;
   Mode mode = s.args.mode;
   int root = s.args.root, rank = comm.rank(), n = comm.size();
@@ -131,10 +218,11 @@ Result<std::string> rank_lines(Communicator& comm) {
   return out;
 }
 
-std::string preamble(Communicator& comm, const PerfArgs& a) {
+std::string preamble(Communicator& comm, const PerfArgs& a, const std::string& gpu) {
   std::string step = a.step_factor > 1 ? std::to_string(a.step_factor) + "(factor)" : std::to_string(a.step_bytes) + "(bytes)";
   return "# grex-perf " + std::string(mode_name(a.mode)) + "  ranks " + std::to_string(comm.size()) + "  backend " +
-         comm.device().capabilities().driver + "  buffers " + buffer_kind(comm, a.shared_buffers) + "\n" +
+         comm.device().capabilities().driver + "  buffers " +
+         (a.use_cuda ? "cuda (GPU 0: " + gpu + ")" : buffer_kind(comm, a.shared_buffers)) + "\n" +
          "# minBytes " + std::to_string(a.min_bytes) + " maxBytes " + std::to_string(a.max_bytes) + " step: " + step +
          " warmup iters: " + std::to_string(a.effective_warmup()) + " iters: " + std::to_string(a.effective_iters()) +
          " validation: " + (a.check ? "1" : "0") + "\n#\n";
@@ -162,10 +250,21 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
   PerfBuffer recv;
   if (out_of_place) recv = GREX_TRY(PerfBuffer::create(comm, max_bytes, a.shared_buffers));
   Sweep sweep{comm, a, static_cast<unsigned char*>(send.data()), static_cast<unsigned char*>(recv.data())};
+  DeviceBuffer dsend, drecv;
+  std::string gpu;
+  if (a.use_cuda) {  // the host buffers above become the check's copies
+    gpu = GREX_TRY_CTX(grex::cuda::describe(0), "grex-perf --use_cuda");
+    dsend.ptr = GREX_TRY_CTX(grex::cuda::alloc(send.size()), "grex-perf --use_cuda: send buffer");
+    if (out_of_place) drecv.ptr = GREX_TRY_CTX(grex::cuda::alloc(recv.size()), "grex-perf --use_cuda: recv buffer");
+    sweep.host_send = sweep.send;
+    sweep.host_recv = sweep.recv;
+    sweep.send = static_cast<unsigned char*>(dsend.ptr);
+    sweep.recv = static_cast<unsigned char*>(drecv.ptr);
+  }
   if (const char* c = std::getenv("GREX_PERF_CORRUPT_RANK"); c != nullptr && *c != '\0') sweep.corrupt_rank = std::atoi(c);
 
   std::string ranks = GREX_TRY(rank_lines(comm));
-  print_rank0(comm, preamble(comm, a) + ranks + "#\n" + collective_header(a.placement, root_column));
+  print_rank0(comm, preamble(comm, a, gpu) + ranks + "#\n" + collective_header(a.placement, root_column));
 
   int64_t wrong_total = 0;
   double busbw_sum = 0;
@@ -222,6 +321,8 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
   print_rank0(comm, tail);
   GREX_TRY(write_json_rows(comm, a,
                            {{"ranks", int64_t{comm.size()}}, {"backend", comm.device().capabilities().driver},
+                            {"buffers", a.use_cuda ? "cuda" : buffer_kind(comm, a.shared_buffers)},
+                            {"gpu_direct_calls", comm.stats().gpu_direct}, {"gpu_staged_calls", comm.stats().gpu_staged},
                             {"avg_busbw_gbs", avg_busbw}, {"wrong", wrong_total}},
                            json));
   if (!a.plot_path.empty() && comm.rank() == 0) GREX_TRY(write_plot(a.plot_path, plot));

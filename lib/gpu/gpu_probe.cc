@@ -6,12 +6,14 @@
 #include <cstdio>
 
 #include "gpu/cuda_api.h"
+#include "gpu/kernels.h"
 
 namespace grex {
 
 CudaReport probe_cuda_devices() {
   CudaReport r;
   r.nvidia_peermem = gpu::peermem_loaded();
+  r.kernel_image_bytes = gpu::kKernelsFatbinSize;
   auto api = gpu::cuda();
   if (!api) {
     r.error = api.error().cause();
@@ -20,6 +22,8 @@ CudaReport probe_cuda_devices() {
   const gpu::CudaApi& a = **api;
   r.available = true;
   r.driver_version = a.driver_version;
+  r.stream_memops = a.has_streams && a.cuStreamWaitValue32 != nullptr;
+  r.ipc = a.has_kernels;
   r.device_count = a.device_count;
   for (int i = 0; i < a.device_count; ++i) {
     gpu::CUdevice dev = 0;

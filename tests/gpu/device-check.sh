@@ -15,9 +15,11 @@
 #   collectives_gpu_check GPU buffers in every collective (stream-ordered calls, shm,
 #                         2 and 4 ranks, both waiting modes), then GPU against host
 #                         buffers at 4, 64 and 256 MiB
+#   grex-perf --use_cuda  allreduce, reduce_scatter, allgather, alltoall on GPU buffers,
+#                         checked, 1 to 64 MiB (2 ranks)
 #   torch_cuda_check.py   grex_torch on CUDA tensors under torchrun (2 ranks): every
 #                         op with a CUDA form, DDP against gloo, all_reduce timings
-# The last two need libgrex, which needs Debian packages the GPU image lacks:
+# The last three need libgrex, which needs Debian packages the GPU image lacks:
 # tests/gpu/prepare-carry.sh builds them on the host into .gpu-carry/, which
 # the device call carries (GREX_GPU_PREBUILT names another folder). The torch
 # extension is compiled here, against this machine's torch.
@@ -63,6 +65,15 @@ if [[ -x $pre/collectives_gpu_check && -f $pre/libgrex.so.0 ]]; then
   timeout 300 "$pre/collectives_gpu_check" --bench --timeout 60 2>&1 | tee -a "$report"
   rc=${PIPESTATUS[0]}
   ((rc == 0)) || { say "collectives_gpu_check: exit $rc"; status=1; }
+  if [[ -x $pre/grex-perf && -x $pre/grex-run ]]; then
+    say "--- grex-perf --use_cuda (2 ranks on GPU 0, shm, checked)"
+    for mode in allreduce reduce_scatter allgather alltoall; do
+      LD_LIBRARY_PATH="$pre" timeout 120 "$pre/grex-run" -n 2 "$pre/grex-perf" "$mode" --use_cuda -b 1M -e 64M -f 8 \
+        -n 10 -w 2 -c 1 2>&1 | grep -v '^#  Rank' | tee -a "$report"
+      rc=${PIPESTATUS[0]}
+      ((rc == 0)) || { say "grex-perf $mode --use_cuda: exit $rc"; status=1; }
+    done
+  fi
   if [[ -n $py ]] && "$py" -c 'import torch, torch.distributed' > /dev/null 2>&1; then
     say "--- grex_torch: building the extension against this torch"
     ext=$tmp/torch && mkdir -p "$ext"

@@ -105,6 +105,9 @@ struct CudaReport {
   int device_count = 0;          ///< as the driver counts them
   std::vector<CudaDevice> devices;
   bool nvidia_peermem = false;   ///< the nvidia_peermem module is loaded
+  size_t kernel_image_bytes = 0; ///< libgrex's embedded GPU kernels (0: built without nvcc)
+  bool stream_memops = false;    ///< the driver has cuStreamWaitValue32 (streams wait for grex's host work)
+  bool ipc = false;              ///< the driver has the CUDA IPC and kernel calls (GPU to GPU on one host)
 };
 
 /// Loads the CUDA driver (once per process) and lists its devices.

@@ -370,6 +370,21 @@ case_errors() {
   perf 2 broadcast -r 2 -b 8 -e 8
   expect_rc 1
   expect_err 'broadcast: -r 2 is not a rank of 0..1'
+  # --use_cuda: collectives only, not with --alloc; without a GPU it says so
+  # (tests/gpu/device-check.sh runs it on one).
+  "$GREX_PERF" send_bw --use_cuda >"$TMP/out" 2>"$TMP/err"
+  RC=$?
+  expect_rc 2
+  expect_err '--use_cuda does not apply to send_bw'
+  "$GREX_PERF" allreduce --use_cuda --alloc >"$TMP/out" 2>"$TMP/err"
+  RC=$?
+  expect_rc 2
+  expect_err '--use_cuda and --alloc exclude each other'
+  if ! nvidia-smi -L > /dev/null 2>&1; then
+    perf 2 allreduce -b 1K -e 1K -n 2 -w 0 --use_cuda
+    expect_rc 1
+    expect_err 'grex-perf --use_cuda.*no CUDA driver'
+  fi
 }
 
 "case_$CASE" || exit 1
