@@ -325,6 +325,8 @@ Result<WorkPtr> Communicator::broadcast(void* buf, size_t count, DataType type, 
   const bool is_root = c.rank == root;
   if (GREX_TRY(host_buffers(c.rank, "broadcast", {buf})))
     return host_call(c, "broadcast", stream, broadcast_job(c, buf, count, type, root));
+  if (auto d = c.gpu_ipc_other(Coll::kBroadcast, buf, buf, count, type, ReduceOp::kSum, root, stream))
+    return std::move(*d);
   return c.gpu_call("broadcast", stream, buf, bytes, [&](uint8_t* pin) {
     return gpu_pieces(c, bytes, buf, is_root, buf, !is_root, [&](size_t off, size_t n) {
       return broadcast_job(c, pin + off, n / es, type, root);
@@ -341,6 +343,7 @@ Result<WorkPtr> Communicator::reduce(const void* sendbuf, void* recvbuf, size_t 
   GREX_TRY(check_bufs(c.rank, "reduce", bytes, sendbuf, is_root ? recvbuf : sendbuf));
   if (GREX_TRY(host_buffers(c.rank, "reduce", {sendbuf, is_root ? recvbuf : nullptr})))
     return host_call(c, "reduce", stream, reduce_job(c, sendbuf, recvbuf, count, type, op, root));
+  if (auto d = c.gpu_ipc_other(Coll::kReduce, sendbuf, recvbuf, count, type, op, root, stream)) return std::move(*d);
   return c.gpu_call("reduce", stream, sendbuf, bytes, [&](uint8_t* pin) {
     return gpu_pieces(c, bytes, sendbuf, true, recvbuf, is_root, [&](size_t off, size_t n) {
       return reduce_job(c, pin + off, pin + off, n / es, type, op, root);
@@ -365,6 +368,8 @@ Result<WorkPtr> Communicator::reduce_scatter(const void* sendbuf, void* recvbuf,
   const size_t mine = block * static_cast<size_t>(c.rank);
   if (GREX_TRY(host_buffers(c.rank, "reduce_scatter", {sendbuf, recvbuf})))
     return host_call(c, "reduce_scatter", stream, reduce_scatter_job(c, sendbuf, recvbuf, recvcount, type, op));
+  if (auto d = c.gpu_ipc_other(Coll::kReduceScatter, sendbuf, recvbuf, recvcount, type, op, -1, stream))
+    return std::move(*d);
   return c.gpu_call("reduce_scatter", stream, recvbuf, all, [&](uint8_t* pin) {
     return one_piece(GpuCopy{0, sendbuf, all}, GpuCopy{mine, recvbuf, block},
                      reduce_scatter_job(c, pin, pin + mine, recvcount, type, op));
@@ -379,6 +384,8 @@ Result<WorkPtr> Communicator::allgather(const void* sendbuf, void* recvbuf, size
   const size_t mine = block * static_cast<size_t>(c.rank);
   if (GREX_TRY(host_buffers(c.rank, "allgather", {sendbuf, recvbuf})))
     return host_call(c, "allgather", stream, allgather_job(c, sendbuf, recvbuf, count, type));
+  if (auto d = c.gpu_ipc_other(Coll::kAllgather, sendbuf, recvbuf, count, type, ReduceOp::kSum, -1, stream))
+    return std::move(*d);
   return c.gpu_call("allgather", stream, recvbuf, all, [&](uint8_t* pin) {
     return one_piece(GpuCopy{mine, sendbuf, block}, GpuCopy{0, recvbuf, all}, allgather_job(c, pin + mine, pin, count, type));
   });
@@ -391,6 +398,8 @@ Result<WorkPtr> Communicator::alltoall(const void* sendbuf, void* recvbuf, size_
   GREX_TRY(check_bufs(c.rank, "alltoall", all, sendbuf, recvbuf));
   if (GREX_TRY(host_buffers(c.rank, "alltoall", {sendbuf, recvbuf})))
     return host_call(c, "alltoall", stream, alltoall_job(c, sendbuf, recvbuf, count, type));
+  if (auto d = c.gpu_ipc_other(Coll::kAlltoall, sendbuf, recvbuf, count, type, ReduceOp::kSum, -1, stream))
+    return std::move(*d);
   return c.gpu_call("alltoall", stream, recvbuf, 2 * all, [&](uint8_t* pin) {
     return one_piece(GpuCopy{0, sendbuf, all}, GpuCopy{all, recvbuf, all}, alltoall_job(c, pin, pin + all, count, type));
   });

@@ -26,6 +26,7 @@
 #include "collectives/shared_area.h"
 #include "collectives/work_queue.h"
 #include "core/counters.h"
+#include "gpu/kernels.h"
 #include "gpu/stream_ops.h"
 
 namespace grex {
@@ -56,6 +57,17 @@ struct Communicator::Impl {
     std::vector<gpu::CUdeviceptr> at;   // [rank]: its scratch as this rank maps it
     ~GpuIpc();
   };
+  /// The GREX_GPU_* variables, read at the first stream-ordered call
+  /// (load_gpu_env: a malformed value is an error naming it).
+  struct GpuEnv {
+    bool loaded = false;
+    bool sync = false;       // GREX_GPU_SYNC: the caller waits
+    bool staging = false;    // GREX_GPU_STAGING: never GPU to GPU
+    bool ipc_all = false;    // GREX_GPU_IPC_ALL: every collective GPU to GPU
+    uint64_t chunk = 4u << 20;        // GREX_GPU_CHUNK_BYTES
+    uint64_t ipc_bytes = 64u << 20;   // GREX_GPU_IPC_BYTES
+  } gpu_env;
+  Result<void> load_gpu_env();
   uint64_t gpu_direct_calls = 0;     // counted on the caller's thread (CommStats)
   uint64_t gpu_staged_calls = 0;
   std::unique_ptr<GpuIpc> ipc;       // declared before gpu: freed after the streams drained
@@ -91,10 +103,31 @@ struct Communicator::Impl {
   /// worker had the job: host buffers never take copies.
   Result<WorkPtr> gpu_call(const char* what, GpuStream stream, const void* any_buffer, size_t pinned_bytes,
                            const GpuPlan& plan);
-  /// The GPU-to-GPU allreduce (gpu_ipc.cc) where every rank can take it
-  /// (decided together, once); nullopt where the staging path runs instead.
+  /// GPU to GPU on one host (gpu_ipc.cc). gpu_ipc_ready(): whether every
+  /// rank can take it (decided together at the first call, a collective).
+  Result<bool> gpu_ipc_ready();
+  /// The GPU-to-GPU allreduce; nullopt where the staging path runs instead.
   std::optional<Result<WorkPtr>> gpu_ipc_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                                                    ReduceOp op, GpuStream stream);
+  /// The other collectives GPU to GPU, only with GREX_GPU_IPC_ALL=1 (not yet
+  /// run on a GPU); nullopt where they stage. count: per rank for
+  /// reduce_scatter, allgather and alltoall; the vector's for the others.
+  std::optional<Result<WorkPtr>> gpu_ipc_other(detail::Coll coll, const void* sendbuf, void* recvbuf, size_t count,
+                                               DataType type, ReduceOp op, int root, GpuStream stream);
+  /// What a plan queues on the caller's stream.
+  struct IpcQueue {
+    gpu::Stager& st;
+    gpu::StagedCall& call;
+    const gpu::Kernels* kernels;
+    Result<void> copy(void* dst, const void* src, size_t bytes);
+    /// Ends a phase: the stream waits until every rank reached it.
+    Result<void> barrier();
+    Result<void> reduce_all(void* acc, size_t off, size_t m, DataType type, ReduceOp op, const Impl& c);
+  };
+  Result<WorkPtr> gpu_ipc_run(const char* what, GpuStream stream, const void* any_buffer,
+                              const std::function<Result<void>(IpcQueue&)>& plan);
+  bool ipc_all() const;                 // GREX_GPU_IPC_ALL=1
+  uint8_t* scratch(size_t r) const;     // rank r's scratch, as this rank maps it
   /// Piece size for the pipelined calls [GREX_GPU_CHUNK_BYTES].
   size_t gpu_chunk_bytes(size_t bytes) const noexcept;
 

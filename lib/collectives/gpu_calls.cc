@@ -14,22 +14,31 @@
 
 namespace grex {
 
+Result<void> Communicator::Impl::load_gpu_env() {
+  if (gpu_env.loaded) return ok();
+  GpuEnv e;
+  GREX_TRY(config::env_bool("GREX_GPU_SYNC", &e.sync));
+  GREX_TRY(config::env_bool("GREX_GPU_STAGING", &e.staging));
+  GREX_TRY(config::env_bool("GREX_GPU_IPC_ALL", &e.ipc_all));
+  GREX_TRY(config::env_size("GREX_GPU_CHUNK_BYTES", &e.chunk, 4096, uint64_t{1} << 40));
+  GREX_TRY(config::env_size("GREX_GPU_IPC_BYTES", &e.ipc_bytes, 1 << 20, uint64_t{1} << 40));
+  e.loaded = true;
+  gpu_env = e;
+  return ok();
+}
+
 size_t Communicator::Impl::gpu_chunk_bytes(size_t bytes) const noexcept {
-  static const uint64_t chunk = [] {
-    uint64_t v = 4u << 20;
-    (void)config::env_size("GREX_GPU_CHUNK_BYTES", &v, 4096, uint64_t{1} << 40);
-    return v;
-  }();
   // At most 32 pieces; a multiple of 4 KiB (so of every element size).
-  uint64_t c = std::max<uint64_t>(chunk, (bytes + 31) / 32);
+  uint64_t c = std::max<uint64_t>(gpu_env.chunk, (bytes + 31) / 32);
   return static_cast<size_t>((c + 4095) & ~uint64_t{4095});
 }
 
 Result<WorkPtr> Communicator::Impl::gpu_call(const char* what, GpuStream stream, const void* any_buffer,
                                              size_t pinned_bytes, const GpuPlan& plan) {
   auto named = [&](Error e) { return std::move(e).rank(rank).context(what); };
+  if (auto e = load_gpu_env(); !e) return named(std::move(e).error());
   if (!gpu) {
-    auto s = gpu::Stager::create();
+    auto s = gpu::Stager::create(gpu_env.sync);
     if (!s) return named(std::move(s).error());
     gpu = std::move(*s);
   }

@@ -31,8 +31,6 @@
 namespace grex {
 namespace {
 
-constexpr size_t kDefaultScratch = size_t{64} << 20;
-
 struct Advert {  // what each rank tells the others at setup
   int32_t ok;
   int32_t pad;
@@ -54,15 +52,42 @@ Communicator::Impl::GpuIpc::~GpuIpc() {
   }
 }
 
-std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_allreduce(const void* sendbuf, void* recvbuf,
-                                                                      size_t count, DataType type, ReduceOp op,
-                                                                      GpuStream stream) {
-  if (size == 1 || count == 0) return std::nullopt;
+bool Communicator::Impl::ipc_all() const { return gpu_env.ipc_all; }
+
+uint8_t* Communicator::Impl::scratch(size_t r) const { return reinterpret_cast<uint8_t*>(ipc->at[r]); }
+
+Result<void> Communicator::Impl::IpcQueue::copy(void* dst, const void* src, size_t bytes) {
+  return st.copy(call, dst, src, bytes);
+}
+
+Result<void> Communicator::Impl::IpcQueue::barrier() {
+  GREX_TRY(st.end_inputs(call));
+  return st.wait_ticket(call, call.tickets.size() - 1);
+}
+
+// acc = op over every rank r of scratch(r)[off, off + m elements), in rank
+// order (acc may not be any rank's scratch range that is read); avg scaled.
+Result<void> Communicator::Impl::IpcQueue::reduce_all(void* acc, size_t off, size_t m, DataType type, ReduceOp op,
+                                                      const Impl& c) {
+  if (m == 0) return ok();
+  const int kind = static_cast<int>(type);
+  const int kop = op == ReduceOp::kAvg ? 0 : static_cast<int>(op);
+  auto src = [&](size_t r) { return static_cast<const void*>(c.scratch(r) + off); };
+  if (c.size == 1) return copy(acc, src(0), m * dtype_size(type));
+  GREX_TRY(kernels->reduce(call.stream, acc, src(0), src(1), m, kind, kop));
+  for (size_t r = 2; r < static_cast<size_t>(c.size); ++r) GREX_TRY(kernels->reduce(call.stream, acc, acc, src(r), m, kind, kop));
+  if (op == ReduceOp::kAvg) GREX_TRY(kernels->scale(call.stream, acc, m, kind, c.size));
+  return ok();
+}
+
+Result<bool> Communicator::Impl::gpu_ipc_ready() {
+  if (size == 1) return false;
+  GREX_TRY(load_gpu_env());
   if (!ipc) ipc = std::make_unique<GpuIpc>();
   GpuIpc& s = *ipc;
-  if (s.state < 0) return std::nullopt;
+  if (s.state != 0) return s.state > 0;
   if (s.state == 0 && !gpu) {
-    if (auto st = gpu::Stager::create()) gpu = std::move(*st);  // else the decision below says why
+    if (auto st = gpu::Stager::create(gpu_env.sync)) gpu = std::move(*st);  // else the decision below says why
   }
   if (s.state == 0) {
     // Decided once, by every rank together (a collective, run here on the
@@ -70,11 +95,8 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_allreduce(const void*
     s.state = -1;
     s.self = rank;
     std::string why;
-    bool staging = false;
-    (void)config::env_bool("GREX_GPU_STAGING", &staging);
-    uint64_t bytes = kDefaultScratch;
-    (void)config::env_size("GREX_GPU_IPC_BYTES", &bytes, 1 << 20, uint64_t{1} << 40);
-    s.bytes = static_cast<size_t>(bytes) & ~size_t{4095};
+    const bool staging = gpu_env.staging;
+    s.bytes = static_cast<size_t>(gpu_env.ipc_bytes) & ~size_t{4095};
     Advert mine{};
     auto api = gpu::cuda();
     if (staging) {
@@ -105,8 +127,8 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_allreduce(const void*
     }
     std::vector<Advert> all(static_cast<size_t>(size));
     auto job = allgather_job(*this, &mine, all.data(), sizeof(Advert), DataType::kUint8);
-    if (!job) return Result<WorkPtr>(std::move(job).error());
-    if (auto r = run(std::move(*job)); !r) return Result<WorkPtr>(std::move(r).error());
+    if (!job) return std::move(job).error();
+    if (auto r = run(std::move(*job)); !r) return std::move(r).error();
     int usable = 1;
     for (int q = 0; q < size; ++q)
       if (all[static_cast<size_t>(q)].ok != 1) {
@@ -128,8 +150,8 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_allreduce(const void*
       }
       int32_t agree = usable;
       auto j2 = allreduce_job(*this, &agree, &agree, 1, DataType::kInt32, ReduceOp::kMin);
-      if (!j2) return Result<WorkPtr>(std::move(j2).error());
-      if (auto r = run(std::move(*j2)); !r) return Result<WorkPtr>(std::move(r).error());
+      if (!j2) return std::move(j2).error();
+      if (auto r = run(std::move(*j2)); !r) return std::move(r).error();
       if (agree == 1) {
         s.state = 1;
       } else if (why.empty()) {
@@ -138,77 +160,45 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_allreduce(const void*
     }
     if (s.state != 1) {
       s.why_off = why;
-      GREX_INFO("gpu", "GPU allreduce stages through host memory: %s", why.c_str());
-      return std::nullopt;
+      GREX_INFO("gpu", "GPU collectives stage through host memory: %s", why.c_str());
+      return false;
     }
-    GREX_INFO("gpu", "GPU allreduce goes GPU to GPU (CUDA IPC, %zu MiB scratch per rank)", s.bytes >> 20);
+    GREX_INFO("gpu", "GPU allreduce goes GPU to GPU (CUDA IPC, %zu MiB scratch per rank)%s", s.bytes >> 20,
+              ipc_all() ? "; so do the other collectives (GREX_GPU_IPC_ALL=1)" : "");
   }
 
-  // Enqueue every piece's phases on the stream; one job runs their barriers.
+  return true;
+}
+
+// Enqueues `plan` (copies, reductions and barriers on the caller's stream)
+// and submits the one job that runs its barriers, in order, on the worker.
+Result<WorkPtr> Communicator::Impl::gpu_ipc_run(const char* what, GpuStream stream, const void* any_buffer,
+                                                const std::function<Result<void>(IpcQueue&)>& plan) {
+  GpuIpc& s = *ipc;
   gpu::Stager& st = *gpu;
-  auto begun = st.begin(stream.handle, recvbuf);
-  if (!begun) return Result<WorkPtr>(std::move(begun).error().rank(rank).context("allreduce"));
+  auto named = [&](Error e) { return std::move(e).rank(rank).context(what); };
+  auto begun = st.begin(stream.handle, any_buffer);
+  if (!begun) return named(std::move(begun).error());
   auto call = std::make_shared<gpu::StagedCall>(std::move(*begun));
-  auto abandon = [&](Error e) -> std::optional<Result<WorkPtr>> {
+  auto kernels = gpu::Kernels::for_current_context();
+  Result<void> r = kernels ? Result<void>(ok()) : Result<void>(std::move(kernels).error());
+  IpcQueue q{st, *call, kernels ? *kernels : nullptr};
+  // The previous call may be on another stream: its peers may still read
+  // this rank's scratch until its last barrier.
+  if (r && s.last_ticket != 0) r = st.wait_released(*call, s.last_ticket);
+  if (r) r = plan(q);
+  if (r) r = st.end(*call);
+  if (!r) {
     (void)st.end(*call);
     for (size_t i = 0; i < call->tickets.size(); ++i) st.release(*call, i);
     st.retire(std::move(*call));
-    return Result<WorkPtr>(std::move(e).rank(rank).context("allreduce"));
-  };
-  auto kernels = gpu::Kernels::for_current_context();
-  if (!kernels) return abandon(std::move(kernels).error());
-  const gpu::Kernels& k = **kernels;
-  const int kind = static_cast<int>(type);
-  const int kop = op == ReduceOp::kAvg ? 0 : static_cast<int>(op);
-  const size_t es = dtype_size(type), align = 16 / es;
-  const size_t piece_elems = s.bytes / es / align * align;
-  const auto n = static_cast<size_t>(size), me = static_cast<size_t>(rank);
-  auto* out = static_cast<uint8_t*>(recvbuf);
-  const auto* in = static_cast<const uint8_t*>(sendbuf);
-  auto step = [&]() -> Result<void> {  // ends a phase: event, ticket, the stream waits for it
-    GREX_TRY(st.end_inputs(*call));
-    return st.wait_ticket(*call, call->tickets.size() - 1);
-  };
-  auto enqueue = [&]() -> Result<void> {
-    // The previous call may be on another stream: its peers may still read
-    // this rank's scratch until its last barrier.
-    if (s.last_ticket != 0) GREX_TRY(st.wait_released(*call, s.last_ticket));
-    for (size_t first = 0; first < count; first += piece_elems) {
-      const size_t cnt = std::min(piece_elems, count - first);
-      const size_t per = ((cnt + n - 1) / n + align - 1) / align * align;  // a shard, 16-byte multiple
-      auto shard = [&](size_t q) { return std::pair<size_t, size_t>{std::min(q * per, cnt), std::min((q + 1) * per, cnt)}; };
-      // 0. my input into my scratch
-      GREX_TRY(st.copy(*call, reinterpret_cast<void*>(s.at[me]), in + first * es, cnt * es));
-      GREX_TRY(step());
-      // 1. my shard, reduced in rank order over every scratch, into my output
-      auto [lo, hi] = shard(me);
-      if (hi > lo) {
-        const size_t off = lo * es, m = hi - lo;
-        void* acc = out + (first + lo) * es;
-        auto src = [&](size_t q) { return reinterpret_cast<const void*>(s.at[q] + off); };
-        GREX_TRY(k.reduce(call->stream, acc, src(0), src(1), m, kind, kop));
-        for (size_t q = 2; q < n; ++q) GREX_TRY(k.reduce(call->stream, acc, acc, src(q), m, kind, kop));
-        if (op == ReduceOp::kAvg) GREX_TRY(k.scale(call->stream, acc, m, kind, size));
-        GREX_TRY(st.copy(*call, reinterpret_cast<void*>(s.at[me] + off), acc, m * es));
-      }
-      GREX_TRY(step());
-      // 2. every other shard from its owner's scratch
-      for (size_t q = 0; q < n; ++q) {
-        auto [a, b] = shard(q);
-        if (q == me || b <= a) continue;
-        GREX_TRY(st.copy(*call, out + (first + a) * es, reinterpret_cast<const void*>(s.at[q] + a * es), (b - a) * es));
-      }
-      GREX_TRY(step());
-    }
-    return st.end(*call);
-  };
-  if (auto r = enqueue(); !r) return abandon(std::move(r).error());
+    return named(std::move(r).error());
+  }
   ++gpu_direct_calls;
-  s.last_ticket = call->tickets.back();
-  GREX_DEBUG("gpu", "allreduce GPU to GPU: %zu elements, tickets %u..%u", count, call->tickets.front(),
-             call->tickets.back());
-  // Worker: per phase, wait for the stream to reach it, meet every rank, let the stream go on.
-  return Result<WorkPtr>(submit([this, call]() -> Result<void> {
+  if (!call->tickets.empty()) s.last_ticket = call->tickets.back();
+  GREX_DEBUG("gpu", "%s GPU to GPU: %zu barriers", what, call->tickets.size());
+  // Worker: per barrier, wait for the stream to reach it, meet every rank, let the stream go on.
+  return submit([this, call]() -> Result<void> {
     Result<void> r = ok();
     size_t i = 0;
     for (; i < call->tickets.size() && r; ++i) {
@@ -223,7 +213,133 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_allreduce(const void*
     if (r) r = gpu->wait_done(*call);
     gpu->retire(std::move(*call));
     return r;
-  }));
+  });
+}
+
+// ---- The plans. In each: input pieces into this rank's scratch, a barrier,
+// reads of the peers' scratch (copies, or reductions in rank order), a
+// barrier; pieces as large as the scratch allows. ----
+
+std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_allreduce(const void* sendbuf, void* recvbuf,
+                                                                      size_t count, DataType type, ReduceOp op,
+                                                                      GpuStream stream) {
+  if (count == 0) return std::nullopt;
+  auto ready = gpu_ipc_ready();
+  if (!ready) return Result<WorkPtr>(std::move(ready).error());
+  if (!*ready) return std::nullopt;
+  const GpuIpc& s = *ipc;
+  const size_t es = dtype_size(type), align = 16 / es;
+  const size_t piece_elems = s.bytes / es / align * align;
+  const auto n = static_cast<size_t>(size), me = static_cast<size_t>(rank);
+  auto* out = static_cast<uint8_t*>(recvbuf);
+  const auto* in = static_cast<const uint8_t*>(sendbuf);
+  return gpu_ipc_run("allreduce", stream, recvbuf, [&](IpcQueue& q) -> Result<void> {
+    for (size_t first = 0; first < count; first += piece_elems) {
+      const size_t cnt = std::min(piece_elems, count - first);
+      const size_t per = ((cnt + n - 1) / n + align - 1) / align * align;  // a shard, 16-byte multiple
+      auto shard = [&](size_t r) { return std::pair<size_t, size_t>{std::min(r * per, cnt), std::min((r + 1) * per, cnt)}; };
+      // 0. my input into my scratch
+      GREX_TRY(q.copy(scratch(me), in + first * es, cnt * es));
+      GREX_TRY(q.barrier());
+      // 1. my shard, reduced in rank order over every scratch, into my output,
+      //    and back into my scratch for the others
+      auto [lo, hi] = shard(me);
+      if (hi > lo) {
+        void* acc = out + (first + lo) * es;
+        GREX_TRY(q.reduce_all(acc, lo * es, hi - lo, type, op, *this));
+        GREX_TRY(q.copy(scratch(me) + lo * es, acc, (hi - lo) * es));
+      }
+      GREX_TRY(q.barrier());
+      // 2. every other shard from its owner's scratch
+      for (size_t r = 0; r < n; ++r) {
+        auto [a, b] = shard(r);
+        if (r != me && b > a) GREX_TRY(q.copy(out + (first + a) * es, scratch(r) + a * es, (b - a) * es));
+      }
+      GREX_TRY(q.barrier());
+    }
+    return ok();
+  });
+}
+
+std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_other(detail::Coll coll, const void* sendbuf,
+                                                                  void* recvbuf, size_t count, DataType type,
+                                                                  ReduceOp op, int root, GpuStream stream) {
+  if (auto e = load_gpu_env(); !e) return Result<WorkPtr>(std::move(e).error().rank(rank));
+  if (count == 0 || !ipc_all()) return std::nullopt;
+  auto ready = gpu_ipc_ready();
+  if (!ready) return Result<WorkPtr>(std::move(ready).error());
+  if (!*ready) return std::nullopt;
+  const GpuIpc& s = *ipc;
+  const size_t es = dtype_size(type), align = 16 / es;
+  const auto n = static_cast<size_t>(size), me = static_cast<size_t>(rank);
+  auto* out = static_cast<uint8_t*>(recvbuf);
+  const auto* in = static_cast<const uint8_t*>(sendbuf);
+  const size_t block = count * es;  // per rank (reduce_scatter, allgather, alltoall) or the vector
+  using detail::Coll;
+  switch (coll) {
+    case Coll::kBroadcast:  // the root's pieces through its scratch
+      return gpu_ipc_run("broadcast", stream, recvbuf, [&](IpcQueue& q) -> Result<void> {
+        const size_t piece = s.bytes;
+        for (size_t o = 0; o < block; o += piece) {
+          const size_t len = std::min(piece, block - o);
+          if (rank == root) GREX_TRY(q.copy(scratch(me), out + o, len));
+          GREX_TRY(q.barrier());
+          if (rank != root) GREX_TRY(q.copy(out + o, scratch(static_cast<size_t>(root)), len));
+          GREX_TRY(q.barrier());
+        }
+        return ok();
+      });
+    case Coll::kReduce:  // the root reduces every scratch in rank order
+      return gpu_ipc_run("reduce", stream, sendbuf, [&](IpcQueue& q) -> Result<void> {
+        const size_t piece_elems = s.bytes / es / align * align;
+        for (size_t first = 0; first < count; first += piece_elems) {
+          const size_t cnt = std::min(piece_elems, count - first);
+          GREX_TRY(q.copy(scratch(me), in + first * es, cnt * es));
+          GREX_TRY(q.barrier());
+          if (rank == root) GREX_TRY(q.reduce_all(out + first * es, 0, cnt, type, op, *this));
+          GREX_TRY(q.barrier());
+        }
+        return ok();
+      });
+    case Coll::kAllgather:  // my block's pieces through my scratch; every block read from its owner's
+      return gpu_ipc_run("allgather", stream, recvbuf, [&](IpcQueue& q) -> Result<void> {
+        const size_t piece = s.bytes;
+        for (size_t o = 0; o < block; o += piece) {
+          const size_t len = std::min(piece, block - o);
+          GREX_TRY(q.copy(scratch(me), in + o, len));
+          GREX_TRY(q.barrier());
+          for (size_t r = 0; r < n; ++r) GREX_TRY(q.copy(out + r * block + o, scratch(r), len));
+          GREX_TRY(q.barrier());
+        }
+        return ok();
+      });
+    case Coll::kReduceScatter:  // piece [o, o+len) of every rank's block side by side in the scratch
+      return gpu_ipc_run("reduce_scatter", stream, recvbuf, [&](IpcQueue& q) -> Result<void> {
+        const size_t piece_elems = std::max<size_t>(s.bytes / n / es / align * align, align);
+        for (size_t first = 0; first < count; first += piece_elems) {
+          const size_t cnt = std::min(piece_elems, count - first), len = cnt * es, stride = piece_elems * es;
+          for (size_t r = 0; r < n; ++r) GREX_TRY(q.copy(scratch(me) + r * stride, in + r * block + first * es, len));
+          GREX_TRY(q.barrier());
+          GREX_TRY(q.reduce_all(out + first * es, me * stride, cnt, type, op, *this));
+          GREX_TRY(q.barrier());
+        }
+        return ok();
+      });
+    case Coll::kAlltoall:  // every rank's blocks for all ranks side by side; each reads its own
+      return gpu_ipc_run("alltoall", stream, recvbuf, [&](IpcQueue& q) -> Result<void> {
+        const size_t piece = std::max<size_t>(s.bytes / n / 16 * 16, 16);
+        for (size_t o = 0; o < block; o += piece) {
+          const size_t len = std::min(piece, block - o);
+          for (size_t r = 0; r < n; ++r) GREX_TRY(q.copy(scratch(me) + r * piece, in + r * block + o, len));
+          GREX_TRY(q.barrier());
+          for (size_t r = 0; r < n; ++r) GREX_TRY(q.copy(out + r * block + o, scratch(r) + me * piece, len));
+          GREX_TRY(q.barrier());
+        }
+        return ok();
+      });
+    default: break;
+  }
+  return std::nullopt;
 }
 
 }  // namespace grex

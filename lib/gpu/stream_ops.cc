@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 
-#include "core/config.h"
 #include "core/log.h"
 
 namespace grex::gpu {
@@ -29,7 +28,7 @@ Error Stager::fail(const char* call, CUresult r) const {
   return Error(Errc::kSystem, std::string("GPU staging: ") + call + " failed: " + api_->describe(r));
 }
 
-Result<std::unique_ptr<Stager>> Stager::create() {
+Result<std::unique_ptr<Stager>> Stager::create(bool caller_waits) {
   const CudaApi* a = GREX_TRY(cuda());
   if (!a->has_streams)
     return Error(Errc::kNotSupported, "the CUDA driver lacks the stream calls GPU collectives need")
@@ -55,14 +54,12 @@ Result<std::unique_ptr<Stager>> Stager::create() {
     a->cuMemFreeHost(flag);
     return Error(Errc::kSystem, "cuMemHostGetDevicePointer(flag): " + a->describe(r));
   }
-  return std::unique_ptr<Stager>(new Stager(a, flag, flag_dev));
+  return std::unique_ptr<Stager>(new Stager(a, flag, flag_dev, caller_waits));
 }
 
-Stager::Stager(const CudaApi* api, void* flag_host, CUdeviceptr flag_dev)
+Stager::Stager(const CudaApi* api, void* flag_host, CUdeviceptr flag_dev, bool caller_waits)
     : api_(api), flag_host_(static_cast<uint32_t*>(flag_host)), flag_dev_(flag_dev) {
-  bool sync = false;
-  (void)config::env_bool("GREX_GPU_SYNC", &sync);
-  if (!sync) wait_value_ = api_->cuStreamWaitValue32;
+  if (!caller_waits) wait_value_ = api_->cuStreamWaitValue32;
 }
 
 Stager::~Stager() {

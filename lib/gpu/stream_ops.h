@@ -47,7 +47,8 @@ struct StagedCall {
 class Stager {
  public:
   /// Needs the CUDA driver with the stream calls (kNotFound / kNotSupported).
-  static Result<std::unique_ptr<Stager>> create();
+  /// caller_waits (GREX_GPU_SYNC=1): never make the stream wait for the host.
+  static Result<std::unique_ptr<Stager>> create(bool caller_waits = false);
   ~Stager();  ///< waits for every call's copies out, then frees pinned memory
   Stager(const Stager&) = delete;
   Stager& operator=(const Stager&) = delete;
@@ -89,7 +90,7 @@ class Stager {
   uint64_t pinned_bytes() const noexcept { return pinned_total_; }
 
  private:
-  Stager(const CudaApi* api, void* flag_host, CUdeviceptr flag_dev);
+  Stager(const CudaApi* api, void* flag_host, CUdeviceptr flag_dev, bool caller_waits);
   void reap() noexcept;  // returns the blocks of retired calls whose `done` fired
   Error fail(const char* call, CUresult r) const;
 

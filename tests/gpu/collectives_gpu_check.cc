@@ -432,7 +432,9 @@ int check_all(test::Rank& rk) {
     std::printf("  rank 0: %" PRIu64 " calls GPU to GPU, %" PRIu64 " staged\n", st.gpu_direct, st.gpu_staged);
     std::fflush(stdout);
   }
-  RANK_CHECK(st.gpu_staged > 0);  // reduce_scatter, allgather, ... always stage today
+  // reduce_scatter, allgather, ... stage unless GREX_GPU_IPC_ALL=1 sends them GPU to GPU too.
+  const bool all_direct = !staged_only && std::getenv("GREX_GPU_IPC_ALL") != nullptr;
+  RANK_CHECK(all_direct ? st.gpu_staged == 0 : st.gpu_staged > 0);
   RANK_CHECK(staged_only ? st.gpu_direct == 0 : st.gpu_direct > 0);
   // An empty allreduce completes too.
   auto w = c.allreduce(nullptr, nullptr, 0, DataType::kFloat32, ReduceOp::kSum, GpuStream{g.s1});
@@ -549,13 +551,17 @@ int main(int argc, char** argv) {
     modes.push_back({"stream waits", nullptr, nullptr});
     modes.push_back({"stream waits, GPU to GPU in 1 MiB pieces", "GREX_GPU_IPC_BYTES", "1048576"});
     modes.push_back({"stream waits, staged (GREX_GPU_STAGING=1)", "GREX_GPU_STAGING", "1"});
+    modes.push_back({"stream waits, every collective GPU to GPU (GREX_GPU_IPC_ALL=1)", "GREX_GPU_IPC_ALL", "1"});
+    modes.push_back({"every collective GPU to GPU in 1 MiB pieces", "GREX_GPU_IPC_ALL", "1"});
   }
   if (mode == "both" || mode == "sync") modes.push_back({"caller waits (GREX_GPU_SYNC=1)", "GREX_GPU_SYNC", "1"});
   for (const Mode& md : modes) {
     ::unsetenv("GREX_GPU_IPC_BYTES");
     ::unsetenv("GREX_GPU_STAGING");
     ::unsetenv("GREX_GPU_SYNC");
+    ::unsetenv("GREX_GPU_IPC_ALL");
     if (md.var != nullptr) ::setenv(md.var, md.value, 1);
+    if (std::strstr(md.name, "1 MiB pieces") != nullptr) ::setenv("GREX_GPU_IPC_BYTES", "1048576", 1);
     const char* m = md.name;
     for (int n : ranks) {
       auto t0 = static_cast<double>(now_ns());
@@ -569,6 +575,7 @@ int main(int argc, char** argv) {
   ::unsetenv("GREX_GPU_SYNC");
   ::unsetenv("GREX_GPU_IPC_BYTES");
   ::unsetenv("GREX_GPU_STAGING");
+  ::unsetenv("GREX_GPU_IPC_ALL");
   if (do_bench) {
     for (const char* path : {"GPU to GPU", "staged"}) {
       if (std::strcmp(path, "staged") == 0) ::setenv("GREX_GPU_STAGING", "1", 1);

@@ -214,5 +214,21 @@ TEST(Errors, GpuCallsWithoutCudaSayNoDriver) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// A malformed GREX_GPU_* value is an error naming the variable, before any
+// CUDA call, as for every GREX_* variable.
+TEST(Errors, MalformedGpuVariableIsNamed) {
+  auto res = run_ranks(1, [](Rank& r) -> int {
+    ::setenv("GREX_GPU_CHUNK_BYTES", "lots", 1);
+    auto c = make_comm(r, opts_for("auto"));
+    RANK_CHECK(c != nullptr);
+    float v[4] = {1, 2, 3, 4};
+    auto w = c->allreduce(v, v, 4, DataType::kFloat32, ReduceOp::kSum, GpuStream{});
+    RANK_CHECK(!w.ok());
+    RANK_CHECK(w.error().message().find("GREX_GPU_CHUNK_BYTES") != std::string::npos);
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 }  // namespace
 }  // namespace grex::test
