@@ -14,10 +14,20 @@ case $CASE in
   grex_run_3) out=$("$GREX_RUN" -n 3 --no-tag-output -- "$RANKS") || fail "exit $?"
               [[ $out == *"every call passed on 3 ranks"* ]] || fail "no pass line: $out" ;;
   init_rank)
-    port=$((30000 + RANDOM % 20000)) token="capi-$$-$RANDOM"
-    "$RANKS" 1 2 "127.0.0.1:$port" "$token" &
-    r1=$!
-    out=$("$RANKS" 0 2 "127.0.0.1:$port" "$token") || { kill "$r1" 2>/dev/null; fail "rank 0 exited $?"; }
+    # The port is random, and may be taken (the range overlaps the kernel's
+    # ephemeral ports): rank 0 then says address-in-use, and we try another.
+    for try in 1 2 3 4 5; do
+      port=$((30000 + RANDOM % 20000)) token="capi-$$-$RANDOM"
+      "$RANKS" 1 2 "127.0.0.1:$port" "$token" &
+      r1=$!
+      out=$("$RANKS" 0 2 "127.0.0.1:$port" "$token" 2>"${TMPDIR:-/tmp}/capi-init-$$.err") && break
+      rc=$? err=$(cat "${TMPDIR:-/tmp}/capi-init-$$.err")
+      kill "$r1" 2>/dev/null
+      wait "$r1" 2>/dev/null
+      [[ $err == *address-in-use* && $try -lt 5 ]] || { rm -f "${TMPDIR:-/tmp}/capi-init-$$.err"; echo "$err" >&2; fail "rank 0 exited $rc"; }
+      echo "port $port is taken; trying another" >&2
+    done
+    rm -f "${TMPDIR:-/tmp}/capi-init-$$.err"
     wait "$r1" || fail "rank 1 exited $?"
     [[ $out == *"every call passed on 2 ranks"* ]] || fail "no pass line: $out" ;;
   mpirun)
