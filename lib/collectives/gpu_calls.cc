@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "collectives/comm_impl.h"
+#include "collectives/gpu_plan.h"
 #include "core/config.h"
 #include "core/log.h"
 
@@ -28,9 +29,7 @@ Result<void> Communicator::Impl::load_gpu_env() {
 }
 
 size_t Communicator::Impl::gpu_chunk_bytes(size_t bytes) const noexcept {
-  // At most 32 pieces; a multiple of 4 KiB (so of every element size).
-  uint64_t c = std::max<uint64_t>(gpu_env.chunk, (bytes + 31) / 32);
-  return static_cast<size_t>((c + 4095) & ~uint64_t{4095});
+  return detail::staged_piece_bytes(bytes, gpu_env.chunk);
 }
 
 Result<WorkPtr> Communicator::Impl::gpu_call(const char* what, GpuStream stream, const void* any_buffer,

@@ -23,6 +23,7 @@
 #include <string>
 #include <utility>
 
+#include "collectives/gpu_plan.h"
 #include "collectives/jobs.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -228,16 +229,15 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_allreduce(const void*
   if (!ready) return Result<WorkPtr>(std::move(ready).error());
   if (!*ready) return std::nullopt;
   const GpuIpc& s = *ipc;
-  const size_t es = dtype_size(type), align = 16 / es;
-  const size_t piece_elems = s.bytes / es / align * align;
+  const size_t es = dtype_size(type);
+  const size_t piece_elems = detail::ipc_piece_elems(s.bytes, es);
   const auto n = static_cast<size_t>(size), me = static_cast<size_t>(rank);
   auto* out = static_cast<uint8_t*>(recvbuf);
   const auto* in = static_cast<const uint8_t*>(sendbuf);
   return gpu_ipc_run("allreduce", stream, recvbuf, [&](IpcQueue& q) -> Result<void> {
     for (size_t first = 0; first < count; first += piece_elems) {
       const size_t cnt = std::min(piece_elems, count - first);
-      const size_t per = ((cnt + n - 1) / n + align - 1) / align * align;  // a shard, 16-byte multiple
-      auto shard = [&](size_t r) { return std::pair<size_t, size_t>{std::min(r * per, cnt), std::min((r + 1) * per, cnt)}; };
+      auto shard = [&](size_t r) { return detail::ipc_shard(cnt, n, es, r); };
       // 0. my input into my scratch
       GREX_TRY(q.copy(scratch(me), in + first * es, cnt * es));
       GREX_TRY(q.barrier());
@@ -270,7 +270,7 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_other(detail::Coll co
   if (!ready) return Result<WorkPtr>(std::move(ready).error());
   if (!*ready) return std::nullopt;
   const GpuIpc& s = *ipc;
-  const size_t es = dtype_size(type), align = 16 / es;
+  const size_t es = dtype_size(type);
   const auto n = static_cast<size_t>(size), me = static_cast<size_t>(rank);
   auto* out = static_cast<uint8_t*>(recvbuf);
   const auto* in = static_cast<const uint8_t*>(sendbuf);
@@ -291,7 +291,7 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_other(detail::Coll co
       });
     case Coll::kReduce:  // the root reduces every scratch in rank order
       return gpu_ipc_run("reduce", stream, sendbuf, [&](IpcQueue& q) -> Result<void> {
-        const size_t piece_elems = s.bytes / es / align * align;
+        const size_t piece_elems = detail::ipc_piece_elems(s.bytes, es);
         for (size_t first = 0; first < count; first += piece_elems) {
           const size_t cnt = std::min(piece_elems, count - first);
           GREX_TRY(q.copy(scratch(me), in + first * es, cnt * es));
@@ -315,7 +315,7 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_other(detail::Coll co
       });
     case Coll::kReduceScatter:  // piece [o, o+len) of every rank's block side by side in the scratch
       return gpu_ipc_run("reduce_scatter", stream, recvbuf, [&](IpcQueue& q) -> Result<void> {
-        const size_t piece_elems = std::max<size_t>(s.bytes / n / es / align * align, align);
+        const size_t piece_elems = detail::ipc_block_piece_elems(s.bytes, n, es);
         for (size_t first = 0; first < count; first += piece_elems) {
           const size_t cnt = std::min(piece_elems, count - first), len = cnt * es, stride = piece_elems * es;
           for (size_t r = 0; r < n; ++r) GREX_TRY(q.copy(scratch(me) + r * stride, in + r * block + first * es, len));
@@ -327,7 +327,7 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_other(detail::Coll co
       });
     case Coll::kAlltoall:  // every rank's blocks for all ranks side by side; each reads its own
       return gpu_ipc_run("alltoall", stream, recvbuf, [&](IpcQueue& q) -> Result<void> {
-        const size_t piece = std::max<size_t>(s.bytes / n / 16 * 16, 16);
+        const size_t piece = detail::ipc_block_piece_bytes(s.bytes, n);
         for (size_t o = 0; o < block; o += piece) {
           const size_t len = std::min(piece, block - o);
           for (size_t r = 0; r < n; ++r) GREX_TRY(q.copy(scratch(me) + r * piece, in + r * block + o, len));
