@@ -32,14 +32,6 @@ namespace e = grex::elem;
   GREX_REDUCE_ENTRY(kind, min, (g::H<e::Op::kMin>), uint16_t)        \
   GREX_REDUCE_ENTRY(kind, max, (g::H<e::Op::kMax>), uint16_t)
 
-#define GREX_REDUCE_ENTRY(kind, opname, K, T)                                                          \
-  extern "C" __global__ void grex_reduce_##kind##_##opname##_v(T* d, const T* a, const T* b, size_t n) { \
-    g::reduce_body<GREX_STRIP K, true>(d, a, b, n);                                                    \
-  }                                                                                                    \
-  extern "C" __global__ void grex_reduce_##kind##_##opname##_s(T* d, const T* a, const T* b, size_t n) { \
-    g::reduce_body<GREX_STRIP K, false>(d, a, b, n);                                                   \
-  }
-
 GREX_NATIVE_ENTRIES(f32, float)
 GREX_NATIVE_ENTRIES(f64, double)
 GREX_NATIVE_ENTRIES(i32, int32_t)
