@@ -43,6 +43,7 @@ using gpu::CUstream;
 namespace {
 
 const gpu::CudaApi* A = nullptr;
+std::string g_backend = "shm";  // --backend: dpdk runs memif between the ranks, staged
 
 // --trace: each rank prints its steps, and a watchdog says where a rank stands
 // when it made no step for 10 s (the stream's state too).
@@ -405,7 +406,7 @@ int check_all(test::Rank& rk) {
   if (open_gpu(g)) return 1;
   start_watchdog();
   CommOptions o;
-  o.backend = "shm";
+  o.backend = g_backend;
   auto comm = Communicator::create(rk.bootstrap, o);
   RANK_OK(comm);
   Communicator& c = **comm;
@@ -426,7 +427,8 @@ int check_all(test::Rank& rk) {
   step("empty");
   // The path the allreduces took: GPU to GPU unless staging was asked for
   // (or the caller waits, where the stream cannot wait for the host).
-  const bool staged_only = std::getenv("GREX_GPU_STAGING") != nullptr || std::getenv("GREX_GPU_SYNC") != nullptr;
+  const bool staged_only = std::getenv("GREX_GPU_STAGING") != nullptr || std::getenv("GREX_GPU_SYNC") != nullptr ||
+                           g_backend != "shm";  // GPU to GPU needs every rank on one host's shm
   const CommStats& st = c.stats();
   if (rk.rank == 0) {
     std::printf("  rank 0: %" PRIu64 " calls GPU to GPU, %" PRIu64 " staged\n", st.gpu_direct, st.gpu_staged);
@@ -449,7 +451,7 @@ int bench(test::Rank& rk, size_t bytes) {
   Gpu g;
   if (open_gpu(g)) return 1;
   CommOptions o;
-  o.backend = "shm";
+  o.backend = g_backend;
   auto comm = Communicator::create(rk.bootstrap, o);
   RANK_OK(comm);
   Communicator& c = **comm;
@@ -492,7 +494,8 @@ int bench(test::Rank& rk, size_t bytes) {
 
 // Options: --bench (timings after the checks), --trace (steps and a
 // watchdog), --ranks 1,2,4 (default 2,4), --mode stream|sync|both (default
-// both), --timeout S per run (default 240).
+// both), --timeout S per run (default 240), --backend shm|dpdk (dpdk: memif
+// between the ranks, every call staged).
 int main(int argc, char** argv) {
   bool do_bench = false;
   std::vector<int> ranks{2, 4};
@@ -515,8 +518,11 @@ int main(int argc, char** argv) {
       mode = argv[++i];
     } else if (a == "--timeout" && i + 1 < argc) {
       timeout_s = std::atoi(argv[++i]);
+    } else if (a == "--backend" && i + 1 < argc) {
+      g_backend = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--bench] [--trace] [--ranks 1,2,4] [--mode stream|sync|both] [--timeout S]\n",
+      std::fprintf(stderr, "usage: %s [--bench] [--trace] [--ranks 1,2,4] [--mode stream|sync|both] [--timeout S] "
+                   "[--backend shm|dpdk]\n",
                    argv[0]);
       return 2;
     }
@@ -547,7 +553,9 @@ int main(int argc, char** argv) {
     const char* value;
   };
   std::vector<Mode> modes;
-  if (mode == "both" || mode == "stream") {
+  if ((mode == "both" || mode == "stream") && g_backend != "shm") {
+    modes.push_back({"stream waits (staged: GPU to GPU needs shm)", nullptr, nullptr});
+  } else if (mode == "both" || mode == "stream") {
     modes.push_back({"stream waits", nullptr, nullptr});
     modes.push_back({"stream waits, GPU to GPU in 1 MiB pieces", "GREX_GPU_IPC_BYTES", "1048576"});
     modes.push_back({"stream waits, staged (GREX_GPU_STAGING=1)", "GREX_GPU_STAGING", "1"});
@@ -566,7 +574,8 @@ int main(int argc, char** argv) {
     for (int n : ranks) {
       auto t0 = static_cast<double>(now_ns());
       auto res = test::run_ranks(n, check_all, timeout_s);
-      std::printf("%s: GPU collectives, %d ranks, %s: %s (%.1f s)\n", res.all_ok() ? "PASS" : "FAIL", n, m,
+      std::printf("%s: GPU collectives, %d ranks over %s, %s: %s (%.1f s)\n", res.all_ok() ? "PASS" : "FAIL", n,
+                  g_backend.c_str(), m,
                   res.all_ok() ? "every collective and case" : res.describe().c_str(), (static_cast<double>(now_ns()) - t0) / 1e9);
       std::fflush(stdout);
       failed += res.all_ok() ? 0 : 1;
@@ -577,8 +586,10 @@ int main(int argc, char** argv) {
   ::unsetenv("GREX_GPU_STAGING");
   ::unsetenv("GREX_GPU_IPC_ALL");
   if (do_bench) {
-    for (const char* path : {"GPU to GPU", "staged"}) {
-      if (std::strcmp(path, "staged") == 0) ::setenv("GREX_GPU_STAGING", "1", 1);
+    std::vector<const char*> paths{"GPU to GPU", "staged"};
+    if (g_backend != "shm") paths = {"staged over dpdk"};
+    for (const char* path : paths) {
+      if (std::strncmp(path, "staged", 6) == 0) ::setenv("GREX_GPU_STAGING", "1", 1);
       for (size_t mib : {4, 64, 256}) {
         std::printf("%s: ", path);
         std::fflush(stdout);

@@ -12,9 +12,10 @@
 #                         element arithmetic the CPU kernels are held to, bit for bit,
 #                         every kind and op, odd sizes and unaligned starts; then the
 #                         f32 sum's throughput against a device-to-device copy
-#   collectives_gpu_check GPU buffers in every collective (stream-ordered calls, shm,
-#                         2 and 4 ranks, both waiting modes), then GPU against host
-#                         buffers at 4, 64 and 256 MiB
+#   collectives_gpu_check GPU buffers in every collective (stream-ordered calls, 2 and 4
+#                         ranks): over shm in six modes (GPU to GPU, staged, caller
+#                         waits, ...), then over dpdk memif (staged); each followed by
+#                         GPU against host buffers at 4, 64 and 256 MiB
 #   grex-perf --use_cuda  allreduce, reduce_scatter, allgather, alltoall on GPU buffers,
 #                         checked, 1 to 64 MiB (2 ranks)
 #   torch_cuda_check.py   grex_torch on CUDA tensors under torchrun (2 ranks): every
@@ -61,14 +62,22 @@ rc=${PIPESTATUS[0]}
 pre=${GREX_GPU_PREBUILT:-$root/.gpu-carry}
 if [[ -x $pre/collectives_gpu_check && -f $pre/libgrex.so.0 ]]; then
   say "--- prebuilt on the host from $(tr '\n' ' ' < "$pre/built-from" 2>/dev/null)"
-  say "--- collectives_gpu_check --bench"
-  timeout 300 "$pre/collectives_gpu_check" --bench --timeout 60 2>&1 | tee -a "$report"
+  # The Debian libraries prepare-carry.sh brought, and DPDK's memif plugins
+  # (the image has no DPDK plugin folder, so only these load).
+  export LD_LIBRARY_PATH="$pre/lib:$pre${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export GREX_DPDK_ARGS="-d $pre/lib/librte_bus_vdev.so.23 -d $pre/lib/librte_mempool_ring.so.23 -d $pre/lib/librte_net_memif.so.23"
+  say "--- collectives_gpu_check --bench (shm)"
+  timeout 240 "$pre/collectives_gpu_check" --bench --timeout 60 2>&1 | tee -a "$report"
   rc=${PIPESTATUS[0]}
   ((rc == 0)) || { say "collectives_gpu_check: exit $rc"; status=1; }
+  say "--- collectives_gpu_check --backend dpdk --bench (memif between the ranks, staged)"
+  timeout 150 "$pre/collectives_gpu_check" --backend dpdk --mode stream --bench --timeout 60 2>&1 | tee -a "$report"
+  rc=${PIPESTATUS[0]}
+  ((rc == 0)) || { say "collectives_gpu_check --backend dpdk: exit $rc"; status=1; }
   if [[ -x $pre/grex-perf && -x $pre/grex-run ]]; then
     say "--- grex-perf --use_cuda (2 ranks on GPU 0, shm, checked)"
     for mode in allreduce reduce_scatter allgather alltoall; do
-      LD_LIBRARY_PATH="$pre" timeout 120 "$pre/grex-run" -n 2 "$pre/grex-perf" "$mode" --use_cuda -b 1M -e 64M -f 8 \
+      timeout 120 "$pre/grex-run" -n 2 "$pre/grex-perf" "$mode" --use_cuda -b 1M -e 64M -f 8 \
         -n 10 -w 2 -c 1 2>&1 | grep -v '^#  Rank' | tee -a "$report"
       rc=${PIPESTATUS[0]}
       ((rc == 0)) || { say "grex-perf $mode --use_cuda: exit $rc"; status=1; }
@@ -92,9 +101,9 @@ f = getattr(e, "_get_pybind11_abi_build_flags", list); print(" ".join(a.replace(
     for p in "${pids[@]}"; do wait "$p" || built=0; done
     ln -sf "$pre/libgrex.so.0" "$ext/libgrex.so"
     if ((built)) && g++ -shared -o "$ext/_grex_torch${ti[4]}" "$ext"/*.o -L "$ext" -lgrex -L "${ti[1]}" \
-         -Wl,-rpath,"${ti[1]}" -Wl,-rpath,"$pre" -ltorch_python -ltorch -ltorch_cpu -lc10 > "$ext/link.log" 2>&1; then
+         -Wl,-rpath,"${ti[1]}" -Wl,-rpath,"$pre" -Wl,-rpath,"$pre/lib" -Wl,-rpath-link,"$pre/lib" -ltorch_python -ltorch -ltorch_cpu -lc10 > "$ext/link.log" 2>&1; then
       say "--- torch_cuda_check.py --bench (torchrun, 2 ranks on GPU 0)"
-      PYTHONPATH="$root/python:$ext" LD_LIBRARY_PATH="$pre" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1 \
+      PYTHONPATH="$root/python:$ext" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1 \
         timeout 300 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 \
         "$root/tests/gpu/torch_cuda_check.py" --bench 2>&1 | tee -a "$report"
       rc=${PIPESTATUS[0]}
