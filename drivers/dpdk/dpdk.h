@@ -8,7 +8,7 @@ namespace grex::dpdk {
 
 /// Opens the dpdk device. Params (env override in brackets):
 ///   mode       "memif" (a memif port per peer, one host) or "port" [GREX_DPDK_MODE]
-///   port       port mode: the vdev, e.g. net_af_xdp0,iface=veth0 [GREX_DPDK_PORT]
+///   port       port mode: the vdev, e.g. net_af_xdp0,iface=veth0; a ";" list gives local rank i entry i [GREX_DPDK_PORT]
 ///   ip         port mode: this rank's IPv4 [GREX_DPDK_IP]
 ///   mac        port mode: auto (a private MAC on af_packet, so the kernel
 ///              drops grex's frames before its IP stack), port, private or

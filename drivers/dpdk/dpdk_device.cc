@@ -119,7 +119,7 @@ Result<void> DpdkDevice::parse_options() {
   if (auto v = detail::param(opts_, "mode", "GREX_DPDK_MODE"); !v.empty()) d.mode = v;
   if (d.mode != "memif" && d.mode != "port")
     return Error(Errc::kInvalidArgument, "dpdk mode '" + d.mode + "' is not memif or port").hint("GREX_DPDK_MODE");
-  d.devargs = detail::param(opts_, "port", "GREX_DPDK_PORT");
+  d.devargs = GREX_TRY(detail::param_for_local_rank(opts_, "port", "GREX_DPDK_PORT"));
   if (d.mode == "port" && d.devargs.empty())
     return Error(Errc::kInvalidArgument, "dpdk port mode needs a device")
         .hint("set GREX_DPDK_PORT, e.g. net_af_packet0,iface=veth0 or net_af_xdp0,iface=veth0");

@@ -8,7 +8,7 @@
 namespace grex::verbs {
 
 /// Opens the verbs device. Params (env override in brackets):
-///   dev        ibv device name [GREX_IB_DEV]; default: the first with an active port
+///   dev        ibv device name, or a ";" list giving local rank i entry i [GREX_IB_DEV]; default: the first with an active port
 ///   port       port number [GREX_IB_PORT], default 1
 ///   gid_index  GID table index [GREX_IB_GID_INDEX]; default: the first RoCE v2
 ///              IPv4-mapped GID of the port (its IPv4 address is what rdma_cm binds)

@@ -161,7 +161,7 @@ bool dmabuf_supported(ibv_pd* pd) noexcept {
 VerbsDevice::VerbsDevice(const DeviceOptions& opts) : opts_(opts) {}
 
 Result<void> VerbsDevice::parse_options() {
-  vo_.dev = detail::param(opts_, "dev", "GREX_IB_DEV");
+  vo_.dev = GREX_TRY(detail::param_for_local_rank(opts_, "dev", "GREX_IB_DEV"));
   vo_.port = static_cast<uint8_t>(GREX_TRY(detail::param_int(opts_, "port", "GREX_IB_PORT", 1, 255, 1)));
   vo_.gid_index = static_cast<int>(GREX_TRY(detail::param_int(opts_, "gid_index", "GREX_IB_GID_INDEX", -1, 65535, -1)));
   vo_.timeout = static_cast<uint8_t>(GREX_TRY(detail::param_int(opts_, "timeout", "GREX_IB_TIMEOUT", 1, 31, 14)));

@@ -192,11 +192,20 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   const std::string my_host = host_id();
   const std::string my_id = GREX_TRY_CTX(random_hex(8), "communicator setup");
   auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + my_host), "communicator setup");
+  // Ranks of this host (same host id), and this rank's index among them.
+  int local = 0, local_index = 0;
+  for (size_t r = 0; r < ids.size(); ++r)
+    if (ids[r].substr(ids[r].find(' ') + 1) == my_host) {
+      local_index += static_cast<int>(r) < c.rank ? 1 : 0;
+      ++local;
+    }
   DeviceOptions dopts = c.opts.device;
   if (!c.opts.cc.empty() && dopts.params.count("cc") == 0) dopts.params["cc"] = c.opts.cc;
   dopts.driver = c.opts.backend;
   dopts.rank = c.rank;
   dopts.world_size = c.size;
+  dopts.local_rank = local_index;
+  dopts.local_size = local;
   dopts.job_id = ids[0].substr(0, ids[0].find(' ')) + "-" + sanitize(prefix);
   if (dopts.connect_timeout_ms == DeviceOptions{}.connect_timeout_ms) dopts.connect_timeout_ms = c.opts.timeout_ms;
   c.device = GREX_TRY(Device::open(dopts));
@@ -217,12 +226,6 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   c.ctx.bufs = c.bufs.get();
   c.ctx.opts = &c.opts;
   c.ctx.rank = c.rank;
-  int local = 0, local_index = 0;
-  for (size_t r = 0; r < ids.size(); ++r)
-    if (ids[r].substr(ids[r].find(' ') + 1) == my_host) {
-      local_index += static_cast<int>(r) < c.rank ? 1 : 0;
-      ++local;
-    }
   cpu_set_t cpus;
   int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   bool adaptive = c.opts.progress == "adaptive" || (c.opts.progress == "auto" && local > cores);

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include <string>
 #include <vector>
 
 #include "mem/domain.h"
@@ -131,6 +132,33 @@ TEST(Transport, PrecedenceDecidesBetweenParamsAndVariables) {
   EXPECT_EQ(detail::param(o, "depth", "GREX_TEST_SLOTS"), "");
   o.precedence = Precedence::kEnvironment;
   EXPECT_EQ(detail::param(o, "slots", "GREX_TEST_SLOTS"), "64");
+}
+
+// One NIC per local rank: a ';' list gives local rank i entry i (modulo the
+// list's length); a single value, commas and all (DPDK devargs), is everyone's.
+TEST(Transport, PerLocalRankListsPickTheRanksEntry) {
+  DeviceOptions o;
+  o.params["port"] = "net_af_packet0,iface=veth0; net_af_packet1,iface=veth1 ;net_af_xdp2,iface=eth2";
+  std::vector<std::string> got;
+  for (int local = -1; local < 5; ++local) {
+    o.local_rank = local;
+    auto v = detail::param_for_local_rank(o, "port", "GREX_TEST_PORT");
+    ASSERT_TRUE(v.ok()) << v.error().message();
+    got.push_back(*v);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"net_af_packet0,iface=veth0", "net_af_packet0,iface=veth0",
+                                           "net_af_packet1,iface=veth1", "net_af_xdp2,iface=eth2",
+                                           "net_af_packet0,iface=veth0", "net_af_packet1,iface=veth1"}));
+  o.params["port"] = "net_af_packet0,iface=veth0";
+  o.local_rank = 3;
+  EXPECT_EQ(*detail::param_for_local_rank(o, "port", "GREX_TEST_PORT"), "net_af_packet0,iface=veth0");
+  ::setenv("GREX_TEST_PORT", "mlx5_0;;mlx5_2", 1);  // the variable wins, and its empty entry is an error
+  auto bad = detail::param_for_local_rank(o, "port", "GREX_TEST_PORT");
+  ::unsetenv("GREX_TEST_PORT");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), Errc::kInvalidArgument);
+  EXPECT_NE(bad.error().message().find("GREX_TEST_PORT='mlx5_0;;mlx5_2' has an empty entry 1"), std::string::npos)
+      << bad.error().message();
 }
 
 TEST(Transport, DefaultAllocateGivesRegisteredZeroedMemory) {

@@ -83,6 +83,13 @@ struct DeviceOptions {
   std::string driver = "shm";           ///< backend name
   int rank = 0;                         ///< this process's rank (for names and errors)
   int world_size = 1;                   ///< ranks in the job
+  /// This rank's index among the ranks of its host, and their number (-1, 0:
+  /// unknown; Communicator::create sets both). A driver setting that is a
+  /// list separated by ';' (GREX_DPDK_PORT, GREX_IB_DEV) gives local rank i
+  /// its entry i (modulo the list's length): one NIC per local rank, as
+  /// NCCL's rails.
+  int local_rank = -1;
+  int local_size = 0;
   std::string job_id;                   ///< unique per job; namespaces shared resources
   int64_t connect_timeout_ms = 30'000;  ///< connect() gives up after this
   uint32_t queue_depth = 1024;          ///< per endpoint and direction

@@ -265,6 +265,33 @@ TEST(DpdkAllreduceZeroCopy, FourRanksMatchReference) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// One port per local rank (GREX_DPDK_PORT as a ';' list, issue 27's rails):
+// Communicator::create tells the device each rank's index on its host, and
+// each rank opens its own entry. Ports that do not exist show it without
+// network setup: each rank's error names its own entry, and neither waits
+// for the other.
+TEST(DpdkPorts, EachLocalRankOpensItsOwnEntry) {
+  bool have = false;
+  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
+  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  auto res = run_ranks(3, [](Rank& r) -> int {
+    CommOptions o;
+    o.backend = "dpdk";
+    o.device.params["mode"] = "port";
+    o.device.params["port"] = "net_nosucha0;net_nosuchb0";
+    o.precedence = Precedence::kOptions;
+    auto c = Communicator::create(r.bootstrap, o);
+    RANK_CHECK(!c.ok());
+    const std::string want = r.rank % 2 == 0 ? "'net_nosucha0'" : "'net_nosuchb0'";  // local rank 2 wraps to entry 0
+    if (c.error().message().find(want) == std::string::npos) {
+      std::fprintf(stderr, "rank %d: %s does not name %s\n", r.rank, c.error().message().c_str(), want.c_str());
+      return 1;
+    }
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 INSTANTIATE_TEST_SUITE_P(Memif, DpdkAllreduce, ::testing::Values(2, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
