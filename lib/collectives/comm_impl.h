@@ -54,6 +54,7 @@ struct Communicator::Impl {
     int self = 0;                       // this rank: at[self] is its own allocation
     size_t bytes = 0;                   // of each rank's scratch
     uint32_t last_ticket = 0;           // the previous call's last: scratch free again once released
+    bool has_last = false;
     std::vector<gpu::CUdeviceptr> at;   // [rank]: its scratch as this rank maps it
     ~GpuIpc();
   };
@@ -105,7 +106,7 @@ struct Communicator::Impl {
                            const GpuPlan& plan);
   /// GPU to GPU on one host (gpu_ipc.cc). gpu_ipc_ready(): whether every
   /// rank can take it (decided together at the first call, a collective).
-  Result<bool> gpu_ipc_ready();
+  Result<bool> gpu_ipc_ready(const void* any_buffer);
   /// The GPU-to-GPU allreduce; nullopt where the staging path runs instead.
   std::optional<Result<WorkPtr>> gpu_ipc_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                                                    ReduceOp op, GpuStream stream);
@@ -128,6 +129,9 @@ struct Communicator::Impl {
                               const std::function<Result<void>(IpcQueue&)>& plan);
   bool ipc_all() const;                 // GREX_GPU_IPC_ALL=1
   uint8_t* scratch(size_t r) const;     // rank r's scratch, as this rank maps it
+  /// Ends a stream-ordered call that failed after it put work on the stream
+  /// (gpu_calls.cc): returns `e`; the worker marks the communicator broken.
+  Result<WorkPtr> abandon_gpu_call(std::shared_ptr<gpu::StagedCall> call, Error e, const char* what);
   /// Piece size for the pipelined calls [GREX_GPU_CHUNK_BYTES].
   size_t gpu_chunk_bytes(size_t bytes) const noexcept;
 

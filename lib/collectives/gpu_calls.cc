@@ -45,12 +45,13 @@ Result<WorkPtr> Communicator::Impl::gpu_call(const char* what, GpuStream stream,
   auto begun = st.begin(stream.handle, any_buffer);
   if (!begun) return named(std::move(begun).error());
   auto call = std::make_shared<gpu::StagedCall>(std::move(*begun));
-  size_t released = 0;  // tickets already let go (on failure, the rest go at once)
   auto abandon = [&](Error e) -> Result<WorkPtr> {
-    (void)st.end(*call);  // the copies already enqueued finish before the blocks are reused
-    for (size_t i = released; i < call->tickets.size(); ++i) st.release(*call, i);
-    st.retire(std::move(*call));
-    return named(std::move(e));
+    e = named(std::move(e));
+    if (!call->enqueued) {  // nothing on the stream yet: a setup error like any argument error
+      st.retire(std::move(*call));
+      return e;
+    }
+    return abandon_gpu_call(call, std::move(e), what);
   };
   uint8_t* base = nullptr;  // none for host buffers: their jobs run on them in place
   if (pinned_bytes > 0) {
@@ -70,14 +71,13 @@ Result<WorkPtr> Communicator::Impl::gpu_call(const char* what, GpuStream stream,
   }
   if (!st.stream_waits()) {
     // The caller waits: inputs in, the pieces run (inline, or after the
-    // queued work), the copies out enqueued.
+    // queued work), the copies out enqueued. No stream waits on a ticket.
     if (auto r = st.sync_stream(*call); !r) return abandon(std::move(r).error());
     Result<void> outcome = ok();
     for (GpuPiece& p : pieces) {
       Result<void> r = run(std::move(p.job));
       if (!r && outcome) outcome = std::move(r);
     }
-    released = call->tickets.size();
     for (GpuPiece& p : pieces)
       for (const GpuCopy& c : p.outs)
         if (auto r = st.copy(*call, const_cast<void*>(c.user), base + c.off, c.bytes); !r)
@@ -102,14 +102,20 @@ Result<WorkPtr> Communicator::Impl::gpu_call(const char* what, GpuStream stream,
   WorkPtr last;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const bool is_last = i + 1 == pieces.size();
-    last = submit([this, call, i, is_last, job = std::move(pieces[i].job)]() mutable -> Result<void> {
+    last = submit([this, call, i, is_last, what, job = std::move(pieces[i].job)]() mutable -> Result<void> {
       Result<void> r = gpu->wait_inputs(*call, i);
       GREX_DEBUG("gpu", "ticket %u: inputs in pinned memory", call->tickets[i]);
+      // A piece this rank cannot run breaks the communicator (the peers are
+      // told), so no later call pairs with the peers' half of this one.
+      if (!r) r = finish(std::move(r), what);
       if (r) r = job();
       gpu->release(*call, i);
       GREX_DEBUG("gpu", "ticket %u: released (%s)", call->tickets[i], r ? "ok" : "failed");
       if (is_last) {
-        if (r) r = gpu->wait_done(*call);
+        if (r) {
+          r = gpu->wait_done(*call);
+          if (!r) r = finish(std::move(r), what);
+        }
         GREX_DEBUG("gpu", "ticket %u: copies out done", call->tickets[i]);
         gpu->retire(std::move(*call));
       }
@@ -117,6 +123,24 @@ Result<WorkPtr> Communicator::Impl::gpu_call(const char* what, GpuStream stream,
     });
   }
   return last;
+}
+
+Result<WorkPtr> Communicator::Impl::abandon_gpu_call(std::shared_ptr<gpu::StagedCall> call, Error e, const char* what) {
+  // The stream holds work of this call, and the peers run theirs: the
+  // communicator is broken (they are told), and the worker, in its order,
+  // lets the stream go on and hands the call's memory back. Releasing the
+  // tickets here instead would release earlier calls' too (the stream
+  // waits for "at least"), before the worker ran them.
+  if (call) (void)gpu->end(*call);
+  Error out = e;
+  submit([this, call, e = std::move(e), what]() mutable -> Result<void> {
+    if (call)
+      for (size_t i = 0; i < call->tickets.size(); ++i) gpu->release(*call, i);
+    Result<void> r = broken ? Result<void>(*broken) : finish(Result<void>(std::move(e)), what);
+    if (call) gpu->retire(std::move(*call));
+    return r;
+  });
+  return out;
 }
 
 }  // namespace grex

@@ -34,7 +34,8 @@ namespace {
 
 struct Advert {  // what each rank tells the others at setup
   int32_t ok;
-  int32_t pad;
+  int32_t all;      // GREX_GPU_IPC_ALL
+  uint64_t bytes;   // GREX_GPU_IPC_BYTES: the scratch's size, the same on every rank
   gpu::CUipcMemHandle handle;
 };
 
@@ -81,7 +82,7 @@ Result<void> Communicator::Impl::IpcQueue::reduce_all(void* acc, size_t off, siz
   return ok();
 }
 
-Result<bool> Communicator::Impl::gpu_ipc_ready() {
+Result<bool> Communicator::Impl::gpu_ipc_ready(const void* any_buffer) {
   if (size == 1) return false;
   GREX_TRY(load_gpu_env());
   if (!ipc) ipc = std::make_unique<GpuIpc>();
@@ -110,7 +111,16 @@ Result<bool> Communicator::Impl::gpu_ipc_ready() {
       why = "the stream cannot wait for the host (GREX_GPU_SYNC=1 or no stream memory operations)";
     } else {
       s.api = *api;
-      s.api->cuCtxGetCurrent(&s.ctx);
+      // The buffer's context (its device), where later calls run too.
+      gpu::CUcontext bctx = nullptr;
+      if (any_buffer != nullptr &&
+          s.api->cuPointerGetAttribute(&bctx, gpu::kPointerAttrContext, reinterpret_cast<gpu::CUdeviceptr>(any_buffer)) == 0 &&
+          bctx != nullptr) {
+        s.ctx = bctx;
+        s.api->cuCtxSetCurrent(bctx);
+      } else {
+        s.api->cuCtxGetCurrent(&s.ctx);
+      }
       auto k = gpu::Kernels::for_current_context();
       gpu::CUdeviceptr p = 0;
       if (!k) {
@@ -126,16 +136,24 @@ Result<bool> Communicator::Impl::gpu_ipc_ready() {
         mine.ok = 1;
       }
     }
+    mine.all = gpu_env.ipc_all ? 1 : 0;
+    mine.bytes = s.bytes;
     std::vector<Advert> all(static_cast<size_t>(size));
     auto job = allgather_job(*this, &mine, all.data(), sizeof(Advert), DataType::kUint8);
     if (!job) return std::move(job).error();
     if (auto r = run(std::move(*job)); !r) return std::move(r).error();
     int usable = 1;
-    for (int q = 0; q < size; ++q)
-      if (all[static_cast<size_t>(q)].ok != 1) {
+    for (int q = 0; q < size; ++q) {
+      const Advert& a = all[static_cast<size_t>(q)];
+      if (a.ok != 1) {
         usable = 0;
         if (why.empty()) why = "rank " + std::to_string(q) + " cannot take it";
+      } else if (a.bytes != mine.bytes || a.all != mine.all) {  // every rank must cut its pieces alike
+        usable = 0;
+        if (why.empty())
+          why = "GREX_GPU_IPC_BYTES or GREX_GPU_IPC_ALL differ between rank " + std::to_string(q) + " and this one";
       }
+    }
     if (usable) {  // map every peer's scratch
       for (int q = 0; q < size && usable; ++q) {
         if (q == rank) continue;
@@ -161,6 +179,17 @@ Result<bool> Communicator::Impl::gpu_ipc_ready() {
     }
     if (s.state != 1) {
       s.why_off = why;
+      if (s.api != nullptr && !s.at.empty()) {  // give back what was taken
+        for (size_t q = 0; q < s.at.size(); ++q) {
+          if (s.at[q] == 0) continue;
+          if (static_cast<int>(q) == rank) {
+            s.api->cuMemFree(s.at[q]);
+          } else {
+            s.api->cuIpcCloseMemHandle(s.at[q]);
+          }
+        }
+        s.at.clear();
+      }
       GREX_INFO("gpu", "GPU collectives stage through host memory: %s", why.c_str());
       return false;
     }
@@ -179,24 +208,29 @@ Result<WorkPtr> Communicator::Impl::gpu_ipc_run(const char* what, GpuStream stre
   gpu::Stager& st = *gpu;
   auto named = [&](Error e) { return std::move(e).rank(rank).context(what); };
   auto begun = st.begin(stream.handle, any_buffer);
-  if (!begun) return named(std::move(begun).error());
+  // Every rank takes this path for this call, so a rank that cannot must
+  // break the communicator (the peers are told) rather than return alone.
+  if (!begun) return abandon_gpu_call(nullptr, named(std::move(begun).error()), what);
   auto call = std::make_shared<gpu::StagedCall>(std::move(*begun));
+  Result<void> r = ok();
+  if (call->ctx != s.ctx)
+    r = Error(Errc::kInvalidArgument, "GPU buffers in another CUDA context than the first GPU collective's")
+            .hint("the GPU-to-GPU path maps one device's scratch; keep a communicator on one GPU, or set "
+                  "GREX_GPU_STAGING=1");
   auto kernels = gpu::Kernels::for_current_context();
-  Result<void> r = kernels ? Result<void>(ok()) : Result<void>(std::move(kernels).error());
+  if (r && !kernels) r = std::move(kernels).error();
   IpcQueue q{st, *call, kernels ? *kernels : nullptr};
   // The previous call may be on another stream: its peers may still read
   // this rank's scratch until its last barrier.
-  if (r && s.last_ticket != 0) r = st.wait_released(*call, s.last_ticket);
+  if (r && s.has_last) r = st.wait_released(*call, s.last_ticket);
   if (r) r = plan(q);
   if (r) r = st.end(*call);
-  if (!r) {
-    (void)st.end(*call);
-    for (size_t i = 0; i < call->tickets.size(); ++i) st.release(*call, i);
-    st.retire(std::move(*call));
-    return named(std::move(r).error());
+  if (!call->tickets.empty()) {  // the next call waits for these, whatever happens to this one
+    s.last_ticket = call->tickets.back();
+    s.has_last = true;
   }
+  if (!r) return abandon_gpu_call(call, named(std::move(r).error()), what);
   ++gpu_direct_calls;
-  if (!call->tickets.empty()) s.last_ticket = call->tickets.back();
   GREX_DEBUG("gpu", "%s GPU to GPU: %zu barriers", what, call->tickets.size());
   // Worker: per barrier, wait for the stream to reach it, meet every rank, let the stream go on.
   return submit([this, call]() -> Result<void> {
@@ -204,6 +238,7 @@ Result<WorkPtr> Communicator::Impl::gpu_ipc_run(const char* what, GpuStream stre
     size_t i = 0;
     for (; i < call->tickets.size() && r; ++i) {
       r = gpu->wait_inputs(*call, i);
+      if (!r) r = finish(std::move(r), "GPU-to-GPU collective");  // break it: the peers are told
       if (r) {
         auto b = barrier_job(*this);
         r = b ? (*b)() : Result<void>(std::move(b).error());
@@ -211,7 +246,10 @@ Result<WorkPtr> Communicator::Impl::gpu_ipc_run(const char* what, GpuStream stre
       gpu->release(*call, i);
     }
     for (; i < call->tickets.size(); ++i) gpu->release(*call, i);  // after a failure: never leave the stream waiting
-    if (r) r = gpu->wait_done(*call);
+    if (r) {
+      r = gpu->wait_done(*call);
+      if (!r) r = finish(std::move(r), "GPU-to-GPU collective");
+    }
     gpu->retire(std::move(*call));
     return r;
   });
@@ -225,7 +263,7 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_allreduce(const void*
                                                                       size_t count, DataType type, ReduceOp op,
                                                                       GpuStream stream) {
   if (count == 0) return std::nullopt;
-  auto ready = gpu_ipc_ready();
+  auto ready = gpu_ipc_ready(recvbuf);
   if (!ready) return Result<WorkPtr>(std::move(ready).error());
   if (!*ready) return std::nullopt;
   const GpuIpc& s = *ipc;
@@ -266,7 +304,7 @@ std::optional<Result<WorkPtr>> Communicator::Impl::gpu_ipc_other(detail::Coll co
                                                                   ReduceOp op, int root, GpuStream stream) {
   if (auto e = load_gpu_env(); !e) return Result<WorkPtr>(std::move(e).error().rank(rank));
   if (count == 0 || !ipc_all()) return std::nullopt;
-  auto ready = gpu_ipc_ready();
+  auto ready = gpu_ipc_ready(recvbuf != nullptr ? recvbuf : sendbuf);
   if (!ready) return Result<WorkPtr>(std::move(ready).error());
   if (!*ready) return std::nullopt;
   const GpuIpc& s = *ipc;

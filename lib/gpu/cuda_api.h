@@ -75,6 +75,8 @@ struct CudaApi {
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
   CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
   CUresult (*cuStreamQuery)(CUstream) = nullptr;
+  /// cuStreamIsCapturing (CUDA 10+); null where missing. Status 0: not capturing.
+  CUresult (*cuStreamIsCapturing)(CUstream, int*) = nullptr;
   CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*cuMemHostAlloc)(void**, size_t, unsigned) = nullptr;
   CUresult (*cuMemFreeHost)(void*) = nullptr;

@@ -89,6 +89,12 @@ Result<StagedCall> Stager::begin(void* stream, const void* any_buffer) {
   if (c.ctx == nullptr)
     return Error(Errc::kInvalidArgument, "GPU collective: no CUDA context (none current and the buffer has none)");
   if (CUresult r = api_->cuCtxSetCurrent(c.ctx); r != 0) return fail("cuCtxSetCurrent", r);
+  if (api_->cuStreamIsCapturing != nullptr) {
+    int capturing = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+    if (api_->cuStreamIsCapturing(c.stream, &capturing) == 0 && capturing != 0)
+      return Error(Errc::kNotSupported, "GPU collective on a stream being captured into a CUDA graph")
+          .hint("grex's host runs the collective, which a graph cannot replay: call it outside the capture");
+  }
   CUevent done = nullptr;
   if (CUresult r = api_->cuEventCreate(&done, kEventDisableTiming); r != 0) return fail("cuEventCreate", r);
   c.done = done;
@@ -123,6 +129,7 @@ Result<uint8_t*> Stager::pinned(StagedCall& call, size_t bytes) {
 
 Result<void> Stager::copy(StagedCall& call, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return ok();
+  call.enqueued = true;
   if (CUresult r = api_->cuMemcpyAsync(dev(dst), dev(src), bytes, call.stream); r != 0) return fail("cuMemcpyAsync", r);
   return ok();
 }
@@ -131,6 +138,7 @@ Result<void> Stager::end_inputs(StagedCall& call) {
   CUevent e = nullptr;
   if (CUresult r = api_->cuEventCreate(&e, kEventDisableTiming); r != 0) return fail("cuEventCreate", r);
   call.inputs.push_back(e);
+  call.enqueued = true;
   if (CUresult r = api_->cuEventRecord(e, call.stream); r != 0) return fail("cuEventRecord", r);
   call.tickets.push_back(++next_ticket_);
   return ok();
@@ -150,6 +158,7 @@ Result<void> Stager::wait_released(StagedCall& call, uint32_t ticket) {
 
 Result<void> Stager::end(StagedCall& call) {
   if (CUresult r = api_->cuEventRecord(call.done, call.stream); r != 0) return fail("cuEventRecord", r);
+  call.ended = true;
   return ok();
 }
 
@@ -169,6 +178,7 @@ void Stager::release(const StagedCall& call, size_t i) noexcept {
   // (x86 stores are ordered; the release fence keeps the compiler honest).
   // Only ever forward (cyclically): a call abandoned on the caller's thread
   // may release its tickets while the worker still releases earlier ones.
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the pinned writes before the flag, for the GPU too
   std::atomic_ref<uint32_t> flag(*flag_host_);
   const uint32_t t = call.tickets.at(i);
   uint32_t cur = flag.load(std::memory_order_relaxed);
@@ -182,6 +192,8 @@ Result<void> Stager::wait_done(const StagedCall& call) {
 }
 
 void Stager::retire(StagedCall&& call) noexcept {
+  // No `done` after work of it on the stream: its copies may still run.
+  if (call.enqueued && !call.ended) api_->cuStreamSynchronize(call.stream);
   std::lock_guard<std::mutex> lock(mu_);
   retired_.push_back(std::move(call));
 }

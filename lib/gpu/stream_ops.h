@@ -42,6 +42,8 @@ struct StagedCall {
   std::vector<uint32_t> tickets;   ///< per piece: the value that lets the stream go on
   CUevent done = nullptr;          ///< after the last copy out
   std::vector<std::pair<void*, size_t>> blocks;  ///< pinned memory it holds
+  bool enqueued = false;           ///< something of it is on the stream
+  bool ended = false;              ///< `done` was recorded after it
 };
 
 class Stager {
@@ -57,7 +59,9 @@ class Stager {
   bool stream_waits() const noexcept { return wait_value_ != nullptr; }
 
   /// Starts a call on `stream`: takes the context of `any_buffer` (or the
-  /// caller's current one) and makes it current on this thread.
+  /// caller's current one) and makes it current on this thread. A stream
+  /// being captured into a CUDA graph is refused (kNotSupported): the host
+  /// runs the collective, and a graph replays only device work.
   Result<StagedCall> begin(void* stream, const void* any_buffer);
   /// Pinned host memory (at least `bytes`, page aligned) held by `call`.
   Result<uint8_t*> pinned(StagedCall& call, size_t bytes);
@@ -82,8 +86,9 @@ class Stager {
   /// Waits for the call's last copy out (Work completes on it).
   Result<void> wait_done(const StagedCall& call);
   /// Gives the call's events back to the driver and its pinned blocks to the
-  /// pool once `done` fired (checked again at each begin()). For a call that
-  /// failed before end(), the blocks go back at once.
+  /// pool once `done` fired (checked again at each begin()). A call with work
+  /// on its stream but no `done` (end() failed) first waits for its stream:
+  /// retire such a call only where its tickets were released (the worker).
   void retire(StagedCall&& call) noexcept;
 
   /// Counters for tests and grex-perf.
