@@ -114,6 +114,15 @@ Result<void> call(Communicator& comm, Mode mode, const CallBuffers& b, size_t co
 
 // Times one placement of one size (`count` as the call takes it); every rank
 // returns the same result.
+// The row's time and bandwidths, nccl-tests' way.
+CollectiveResult timed(Mode mode, size_t count, DataType type, int n, double time_us) {
+  CollectiveResult r;
+  r.time_us = time_us;
+  r.algbw = algbw_gbs(collective_bytes(mode, count, type, n), time_us);
+  r.busbw = r.algbw * busbw_factor(mode, n);
+  return r;
+}
+
 // --use_cuda: the same measurement with GPU buffers. Calls are queued on the
 // stream back to back; the time ends when the last one's result is in place
 // (its Work completes on the stream's event; calls complete in order).
@@ -146,10 +155,7 @@ Result<CollectiveResult> measure_cuda(const Sweep& s, size_t count, DataType typ
   double time_us = static_cast<double>(now_ns() - t0) / 1e3 / iters;
   GREX_TRY(comm.allreduce(&time_us, 1, DataType::kFloat64, ReduceOp::kMax));
 
-  CollectiveResult r;
-  r.time_us = time_us;
-  r.algbw = algbw_gbs(collective_bytes(mode, count, type, n), time_us);
-  r.busbw = r.algbw * busbw_factor(mode, n);
+  CollectiveResult r = timed(mode, count, type, n, time_us);
   if (s.args.check) {
     poison(h.output, out_elems, type);
     GREX_TRY(grex::cuda::copy(b.output, h.output, out_elems * es));
@@ -185,10 +191,7 @@ Result<CollectiveResult> measure(const Sweep& s, size_t count, DataType type, Re
   double time_us = static_cast<double>(now_ns() - t0) / 1e3 / iters;
   GREX_TRY(comm.allreduce(&time_us, 1, DataType::kFloat64, ReduceOp::kMax));  // the slowest rank's average
 
-  CollectiveResult r;
-  r.time_us = time_us;
-  r.algbw = algbw_gbs(collective_bytes(mode, count, type, n), time_us);
-  r.busbw = r.algbw * busbw_factor(mode, n);
+  CollectiveResult r = timed(mode, count, type, n, time_us);
   if (s.args.check) {
     // One more call from fresh inputs (in-place calls overwrote them) into a
     // poisoned output, so that a call that writes nothing is counted wrong.

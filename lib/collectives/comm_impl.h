@@ -48,7 +48,6 @@ struct Communicator::Impl {
   /// memory, mapped by every other rank through CUDA IPC.
   struct GpuIpc {
     int state = 0;  // 0: not tried yet; 1: on; -1: off (staging)
-    std::string why_off;
     const gpu::CudaApi* api = nullptr;
     gpu::CUcontext ctx = nullptr;
     int self = 0;                       // this rank: at[self] is its own allocation
@@ -56,6 +55,7 @@ struct Communicator::Impl {
     uint32_t last_ticket = 0;           // the previous call's last: scratch free again once released
     bool has_last = false;
     std::vector<gpu::CUdeviceptr> at;   // [rank]: its scratch as this rank maps it
+    void release() noexcept;  // frees this rank's scratch, unmaps the peers'
     ~GpuIpc();
   };
   /// The GREX_GPU_* variables, read at the first stream-ordered call

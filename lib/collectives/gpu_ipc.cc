@@ -41,7 +41,7 @@ struct Advert {  // what each rank tells the others at setup
 
 }  // namespace
 
-Communicator::Impl::GpuIpc::~GpuIpc() {
+void Communicator::Impl::GpuIpc::release() noexcept {
   if (api == nullptr || at.empty()) return;
   api->cuCtxSetCurrent(ctx);
   for (size_t r = 0; r < at.size(); ++r) {
@@ -52,7 +52,10 @@ Communicator::Impl::GpuIpc::~GpuIpc() {
       api->cuIpcCloseMemHandle(at[r]);
     }
   }
+  at.clear();
 }
+
+Communicator::Impl::GpuIpc::~GpuIpc() { release(); }
 
 bool Communicator::Impl::ipc_all() const { return gpu_env.ipc_all; }
 
@@ -178,18 +181,7 @@ Result<bool> Communicator::Impl::gpu_ipc_ready(const void* any_buffer) {
       }
     }
     if (s.state != 1) {
-      s.why_off = why;
-      if (s.api != nullptr && !s.at.empty()) {  // give back what was taken
-        for (size_t q = 0; q < s.at.size(); ++q) {
-          if (s.at[q] == 0) continue;
-          if (static_cast<int>(q) == rank) {
-            s.api->cuMemFree(s.at[q]);
-          } else {
-            s.api->cuIpcCloseMemHandle(s.at[q]);
-          }
-        }
-        s.at.clear();
-      }
+      s.release();  // give back what was taken
       GREX_INFO("gpu", "GPU collectives stage through host memory: %s", why.c_str());
       return false;
     }

@@ -78,7 +78,6 @@ Loaded load() {
   want("cuMemFree_v2", a.cuMemFree);
   want("cuMemsetD8Async", a.cuMemsetD8Async);
   want("cuStreamCreate", a.cuStreamCreate);
-  want("cuStreamDestroy_v2", a.cuStreamDestroy);
   a.has_streams = streams;
   bool kernels = true;
   auto want_k = [&](const char* name, auto*& fn) { kernels = bind(l.handle, name, fn) && kernels; };

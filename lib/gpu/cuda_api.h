@@ -91,7 +91,6 @@ struct CudaApi {
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;            // cuMemFree_v2
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
   CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
-  CUresult (*cuStreamDestroy)(CUstream) = nullptr;  // cuStreamDestroy_v2
 
   // Kernels (kernels.h) and CUDA IPC (the shm driver's GPU path); has_kernels
   // says whether all were resolved.

@@ -122,7 +122,6 @@ Result<uint8_t*> Stager::pinned(StagedCall& call, size_t bytes) {
     return Error(Errc::kNoMemory,
                  "GPU staging: cuMemHostRegister(" + std::to_string(want) + " bytes): " + api_->describe(r));
   }
-  pinned_total_ += want;
   call.blocks.emplace_back(p, want);
   return static_cast<uint8_t*>(p);
 }
@@ -144,11 +143,7 @@ Result<void> Stager::end_inputs(StagedCall& call) {
   return ok();
 }
 
-Result<void> Stager::wait_ticket(StagedCall& call, size_t i) {
-  if (CUresult r = wait_value_(call.stream, flag_dev_, call.tickets.at(i), kStreamWaitValueGeq); r != 0)
-    return fail("cuStreamWaitValue32", r);
-  return ok();
-}
+Result<void> Stager::wait_ticket(StagedCall& call, size_t i) { return wait_released(call, call.tickets.at(i)); }
 
 Result<void> Stager::wait_released(StagedCall& call, uint32_t ticket) {
   if (CUresult r = wait_value_(call.stream, flag_dev_, ticket, kStreamWaitValueGeq); r != 0)

@@ -91,9 +91,6 @@ class Stager {
   /// retire such a call only where its tickets were released (the worker).
   void retire(StagedCall&& call) noexcept;
 
-  /// Counters for tests and grex-perf.
-  uint64_t pinned_bytes() const noexcept { return pinned_total_; }
-
  private:
   Stager(const CudaApi* api, void* flag_host, CUdeviceptr flag_dev, bool caller_waits);
   void reap() noexcept;  // returns the blocks of retired calls whose `done` fired
@@ -107,7 +104,6 @@ class Stager {
   std::mutex mu_;             // the pool and the retired calls (caller's thread and destructor)
   std::vector<std::pair<void*, size_t>> free_;
   std::deque<StagedCall> retired_;
-  uint64_t pinned_total_ = 0;
 };
 
 }  // namespace grex::gpu

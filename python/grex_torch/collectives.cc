@@ -79,6 +79,26 @@ std::vector<size_t> displacements(const std::vector<size_t>& counts) {
 
 size_t total(const std::vector<size_t>& counts) { return std::accumulate(counts.begin(), counts.end(), size_t{0}); }
 
+// The grex call for a tensor's device: CUDA tensors take the stream-ordered
+// form on torch's current stream of `t`, CPU tensors the *_async one.
+Result<WorkPtr> allreduce_on(Communicator& c, bool gpu, const at::Tensor& t, ReduceOp op, const char* what) {
+  const DataType dt = dtype_of(t, what);
+  return gpu ? c.allreduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, op, stream_of(t))
+             : c.allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dt, op);
+}
+Result<WorkPtr> allgather_on(Communicator& c, bool gpu, const at::Tensor& in, const at::Tensor& out,
+                             const char* what) {
+  const DataType dt = dtype_of(in, what);
+  return gpu ? c.allgather(in.data_ptr(), out.data_ptr(), in.numel(), dt, stream_of(in))
+             : c.allgather_async(in.data_ptr(), out.data_ptr(), in.numel(), dt);
+}
+Result<WorkPtr> reduce_scatter_on(Communicator& c, bool gpu, const at::Tensor& in, const at::Tensor& out,
+                                  ReduceOp op, const char* what) {
+  const DataType dt = dtype_of(out, what);
+  return gpu ? c.reduce_scatter(in.data_ptr(), out.data_ptr(), out.numel(), dt, op, stream_of(out))
+             : c.reduce_scatter_async(in.data_ptr(), out.data_ptr(), out.numel(), dt, op);
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> GrexBackend::broadcast(std::vector<at::Tensor>& ts, const c10d::BroadcastOptions& o) {
@@ -101,11 +121,7 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allreduce(std::vector<at::Tensor>& t
   Communicator& c = comm("allreduce");
   r.premultiply(t);
   Started s;
-  if (on_cuda(t, {}, "allreduce")) {
-    s.push_back(c.allreduce(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, "allreduce"), r.op, stream_of(t)));
-  } else {
-    s.push_back(c.allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, "allreduce"), r.op));
-  }
+  s.push_back(allreduce_on(c, on_cuda(t, {}, "allreduce"), t, r.op, "allreduce"));
   return submit(OpType::ALLREDUCE, "allreduce", {t}, std::move(s));
 }
 
@@ -121,9 +137,7 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allreduce_coalesced(std::vector<at::
   const bool gpu = !ts.empty() && on_cuda(ts[0], ts, "allreduce_coalesced");
   for (auto& t : ts) {
     r.premultiply(t);
-    const DataType dt = dtype_of(t, "allreduce_coalesced");
-    s.push_back(gpu ? c.allreduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, r.op, stream_of(t))
-                    : c.allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dt, r.op));
+    s.push_back(allreduce_on(c, gpu, t, r.op, "allreduce_coalesced"));
   }
   return submit(OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", ts, std::move(s));
 }
@@ -172,14 +186,8 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::_allgather_base(at::Tensor& out, at:
   check_tensor(in, "all_gather_into_tensor");
   check_same(out, in, getSize() * in.numel(), "all_gather_into_tensor");
   Started s;
-  if (on_cuda(in, {out}, "all_gather_into_tensor")) {
-    s.push_back(comm("all_gather_into_tensor")
-                    .allgather(in.data_ptr(), out.data_ptr(), in.numel(), dtype_of(in, "all_gather_into_tensor"),
-                               stream_of(in)));
-  } else {
-    s.push_back(comm("all_gather_into_tensor")
-                    .allgather_async(in.data_ptr(), out.data_ptr(), in.numel(), dtype_of(in, "all_gather_into_tensor")));
-  }
+  s.push_back(allgather_on(comm("all_gather_into_tensor"), on_cuda(in, {out}, "all_gather_into_tensor"), in, out,
+                           "all_gather_into_tensor"));
   return submit(OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {out}, std::move(s), [in] {});
 }
 
@@ -215,10 +223,7 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allgather_coalesced(std::vector<std:
   std::vector<at::Tensor> all = ins;
   all.insert(all.end(), dst.begin(), dst.end());
   const bool gpu = k > 0 && on_cuda(ins[0], all, what);
-  for (size_t i = 0; i < k; ++i)
-    s.push_back(gpu ? c.allgather(ins[i].data_ptr(), flats[i].data_ptr(), ins[i].numel(), dtype_of(ins[i], what),
-                                  stream_of(ins[i]))
-                    : c.allgather_async(ins[i].data_ptr(), flats[i].data_ptr(), ins[i].numel(), dtype_of(ins[i], what)));
+  for (size_t i = 0; i < k; ++i) s.push_back(allgather_on(c, gpu, ins[i], flats[i], what));
   if (gpu) {
     if (std::all_of(s.begin(), s.end(), [](const auto& r) { return r.ok(); })) copy_out();
     return submit(OpType::ALLGATHER_COALESCED, what, dst, std::move(s), [flats, ins] {});
@@ -239,11 +244,8 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allgather_into_tensor_coalesced(std:
   std::vector<at::Tensor> all = ins;
   all.insert(all.end(), outs.begin(), outs.end());
   const bool gpu = !ins.empty() && on_cuda(ins[0], all, "allgather_into_tensor_coalesced");
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const DataType dt = dtype_of(ins[i], "allgather_into_tensor_coalesced");
-    s.push_back(gpu ? c.allgather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), dt, stream_of(ins[i]))
-                    : c.allgather_async(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), dt));
-  }
+  for (size_t i = 0; i < ins.size(); ++i)
+    s.push_back(allgather_on(c, gpu, ins[i], outs[i], "allgather_into_tensor_coalesced"));
   return submit(OpType::COALESCED, "allgather_into_tensor_coalesced", outs, std::move(s), [ins] {});
 }
 
@@ -262,12 +264,7 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::reduce_scatter(std::vector<at::Tenso
   for (int r = 0; r < getSize(); ++r) flat.narrow(0, r * n, n).copy_(ins[0][r].reshape({-1}));
   red.premultiply(flat);
   Started s;
-  if (on_cuda(out, ins[0], "reduce_scatter")) {
-    s.push_back(c.reduce_scatter(flat.data_ptr(), out.data_ptr(), n, dtype_of(out, "reduce_scatter"), red.op,
-                                 stream_of(out)));
-  } else {
-    s.push_back(c.reduce_scatter_async(flat.data_ptr(), out.data_ptr(), n, dtype_of(out, "reduce_scatter"), red.op));
-  }
+  s.push_back(reduce_scatter_on(c, on_cuda(out, ins[0], "reduce_scatter"), flat, out, red.op, "reduce_scatter"));
   return submit(OpType::REDUCE_SCATTER, "reduce_scatter", {out}, std::move(s), [flat] {});
 }
 
@@ -284,13 +281,8 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::_reduce_scatter_base(at::Tensor& out
     red.premultiply(src);
   }
   Started s;
-  if (on_cuda(out, {in}, "reduce_scatter_tensor")) {
-    s.push_back(c.reduce_scatter(src.data_ptr(), out.data_ptr(), out.numel(), dtype_of(out, "reduce_scatter_tensor"),
-                                 red.op, stream_of(out)));
-  } else {
-    s.push_back(c.reduce_scatter_async(src.data_ptr(), out.data_ptr(), out.numel(),
-                                       dtype_of(out, "reduce_scatter_tensor"), red.op));
-  }
+  s.push_back(reduce_scatter_on(c, on_cuda(out, {in}, "reduce_scatter_tensor"), src, out, red.op,
+                                "reduce_scatter_tensor"));
   return submit(OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {out}, std::move(s), [src] {});
 }
 
@@ -314,10 +306,7 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::reduce_scatter_tensor_coalesced(std:
   for (size_t i = 0; i < ins.size(); ++i) {
     srcs.push_back(red.premul ? ins[i].clone() : ins[i]);
     red.premultiply(srcs.back());
-    const DataType dt = dtype_of(outs[i], what);
-    s.push_back(gpu ? c.reduce_scatter(srcs[i].data_ptr(), outs[i].data_ptr(), outs[i].numel(), dt, red.op,
-                                       stream_of(outs[i]))
-                    : c.reduce_scatter_async(srcs[i].data_ptr(), outs[i].data_ptr(), outs[i].numel(), dt, red.op));
+    s.push_back(reduce_scatter_on(c, gpu, srcs[i], outs[i], red.op, what));
   }
   return submit(OpType::COALESCED, what, outs, std::move(s), [srcs] {});
 }
