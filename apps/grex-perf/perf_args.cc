@@ -363,7 +363,7 @@ CommOptions comm_options(const PerfArgs& a) {
 std::string effective_backend(const PerfArgs& a) {
   if (!a.backend.empty()) return a.backend;
   const char* v = std::getenv("GREX_BACKEND");
-  return v != nullptr && *v != '\0' ? v : "shm";
+  return v != nullptr && *v != '\0' ? v : "auto";
 }
 
 std::string effective_cc(const PerfArgs& a) {

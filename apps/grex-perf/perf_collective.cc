@@ -228,7 +228,7 @@ std::string preamble(Communicator& comm, const PerfArgs& a, const std::string& g
          (a.use_cuda ? "cuda (GPU 0: " + gpu + ")" : buffer_kind(comm, a.shared_buffers)) + "\n" +
          "# minBytes " + std::to_string(a.min_bytes) + " maxBytes " + std::to_string(a.max_bytes) + " step: " + step +
          " warmup iters: " + std::to_string(a.effective_warmup()) + " iters: " + std::to_string(a.effective_iters()) +
-         " validation: " + (a.check ? "1" : "0") + "\n#\n";
+         " validation: " + (a.check ? "1" : "0") + "\n# topology: " + comm.topology() + "\n#\n";
 }
 
 }  // namespace
@@ -244,6 +244,7 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
   if (root_column) root_label = mode_has_root(a.mode) ? a.root : -1;
   std::vector<ReduceOp> ops = mode_reduces(a.mode) ? a.ops : std::vector<ReduceOp>{ReduceOp::kSum};
 
+  const uint64_t inter_host_before = comm.stats().bytes_inter_host;  // the calibration's are not this mode's
   std::vector<size_t> sizes = collective_sizes(a);
   size_t max_bytes = sizes.empty() ? 0 : sizes.back();  // every mode's buffers fit in its sweep size
   bool out_of_place = a.placement != Placement::kInPlace;
@@ -307,6 +308,7 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
           Json row{{"size", bytes}, {"count", count}, {"type", type_label(type)}, {"redop", redop}};
           if (root_label) row["root"] = *root_label;
           row["placement"] = ip ? "in-place" : "out-of-place";
+          if (a.mode == Mode::kAllreduce) row["algorithm"] = comm.allreduce_algorithm(bytes);
           row["time_us"] = groups[g].time_us;
           row["algbw_gbs"] = groups[g].algbw;
           row["busbw_gbs"] = groups[g].busbw;
@@ -324,6 +326,8 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
   print_rank0(comm, tail);
   GREX_TRY(write_json_rows(comm, a,
                            {{"ranks", int64_t{comm.size()}}, {"backend", comm.device().capabilities().driver},
+                            {"topology", comm.topology()},
+                            {"bytes_inter_host", comm.stats().bytes_inter_host - inter_host_before},
                             {"buffers", a.use_cuda ? "cuda" : buffer_kind(comm, a.shared_buffers)},
                             {"gpu_direct_calls", comm.stats().gpu_direct}, {"gpu_staged_calls", comm.stats().gpu_staged},
                             {"avg_busbw_gbs", avg_busbw}, {"wrong", wrong_total}},

@@ -2,6 +2,8 @@
 // Joining a perftest style run and connecting its flows.
 #include "perf_pair.h"
 
+#include <grex/probe.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -99,6 +101,20 @@ Result<void> PairJob::open_flows(const PerfArgs& a, size_t buffer_bytes, const s
   const size_t bytes = (std::max(buffer_bytes, size_t{1}) + kPageBytes - 1) / kPageBytes * kPageBytes;
   DeviceOptions dopts;
   dopts.driver = effective_backend(a);
+  if (dopts.driver == "auto") {  // as a communicator's pair: shm on one host, else the network
+    const std::string net_env = std::getenv("GREX_NET") != nullptr ? std::getenv("GREX_NET") : "auto";
+    const std::string net = net_env == "auto" ? default_network_backend() : net_env;
+    GREX_TRY(put("host/" + std::to_string(rank()), host_identity() + " " + net));
+    const std::string theirs = GREX_TRY(take("host/" + std::to_string(peer)));
+    const std::string mine = host_identity();
+    const size_t sp = theirs.rfind(' ');
+    if (theirs.substr(0, sp) == mine)
+      dopts.driver = "shm";
+    else if (net == "verbs")  // verbs only where both ranks would take it
+      dopts.driver = theirs.substr(sp + 1) == "verbs" ? "verbs" : "dpdk";
+    else
+      dopts.driver = net;
+  }
   dopts.rank = rank();
   dopts.world_size = size();
   dopts.connect_timeout_ms = env_ms("GREX_TIMEOUT_MS", kClientTimeoutMs);

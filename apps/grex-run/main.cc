@@ -30,14 +30,14 @@ constexpr int kMaxRanks = 1024;          // pipes and store connections cost ~3 
 constexpr size_t kJobTokenBytes = 32;
 constexpr size_t kJobIdBytes = 8;
 constexpr const char* kStoreHost = "127.0.0.1";
-constexpr const char* kDefaultBackend = "shm";
+constexpr const char* kDefaultBackend = "auto";
 
 constexpr const char* kUsage =
     "Usage: grex-run -n N [options] [--] PROGRAM [ARGS...]\n"
     "Starts N ranks of PROGRAM on this host with a rendezvous store for them.\n"
     "\n"
     "  -n, --nproc N          number of ranks to start (1-1024)\n"
-    "  --backend NAME         GREX_BACKEND for the ranks (default: inherited, else shm)\n"
+    "  --backend NAME         GREX_BACKEND for the ranks (default: inherited, else auto)\n"
     "  --timeout SEC          stop the job after SEC seconds, exit 124 (default: none)\n"
     "  --kill-grace SEC       wait this long after SIGTERM before SIGKILL (default: 5)\n"
     "  --tag-output           prefix each output line with \"[RANK] \" (default)\n"

@@ -142,7 +142,7 @@ Result<void> DpdkDevice::parse_options() {
   else
     return Error(Errc::kInvalidArgument, "GREX_DPDK_MAC='" + mac + "' is not auto, port, private or a unicast MAC")
         .hint("e.g. GREX_DPDK_MAC=02:00:00:00:00:01");
-  if (auto v = detail::param(opts_, "ip", "GREX_DPDK_IP"); !v.empty()) {
+  if (auto v = GREX_TRY(detail::param_for_local_rank(opts_, "ip", "GREX_DPDK_IP")); !v.empty()) {
     in_addr a;
     if (inet_pton(AF_INET, v.c_str(), &a) != 1)
       return Error(Errc::kInvalidArgument, "GREX_DPDK_IP='" + v + "' is not an IPv4 address");
@@ -222,7 +222,7 @@ Result<void> DpdkDevice::init() {
           .hint("set GREX_DPDK_HUGE=1 with enough free hugepages (GREX_DPDK_HUGE_MB, by default 64 MB + 45 MB "
                 "per peer: echo 256 > /proc/sys/vm/nr_hugepages), or GREX_DPDK_MEMIF_ZERO_COPY=auto");
   }
-  host_id_ = grex::host_id();
+  host_id_ = grex::machine_id();
   static std::atomic<uint32_t> instances{0};
   instance_ = instances.fetch_add(1, std::memory_order_relaxed);
   max_payload_ = static_cast<uint32_t>(dopts_.mtu - kGrexOverheadBytes);
@@ -548,7 +548,7 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     if (ep == nullptr) continue;
     const auto& s = ep->flow().stats();
     const std::string p = "peer." + std::to_string(ep->peer()) + ".";
-    c.insert(c.end(), {{p + "data_sent", s.data_sent}, {p + "retransmits", s.retransmits},
+    c.insert(c.end(), {{p + "data_sent", s.data_sent}, {p + "bytes_sent", s.bytes_sent}, {p + "retransmits", s.retransmits},
                        {p + "rtt_samples", s.rtt_samples}, {p + "last_rtt_ns", s.last_rtt_ns},
                        {p + "probes_sent", s.probes_sent}, {p + "probes_lost", s.probe_timeouts},
                        {p + "paced_waits", s.paced_waits},

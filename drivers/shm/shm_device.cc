@@ -83,7 +83,7 @@ Result<void> ShmDevice::init() {
   heap_bytes_ = GREX_TRY(param_u64(opts_, "heap_bytes", "GREX_SHM_HEAP_BYTES", kDefaultHeapBytes, 0, 1ull << 46));
   if (opts_.job_id.empty())
     return Error(Errc::kInvalidArgument, "shm needs a job id to name its segments").rank(opts_.rank).device("shm");
-  host_id_ = host_id();
+  host_id_ = machine_id();
   caps_.driver = "shm";
   caps_.device_name = "shm";
   caps_.send_recv = true;

@@ -11,6 +11,7 @@
 #include <grex/communicator.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,23 @@ const Algorithm& first_usable(Coll coll, const Context& c, const Group& g, const
 // `count` elements; reduce_scatter and allgather `count` per member; alltoall
 // `count` to each member.
 Result<void> ring_allreduce(Context& c, const Group& g, const CollArgs& a);
+/// What runs between the ring's reduce-scatter and allgather, on this
+/// member's reduced segment (its first element and count).
+using RingBetween = std::function<Result<void>(size_t first, size_t count)>;
+/// Ring allreduce over a given layout: segment s is elements [off[s],
+/// off[s]+cnt[s]) (any order, empty ones allowed; one per member). After the
+/// reduce-scatter member r holds segment (r+1) mod n, divided by
+/// `avg_divisor` for kAvg, and `between` (if set) runs on it; the allgather
+/// then gives every member every segment.
+Result<void> ring_allreduce_segments(Context& c, const Group& g, const CollArgs& a, std::span<const size_t> off,
+                                     std::span<const size_t> cnt, int avg_divisor, const RingBetween& between);
+/// Across hosts (Context::hier): intra-host reduce-scatter, the shards'
+/// allreduce across hosts (one rail per local index, in parallel), intra-host
+/// allgather (hier_allreduce.cc).
+Result<void> hierarchical_allreduce(Context& c, const Group& g, const CollArgs& a);
+bool hierarchical_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
+/// Predicted seconds of the hierarchical allreduce of `bytes` (the levels' cost models).
+double hierarchical_allreduce_s(const Context& c, size_t bytes) noexcept;
 Result<void> rabenseifner_allreduce(Context& c, const Group& g, const CollArgs& a);
 Result<void> recursive_doubling_allreduce(Context& c, const Group& g, const CollArgs& a);
 Result<void> tree_allreduce(Context& c, const Group& g, const CollArgs& a);

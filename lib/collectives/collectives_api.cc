@@ -82,6 +82,8 @@ Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, void* recv
       const CollArgs a{in, out, count, type, op, 0, c.next_tag_base()};
       // GREX_ALGO=direct on a device without one-sided operations: ring.
       if (id == detail::Algo::kDirect && !detail::direct_usable(c.ctx, g, a)) id = detail::Algo::kRing;
+      // GREX_ALGO=hierarchical with every rank on one host (or one per host): ring.
+      if (id == detail::Algo::kHierarchical && !detail::hierarchical_usable(c.ctx, g, a)) id = detail::Algo::kRing;
       return detail::allreduce_algorithm(id).run(c.ctx, g, a);
     };
     // A small vector in memory the device would register for this call only

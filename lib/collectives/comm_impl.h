@@ -22,6 +22,7 @@
 #include "collectives/context.h"
 #include "collectives/engine.h"
 #include "collectives/group.h"
+#include "collectives/hierarchy.h"
 #include "collectives/selector.h"
 #include "collectives/shared_area.h"
 #include "collectives/work_queue.h"
@@ -43,6 +44,9 @@ struct Communicator::Impl {
   std::optional<detail::Group> world;  // every rank, in rank order
   detail::Context ctx;
   detail::Selector select;
+  /// The levels where ranks span hosts and some host has several (ctx.hier points here).
+  std::unique_ptr<detail::Hierarchy> hier;
+  std::string topology;  // Communicator::topology()
   const detail::Algorithm* barrier_algo = nullptr;  // the first usable barrier, chosen at creation
   /// GPU to GPU on one host (gpu_ipc.cc): each rank's scratch in device
   /// memory, mapped by every other rank through CUDA IPC.
@@ -139,7 +143,9 @@ struct Communicator::Impl {
   WorkPtr submit(detail::JobFn fn) { return queue.submit(std::move(fn)); }
 
   /// Measures alpha, beta (ping-pong with a neighbour) and gamma (a local
-  /// reduction); every rank ends with the slowest pair's values.
+  /// reduction); every rank ends with the slowest pair's values. Across
+  /// hosts, alpha and beta per level (hier's local and rail groups); the
+  /// world's model takes the rail level's, the slower links of a flat algorithm.
   Result<void> calibrate();
   detail::Algo allreduce_algo(size_t bytes) const noexcept { return select.allreduce(ctx, *world, bytes); }
 
@@ -156,6 +162,10 @@ struct Communicator::Impl {
   /// After a timeout: compares this call's signature with the other ranks'
   /// through the store; a kMismatch naming both calls if one differs, else e.
   Error diagnose(Error e);
+  /// After a timeout waiting on rank e.peer_rank(): up to min(1 s, timeout/4)
+  /// for that rank's own verdict (its announce_abort naming a culprit); that
+  /// error if it comes, else e.
+  Error await_verdict(Error e);
   /// Fails fast if an earlier error broke the communicator.
   Result<void> check_usable(const char* what) const;
   /// Argument checks shared by send and recv.

@@ -6,7 +6,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <chrono>
 #include <cstring>
+#include <thread>
+
+#include <grex/probe.h>
 
 #include "collectives/comm_impl.h"
 #include "collectives/reduce.h"
@@ -14,6 +18,7 @@
 #include "core/config.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "transport/hybrid.h"
 
 namespace grex {
 
@@ -81,8 +86,12 @@ Result<void> apply_env(CommOptions* o) {
   auto from_env = [&](auto field) { return env_wins || o->*field == def.*field; };
   if (!env_wins) o->device.precedence = Precedence::kOptions;
   const bool backend_from_env = from_env(&CommOptions::backend);
-  if (o->backend.empty()) o->backend = "shm";
+  if (o->backend.empty()) o->backend = "auto";
   if (backend_from_env) GREX_TRY(config::env_string("GREX_BACKEND", &o->backend));
+  if (from_env(&CommOptions::net)) GREX_TRY(config::env_string("GREX_NET", &o->net));
+  if (o->net != "auto" && o->net != "dpdk" && o->net != "verbs")
+    return Error(Errc::kInvalidArgument, "network backend '" + o->net + "' is not one of auto, dpdk, verbs")
+        .hint("GREX_NET=auto|dpdk|verbs");
   if (from_env(&CommOptions::timeout_ms))
     GREX_TRY(config::env_int("GREX_TIMEOUT_MS", &o->timeout_ms, 1, INT64_MAX / 1'000'000));
   uint64_t chunk = o->chunk_bytes;
@@ -107,8 +116,12 @@ Result<void> apply_env(CommOptions* o) {
   if (from_env(&CommOptions::cost)) GREX_TRY(config::env_string("GREX_COST", &o->cost));
   if (o->algo != "auto" && !detail::parse_algo(o->algo))
     return Error(Errc::kInvalidArgument, "allreduce algorithm '" + o->algo + "' is unknown")
-        .hint("GREX_ALGO=auto|ring|rabenseifner|recursive_doubling|tree|direct|flat");
-  if (o->cost != "measure") GREX_TRY(detail::CostModel::parse(o->cost));
+        .hint("GREX_ALGO=auto|ring|rabenseifner|recursive_doubling|tree|direct|flat|hierarchical");
+  if (o->cost != "measure") {
+    const size_t semi = o->cost.find(';');
+    GREX_TRY(detail::CostModel::parse(o->cost.substr(0, semi)));
+    if (semi != std::string::npos) GREX_TRY(detail::CostModel::parse(o->cost.substr(semi + 1)));
+  }
   if (o->progress != "auto" && o->progress != "spin" && o->progress != "adaptive")
     return Error(Errc::kInvalidArgument, "progress mode '" + o->progress + "' is not one of auto, spin, adaptive")
         .hint("GREX_PROGRESS=auto|spin|adaptive");
@@ -174,6 +187,105 @@ Result<std::unique_ptr<Communicator>> Communicator::from_env(CommOptions opts) {
   return create(std::move(bs), std::move(opts));
 }
 
+namespace {
+
+// Where the ranks are: hosts (ranks that share memory and a network
+// namespace, core/host.h) in order of their lowest rank, and machines (ranks
+// that share cores).
+struct Placement {
+  std::vector<int> host_of, local_of;
+  std::vector<std::vector<int>> hosts;
+  int machine_local = 0, machine_index = 0;  // ranks on this machine; this rank's index among them
+};
+
+Placement place(const std::vector<std::string>& machine, const std::vector<std::string>& host, int rank) {
+  Placement p;
+  const size_t n = host.size();
+  p.host_of.assign(n, -1);
+  p.local_of.assign(n, 0);
+  for (size_t r = 0; r < n; ++r) {
+    if (p.host_of[r] >= 0) continue;
+    const int h = static_cast<int>(p.hosts.size());
+    p.hosts.emplace_back();
+    for (size_t q = r; q < n; ++q)
+      if (host[q] == host[r]) {
+        p.host_of[q] = h;
+        p.local_of[q] = static_cast<int>(p.hosts.back().size());
+        p.hosts.back().push_back(static_cast<int>(q));
+      }
+  }
+  for (size_t r = 0; r < n; ++r)
+    if (machine[r] == machine[static_cast<size_t>(rank)]) {
+      p.machine_index += static_cast<int>(r) < rank ? 1 : 0;
+      ++p.machine_local;
+    }
+  return p;
+}
+
+// "0-1 | 2-3": each host's ranks, runs of consecutive ranks shortened.
+std::string describe_hosts(const std::vector<std::vector<int>>& hosts) {
+  std::string out;
+  for (const auto& h : hosts) {
+    if (!out.empty()) out += " | ";
+    std::string one;
+    for (size_t i = 0; i < h.size();) {
+      size_t j = i;
+      while (j + 1 < h.size() && h[j + 1] == h[j] + 1) ++j;
+      if (!one.empty()) one += ',';
+      one += std::to_string(h[i]);
+      if (j > i) one.append(1, '-').append(std::to_string(h[j]));
+      i = j + 1;
+    }
+    out += one;
+  }
+  return out;
+}
+
+// The barrier after connect(), polling the device while it waits: a peer may
+// still be in its own connect() to this rank, and a datagram driver (dpdk)
+// answers its handshake only from poll(). (The store's blocking barrier left
+// such a peer waiting for an answer while this rank waited for it.)
+Result<void> connected_barrier(Bootstrap& bs, Device& dev, const std::string& key, int rank, int size,
+                               int64_t timeout_ms) {
+  Store& st = bs.store();
+  std::vector<std::string> keys(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) keys[static_cast<size_t>(r)] = key + "/" + std::to_string(r);
+  GREX_TRY(st.set(keys[static_cast<size_t>(rank)], "1"));
+  const Deadline deadline = Deadline::after_ms(timeout_ms);
+  Completion sink[16];
+  for (;;) {
+    auto present = GREX_TRY(st.check(keys));
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r)
+      if (!present[static_cast<size_t>(r)]) missing.push_back(r);
+    if (missing.empty()) return ok();
+    if (deadline.expired()) {
+      std::string list;
+      for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      return Error(Errc::kTimeout, (missing.size() == 1 ? "rank " : "ranks ") + list + " never finished connecting within " +
+                                       std::to_string(timeout_ms) + " ms")
+          .rank(rank)
+          .hint("those ranks crashed, hang, or cannot reach this one; look at their logs");
+    }
+    const uint64_t until = now_ns() + 1'000'000;  // a millisecond of answering between store checks
+    while (now_ns() < until) {
+      (void)dev.poll(sink);
+      std::this_thread::yield();
+    }
+  }
+}
+
+}  // namespace
+
+std::string host_identity() { return host_id(); }
+
+std::string default_network_backend() {
+  for (const auto& d : probe_rdma_devices().devices)
+    for (const auto& port : d.ports)
+      if (port.state == "ACTIVE") return "verbs";
+  return "dpdk";
+}
+
 Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Bootstrap> bootstrap, CommOptions opts) {
   if (!bootstrap) return Error(Errc::kInvalidArgument, "Communicator::create: null bootstrap");
   auto impl = std::make_unique<Impl>();
@@ -186,40 +298,95 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   c.bootstrap = std::move(bootstrap);
   const std::string prefix = c.opts.name;
 
-  // Rank 0's random id names this communicator's shared resources.
-  // Every rank sends "<random id> <host id>": rank 0's id names this
-  // communicator's shared resources; the host ids count the ranks per host.
-  const std::string my_host = host_id();
+  // Every rank sends "<random id> <machine id> <host id>": rank 0's id names
+  // this communicator's shared resources; the others place the ranks.
   const std::string my_id = GREX_TRY_CTX(random_hex(8), "communicator setup");
-  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + my_host), "communicator setup");
-  // Ranks of this host (same host id), and this rank's index among them.
-  int local = 0, local_index = 0;
-  for (size_t r = 0; r < ids.size(); ++r)
-    if (ids[r].substr(ids[r].find(' ') + 1) == my_host) {
-      local_index += static_cast<int>(r) < c.rank ? 1 : 0;
-      ++local;
-    }
+  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + machine_id() + " " + host_id()),
+                          "communicator setup");
+  std::vector<std::string> machines(ids.size()), hosts(ids.size());
+  for (size_t r = 0; r < ids.size(); ++r) {
+    const size_t a = ids[r].find(' '), b = a == std::string::npos ? a : ids[r].find(' ', a + 1);
+    if (b == std::string::npos) return Error(Errc::kProtocol, "communicator setup: bad id record '" + ids[r] + "'");
+    machines[r] = ids[r].substr(a + 1, b - a - 1);
+    hosts[r] = ids[r].substr(b + 1);
+  }
+  const Placement where = place(machines, hosts, c.rank);
+  const int nhosts = static_cast<int>(where.hosts.size());
+  const auto& my_host = where.hosts[static_cast<size_t>(where.host_of[static_cast<size_t>(c.rank)])];
+  const int local = static_cast<int>(my_host.size());
+  const int local_index = where.local_of[static_cast<size_t>(c.rank)];
+  size_t widest = 0;
+  for (const auto& h : where.hosts) widest = std::max(widest, h.size());
+
+  // The drivers: "auto" is shm on one host, the network between hosts, both
+  // where hosts hold several ranks.
+  std::string net = c.opts.net;
+  if (c.opts.backend == "auto" && nhosts > 1 && net == "auto") {
+    auto votes = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/rdma", default_network_backend() == "verbs" ? "1" : "0"),
+                              "communicator setup");
+    net = std::all_of(votes.begin(), votes.end(), [](const std::string& v) { return v == "1"; }) ? "verbs" : "dpdk";
+  }
+  std::vector<std::string> drivers;  // parts; one: a single device
+  if (c.opts.backend != "auto")
+    drivers = {c.opts.backend};
+  else if (nhosts == 1)
+    drivers = {"shm"};
+  else if (widest == 1)
+    drivers = {net};
+  else
+    drivers = {"shm", net};
+
   DeviceOptions dopts = c.opts.device;
   if (!c.opts.cc.empty() && dopts.params.count("cc") == 0) dopts.params["cc"] = c.opts.cc;
-  dopts.driver = c.opts.backend;
   dopts.rank = c.rank;
   dopts.world_size = c.size;
   dopts.local_rank = local_index;
   dopts.local_size = local;
   dopts.job_id = ids[0].substr(0, ids[0].find(' ')) + "-" + sanitize(prefix);
   if (dopts.connect_timeout_ms == DeviceOptions{}.connect_timeout_ms) dopts.connect_timeout_ms = c.opts.timeout_ms;
-  c.device = GREX_TRY(Device::open(dopts));
+  auto open_part = [&](const std::string& driver) -> Result<std::unique_ptr<Device>> {
+    DeviceOptions o = dopts;
+    o.driver = driver;
+    // RTTCC on flows between hosts unless the job names a controller (GREX_CC wins over params).
+    if (nhosts > 1 && driver != "shm" && o.params.count("cc") == 0) o.params["cc"] = "rttcc";
+    return Device::open(o);
+  };
+  if (drivers.size() == 1) {
+    c.device = GREX_TRY(open_part(drivers[0]));
+  } else {
+    std::vector<std::unique_ptr<Device>> parts;
+    for (const auto& d : drivers) parts.push_back(GREX_TRY(open_part(d)));
+    std::vector<int> route(static_cast<size_t>(c.size));
+    for (int p = 0; p < c.size; ++p)
+      route[static_cast<size_t>(p)] = where.host_of[static_cast<size_t>(p)] == where.host_of[static_cast<size_t>(c.rank)] ? 0 : 1;
+    c.device = GREX_TRY(detail::HybridDevice::create(std::move(parts), std::move(route), c.rank));
+  }
 
   std::string addr = GREX_TRY(c.device->local_address());
   auto addrs = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/addr", addr), "communicator setup");
   c.endpoints.resize(static_cast<size_t>(c.size));
-  for (int p = 0; p < c.size; ++p) {
-    if (p == c.rank) continue;
-    c.endpoints[static_cast<size_t>(p)] = GREX_TRY(c.device->connect(p, addrs[static_cast<size_t>(p)]));
-  }
-  GREX_TRY_CTX(c.bootstrap->barrier(prefix + "/connected"), "communicator setup");
+  // One driver after the other, each in rank order: every rank meets its
+  // peers of a driver in the same order, as with one device. (Interleaved,
+  // a rank blocked in shm's connect to a local peer left a remote peer's
+  // dpdk handshake unanswered, and that peer in turn its local one.)
+  auto* hybrid = dynamic_cast<detail::HybridDevice*>(c.device.get());
+  const int nparts = hybrid != nullptr ? static_cast<int>(hybrid->part_count()) : 1;
+  for (int part = 0; part < nparts; ++part)
+    for (int p = 0; p < c.size; ++p) {
+      if (p == c.rank || (hybrid != nullptr && hybrid->route(p) != part)) continue;
+      c.endpoints[static_cast<size_t>(p)] = GREX_TRY(c.device->connect(p, addrs[static_cast<size_t>(p)]));
+    }
+  GREX_TRY_CTX(connected_barrier(*c.bootstrap, *c.device, prefix + "/connected/" + ids[0].substr(0, ids[0].find(' ')),
+                                 c.rank, c.size, c.opts.timeout_ms),
+               "communicator setup");
   c.engine = std::make_unique<detail::Engine>(c.device.get(), &c.endpoints, c.rank);
   c.engine->set_timeout_ms(c.opts.timeout_ms);
+  if (nhosts > 1) {
+    std::vector<uint8_t> remote(static_cast<size_t>(c.size));
+    for (size_t p = 0; p < remote.size(); ++p)
+      remote[p] = where.host_of[p] != where.host_of[static_cast<size_t>(c.rank)] ? 1 : 0;
+    c.engine->set_remote(std::move(remote));
+  }
   c.bufs = std::make_unique<detail::Buffers>(*c.device);
   c.world.emplace(detail::Group::world(*c.engine, c.rank, c.size));
   c.ctx.device = c.device.get();
@@ -228,24 +395,67 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   c.ctx.rank = c.rank;
   cpu_set_t cpus;
   int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  bool adaptive = c.opts.progress == "adaptive" || (c.opts.progress == "auto" && local > cores);
+  // Ranks of one machine share its cores, whatever their network namespaces.
+  bool adaptive = c.opts.progress == "adaptive" || (c.opts.progress == "auto" && where.machine_local > cores);
   c.engine->set_adaptive(adaptive);
   c.ctx.stage = c.opts.stage_sends == "always"  ? detail::Stage::kAlways
                 : c.opts.stage_sends == "never" ? detail::Stage::kNever
                                                 : detail::Stage::kAuto;
   if (c.opts.algo != "auto") c.select.forced = detail::parse_algo(c.opts.algo);
+
+  const std::string intra = drivers[0], inter = drivers.back();
+  if (nhosts > 1 && widest > 1) {
+    // The levels: this host's ranks, and this rank's rail.
+    auto h = std::make_unique<detail::Hierarchy>();
+    h->host_of = where.host_of;
+    h->local_of = where.local_of;
+    h->hosts = where.hosts;
+    h->rails = static_cast<int>(widest);
+    for (const auto& hs : where.hosts) h->rails = std::min(h->rails, static_cast<int>(hs.size()));
+    h->intra = intra;
+    h->inter = inter;
+    h->local.caps = hybrid != nullptr ? hybrid->part(0).capabilities() : c.device->capabilities();
+    h->rail.caps = hybrid != nullptr ? hybrid->part(1).capabilities() : c.device->capabilities();
+    if (hybrid != nullptr) {  // a region's remote() is shm's (hybrid.h)
+      h->rail.caps.read = h->rail.caps.write_imm = h->rail.caps.load_store = h->rail.caps.allocate_shared = false;
+    }
+    std::vector<int> rail;
+    int me_in_rail = 0;
+    for (const auto& hs : where.hosts)
+      if (static_cast<int>(hs.size()) > local_index) {
+        if (hs[static_cast<size_t>(local_index)] == c.rank) me_in_rail = static_cast<int>(rail.size());
+        rail.push_back(hs[static_cast<size_t>(local_index)]);
+      }
+    h->local.group.emplace(*c.engine, my_host, local_index);
+    h->rail.group.emplace(*c.engine, std::move(rail), me_in_rail);
+    for (detail::Level* l : {&h->local, &h->rail}) {
+      l->ctx = c.ctx;
+      l->ctx.caps = &l->caps;
+    }
+    c.hier = std::move(h);
+    c.ctx.hier = c.hier.get();
+  }
   GREX_TRY_CTX(detail::setup_shared_area(c.ctx, *c.world, local == c.size, *c.bootstrap, prefix + "/flat", &c.area),
                "communicator setup (flat allreduce)");
   c.ctx.area = c.area.get();
   c.barrier_algo = &detail::first_usable(detail::Coll::kBarrier, c.ctx, *c.world, detail::CollArgs{});
   if (c.opts.cost != "measure") {
-    c.select.cost = GREX_TRY(detail::CostModel::parse(c.opts.cost));
+    // "INTRA;INTER": a level each (the world's flat algorithms take INTER); one: both.
+    const size_t semi = c.opts.cost.find(';');
+    const detail::CostModel intra_cost = GREX_TRY(detail::CostModel::parse(c.opts.cost.substr(0, semi)));
+    const detail::CostModel inter_cost =
+        semi == std::string::npos ? intra_cost : GREX_TRY(detail::CostModel::parse(c.opts.cost.substr(semi + 1)));
+    c.select.cost = nhosts > 1 ? inter_cost : intra_cost;
+    if (c.hier) {
+      c.hier->local.select.cost = intra_cost;
+      c.hier->rail.select.cost = inter_cost;
+    }
   } else if (c.size > 1) {
     // Calibrate spread out too: two ranks left on one CPU by the store's
     // wake-ups ping-pong at the scheduler's pace (alpha 6.2 instead of
     // 0.5 us in 3 of 15 runs, which moved direct's start from 256 KiB to
     // 2 MiB). The calibration ends with a store exchange, so spread again below.
-    if (local > 1 && c.opts.spread) spread_local_rank(local_index, cpus);
+    if (where.machine_local > 1 && c.opts.spread) spread_local_rank(where.machine_index, cpus);
     GREX_TRY_CTX(c.calibrate(), "communicator setup (cost-model calibration)");
   }
   std::string choice;
@@ -263,11 +473,28 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
       last = a;
     }
   }
-  GREX_INFO(kSubsys, "cost model: GREX_COST=%s (alpha us, beta GB/s, gamma GB/s); allreduce: %s", c.select.cost.describe().c_str(),
-            choice.c_str());
-  GREX_DEBUG(kSubsys, "%d local ranks on %d cores: %s progress", local, cores, adaptive ? "adaptive" : "spin");
-  if (local > 1 && c.opts.spread) spread_local_rank(local_index, cpus);
-  GREX_INFO(kSubsys, "communicator '%s' ready: %d ranks over %s", prefix.c_str(), c.size, c.opts.backend.c_str());
+  if (nhosts == 1) {
+    c.topology = "1 host, " + intra;
+  } else {
+    c.topology = std::to_string(nhosts) + " hosts (" + describe_hosts(where.hosts) + "), ";
+    if (drivers.size() > 1)
+      c.topology += "intra-host " + intra + ", inter-host " + inter;
+    else
+      c.topology += inter + " between every pair";
+    if (c.hier) c.topology += ", " + std::to_string(c.hier->rails) + (c.hier->rails == 1 ? " rail" : " rails");
+  }
+  if (c.hier) {
+    GREX_INFO(kSubsys, "cost model: GREX_COST=%s;%s (intra-host;inter-host: alpha us, beta GB/s, gamma GB/s)",
+              c.hier->local.select.cost.describe().c_str(), c.hier->rail.select.cost.describe().c_str());
+  } else {
+    GREX_INFO(kSubsys, "cost model: GREX_COST=%s (alpha us, beta GB/s, gamma GB/s)", c.select.cost.describe().c_str());
+  }
+  if (c.rank == 0) GREX_INFO(kSubsys, "topology: %s; allreduce: %s", c.topology.c_str(), choice.c_str());
+  GREX_DEBUG(kSubsys, "%d ranks on this machine, %d cores: %s progress", where.machine_local, cores,
+             adaptive ? "adaptive" : "spin");
+  if (where.machine_local > 1 && c.opts.spread) spread_local_rank(where.machine_index, cpus);
+  GREX_INFO(kSubsys, "communicator '%s' ready: %d ranks over %s", prefix.c_str(), c.size,
+            c.device->capabilities().driver.c_str());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
@@ -282,25 +509,29 @@ Result<void> Communicator::Impl::calibrate() {
   constexpr size_t kBig = size_t{1} << 20;
   GREX_TRY(bufs->ensure_work(2 * kBig));
   MemoryRegion* work = bufs->work();
-  double alpha = 0, beta = 0, gamma = 0;
-  const int partner = rank % 2 == 0 ? rank + 1 : rank - 1;
-  if (partner < size) {
-    // Tags of their own (bit 62; collectives use bit 63, user messages 32
-    // bits): an unpaired rank must not fall behind in the collective sequence.
-    uint64_t round = 0;
+  // alpha and beta with the partner in g (members 0-1, 2-3, ...); zeros
+  // where this rank has none. Tags of their own (bit 62; collectives use bit
+  // 63, user messages 32 bits): an unpaired rank must not fall behind in the
+  // collective sequence; the level in bits 48.., the round in 32..
+  auto measure = [&](const detail::Group& g, uint64_t level, double* alpha, double* beta) -> Result<void> {
+    *alpha = *beta = 0;
+    uint64_t round = 0;  // per level: a rank without a partner at one level skips its rounds
+    const int me = g.rank();
+    const int partner = me % 2 == 0 ? me + 1 : me - 1;
+    if (partner >= g.size()) return ok();
     auto one_way_s = [&](size_t bytes, int iters) -> Result<double> {
-      const uint64_t tag = (1ull << 62) | (++round << 32);
+      const uint64_t tag = (1ull << 62) | (level << 48) | (++round << 32);
       Deadline dl = ctx.deadline();
       uint64_t t0 = 0;
       for (int i = -2; i < iters; ++i) {  // two untimed rounds first
         if (i == 0) t0 = now_ns();
         uint64_t t = tag | static_cast<uint64_t>(i + 2);
-        if (rank < partner) {
-          GREX_TRY(engine->wait(GREX_TRY(engine->send(partner, work, 0, bytes, t)), dl, "calibration"));
-          GREX_TRY(engine->wait(GREX_TRY(engine->recv(partner, work, kBig, bytes, t)), dl, "calibration"));
+        if (me < partner) {
+          GREX_TRY(engine->wait(GREX_TRY(g.send(partner, work, 0, bytes, t)), dl, "calibration"));
+          GREX_TRY(engine->wait(GREX_TRY(g.recv(partner, work, kBig, bytes, t)), dl, "calibration"));
         } else {
-          GREX_TRY(engine->wait(GREX_TRY(engine->recv(partner, work, kBig, bytes, t)), dl, "calibration"));
-          GREX_TRY(engine->wait(GREX_TRY(engine->send(partner, work, 0, bytes, t)), dl, "calibration"));
+          GREX_TRY(engine->wait(GREX_TRY(g.recv(partner, work, kBig, bytes, t)), dl, "calibration"));
+          GREX_TRY(engine->wait(GREX_TRY(g.send(partner, work, 0, bytes, t)), dl, "calibration"));
         }
       }
       return static_cast<double>(now_ns() - t0) / 1e9 / (2.0 * iters);
@@ -310,9 +541,17 @@ Result<void> Communicator::Impl::calibrate() {
       for (int b = 1; b < batches; ++b) best = std::min(best, GREX_TRY(one_way_s(bytes, iters)));
       return best;
     };
-    alpha = GREX_TRY(best_of(4, 0, 8));
+    *alpha = GREX_TRY(best_of(4, 0, 8));
     double big = GREX_TRY(best_of(3, kBig, 2));
-    beta = std::max(1e-13, (big - alpha) / static_cast<double>(kBig));
+    *beta = std::max(1e-13, (big - *alpha) / static_cast<double>(kBig));
+    return ok();
+  };
+  double alpha = 0, beta = 0, alpha2 = 0, beta2 = 0, gamma = 0;
+  if (hier) {
+    GREX_TRY(measure(*hier->local.group, 1, &alpha, &beta));
+    GREX_TRY(measure(*hier->rail.group, 2, &alpha2, &beta2));
+  } else {
+    GREX_TRY(measure(*world, 0, &alpha, &beta));
   }
   auto* f = static_cast<float*>(work->addr());
   detail::reduce(f, f, f + kBig / 8, kBig / 8, DataType::kFloat32, ReduceOp::kSum);  // warm
@@ -323,20 +562,30 @@ Result<void> Communicator::Impl::calibrate() {
     best = std::min(best, now_ns() - t0);
   }
   gamma = std::max(1e-13, static_cast<double>(best) / 1e9 / (2.0 * kBig / 2));
-  char mine[96];
-  std::snprintf(mine, sizeof mine, "%a %a %a", alpha, beta, gamma);
+  char mine[160];
+  std::snprintf(mine, sizeof mine, "%a %a %a %a %a", alpha, beta, gamma, alpha2, beta2);
   auto all = GREX_TRY(bootstrap->all_gather(opts.name + "/cost", mine));
-  detail::CostModel m;
+  detail::CostModel m, m2;
   m.alpha_s = m.beta_s_per_byte = m.gamma_s_per_byte = 0;
+  m2.alpha_s = m2.beta_s_per_byte = 0;
   for (const auto& v : all) {
-    double a = 0, b = 0, g = 0;
-    if (std::sscanf(v.c_str(), "%la %la %la", &a, &b, &g) != 3)
+    double a = 0, b = 0, g = 0, a2 = 0, b2 = 0;
+    if (std::sscanf(v.c_str(), "%la %la %la %la %la", &a, &b, &g, &a2, &b2) != 5)
       return Error(Errc::kProtocol, "calibration: bad record '" + v + "'").rank(rank);
     m.alpha_s = std::max(m.alpha_s, a);
     m.beta_s_per_byte = std::max(m.beta_s_per_byte, b);
     m.gamma_s_per_byte = std::max(m.gamma_s_per_byte, g);
+    m2.alpha_s = std::max(m2.alpha_s, a2);
+    m2.beta_s_per_byte = std::max(m2.beta_s_per_byte, b2);
   }
-  select.cost = m;
+  m2.gamma_s_per_byte = m.gamma_s_per_byte;
+  if (hier) {
+    hier->local.select.cost = m;
+    hier->rail.select.cost = m2;
+    select.cost = m2;  // a flat algorithm waits on its slowest links
+  } else {
+    select.cost = m;
+  }
   return ok();
 }
 
@@ -347,12 +596,14 @@ const CommStats& Communicator::stats() const noexcept {
   // Written by whichever thread runs the collectives; read here from the caller's.
   impl_->stats.collectives = impl_->collectives_done.get();
   impl_->stats.bytes_sent = impl_->engine->posted_bytes();
+  impl_->stats.bytes_inter_host = impl_->engine->remote_bytes();
   impl_->stats.wait_ns = impl_->engine->wait_ns();
   impl_->stats.gpu_direct = impl_->gpu_direct_calls;
   impl_->stats.gpu_staged = impl_->gpu_staged_calls;
   return impl_->stats;
 }
 const CommOptions& Communicator::options() const noexcept { return impl_->opts; }
+std::string Communicator::topology() const { return impl_->topology; }
 
 Result<void> Communicator::Impl::check_usable(const char* what) const {
   if (broken)
@@ -404,9 +655,9 @@ Error Communicator::Impl::diagnose(Error e) {
   const std::string key = opts.name + "/sig/" + std::to_string(ncoll) + "/";
   Store& st = bootstrap->store();
   if (!st.set(key + std::to_string(rank), sig_text)) return e;
-  // At most 2 s in all (less where the timeout is shorter): the caller waits
-  // for this error, and an absent rank never writes its call.
-  const int64_t budget_ms = std::min<int64_t>(2000, std::max<int64_t>(1, opts.timeout_ms));
+  // At most 1 s in all (a quarter of the timeout where that is shorter): the
+  // caller waits for this error, and an absent rank never writes its call.
+  const int64_t budget_ms = std::min<int64_t>(1000, std::max<int64_t>(1, opts.timeout_ms / 4));
   const Deadline deadline = Deadline::after_ms(budget_ms);
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
@@ -423,16 +674,52 @@ Error Communicator::Impl::diagnose(Error e) {
   return e;
 }
 
+Error Communicator::Impl::await_verdict(Error e) {
+  const int p = e.peer_rank();
+  if (p < 0 || p >= size || p == rank || !endpoints[static_cast<size_t>(p)]) return e;
+  // The awaited rank may itself be waiting on another (one a whole dead host
+  // away) and give up moments later, naming it: wait a little for that word.
+  // Half of the time a failed call may take past its timeout (diagnose() has the other half).
+  const int64_t budget_ms = std::min<int64_t>(1000, std::max<int64_t>(1, opts.timeout_ms / 4));
+  const Deadline deadline = Deadline::after_ms(budget_ms);
+  while (!deadline.expired()) {
+    // Any peer's announcement counts (progress() reports it as kPeerFailed naming the culprit).
+    if (auto v = engine->progress(); !v && v.error().code() == Errc::kPeerFailed) return std::move(v).error();
+    if (auto v = engine->check_peer(p); !v) return std::move(v).error();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return e;
+}
+
 Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
   if (!r) {
     Error raw = std::move(r).error();
+    // Tell every peer which rank is to blame, so they stop waiting and name
+    // it. A timeout blames the rank it waited on. Waiting on a rank of
+    // another host, at once: this rank's neighbours, which may be waiting on
+    // it, then name that rank (on the far side of a host whose ranks all
+    // died, a dead one) within their own timeout. Waiting on a rank of this
+    // host, after a moment for that rank's own word (await_verdict): it is
+    // likely waiting on another host itself.
+    bool told = false;
+    auto tell = [&](const Error& e) {
+      if (told) return;
+      told = true;
+      const bool blames_peer = e.code() == Errc::kPeerFailed || e.code() == Errc::kTimeout;
+      const int culprit = blames_peer && e.peer_rank() >= 0 ? e.peer_rank() : rank;
+      for (auto& ep : endpoints)
+        if (ep) ep->announce_abort(culprit);
+    };
+    if (raw.code() == Errc::kTimeout) {
+      const int p = raw.peer_rank();
+      if (hier && p >= 0 && p < size && hier->host_of[static_cast<size_t>(p)] != hier->host_of[static_cast<size_t>(rank)])
+        tell(raw);
+      raw = await_verdict(std::move(raw));
+    }
     if (raw.code() == Errc::kTimeout) raw = diagnose(std::move(raw));
     Error e = std::move(raw).context(what);
     GREX_WARN(kSubsys, "%s", e.message().c_str());
-    // Tell every peer which rank is to blame, so they stop waiting and name it.
-    int culprit = e.code() == Errc::kPeerFailed && e.peer_rank() >= 0 ? e.peer_rank() : rank;
-    for (auto& ep : endpoints)
-      if (ep) ep->announce_abort(culprit);
+    tell(e);
     broken = e;
     return e;
   }

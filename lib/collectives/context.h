@@ -15,6 +15,7 @@
 namespace grex::detail {
 
 struct SharedArea;  // shared_area.h
+struct Hierarchy;   // hierarchy.h
 
 /// CommOptions::stage_sends, read once at creation (the data path compares no strings).
 enum class Stage : uint8_t { kAuto, kAlways, kNever };
@@ -56,6 +57,11 @@ struct CollArgs {
 
 struct Context {
   Device* device = nullptr;
+  /// What the pairs of this context's groups can do: a level of a
+  /// communicator across hosts has its part's (hierarchy.h); null: the device's.
+  const Capabilities* caps = nullptr;
+  /// The levels of a communicator across hosts, on the world's context only; else null.
+  Hierarchy* hier = nullptr;
   Buffers* bufs = nullptr;
   const CommOptions* opts = nullptr;
   Stage stage = Stage::kAuto;
@@ -64,11 +70,12 @@ struct Context {
   CallSig call;        // the collective being run (Communicator::Impl::begin sets it)
   uint64_t ncoll = 0;  // collectives begun so far (the call's number)
 
+  const Capabilities& capabilities() const noexcept { return caps != nullptr ? *caps : device->capabilities(); }
   Deadline deadline() const noexcept { return Deadline::after_ms(opts->timeout_ms); }
   /// Whether sends from `mr` should be staged through shared memory (the
   /// backend serves allocate()d memory faster than arbitrary user memory).
   bool should_stage(const MemoryRegion* mr, size_t bytes) const noexcept {
-    if (!device->capabilities().allocate_shared || stage == Stage::kNever) return false;
+    if (!capabilities().allocate_shared || stage == Stage::kNever) return false;
     if (stage == Stage::kAlways) return true;
     if (bytes < opts->stage_min_bytes) return false;
     return !bufs->owned(mr);  // peers read device-allocated memory in place

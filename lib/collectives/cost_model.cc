@@ -28,6 +28,7 @@ const char* algo_name(Algo a) noexcept {
     case Algo::kTree: return "tree";
     case Algo::kDirect: return "direct";
     case Algo::kFlat: return "flat";
+    case Algo::kHierarchical: return "hierarchical";
   }
   return "?";
 }
@@ -39,6 +40,7 @@ std::optional<Algo> parse_algo(std::string_view s) noexcept {
   if (s == "tree") return Algo::kTree;
   if (s == "direct") return Algo::kDirect;
   if (s == "flat") return Algo::kFlat;
+  if (s == "hierarchical" || s == "hier") return Algo::kHierarchical;
   return std::nullopt;
 }
 
@@ -65,6 +67,7 @@ double CostModel::allreduce_s(Algo a, int n, double N) const noexcept {
     case Algo::kDirect:
       return 4.0 * al + 2.0 * (n - 1) / n * N * be + 1.0 * (n - 1) / n * N * ga;
     case Algo::kFlat:  // no message: chosen by size, outside the model
+    case Algo::kHierarchical:  // two levels: hierarchical_allreduce_s()
       return 0;
   }
   return 0;

@@ -12,12 +12,12 @@
 
 namespace grex::detail {
 
-enum class Algo : unsigned char { kRing, kRabenseifner, kRecursiveDoubling, kTree, kDirect, kFlat };
+enum class Algo : unsigned char { kRing, kRabenseifner, kRecursiveDoubling, kTree, kDirect, kFlat, kHierarchical };
 /// The message algorithms the model weighs (direct stands in for ring and
 /// Rabenseifner where preferred; flat is chosen by size before the model).
 inline constexpr Algo kAllAlgos[] = {Algo::kRing, Algo::kRabenseifner, Algo::kRecursiveDoubling, Algo::kTree};
 
-/// "ring", "rabenseifner", "recursive_doubling", "tree", "direct", "flat".
+/// "ring", "rabenseifner", "recursive_doubling", "tree", "direct", "flat", "hierarchical".
 const char* algo_name(Algo a) noexcept;
 /// Parses a name (also "rd", "rab"); nullopt if unknown.
 std::optional<Algo> parse_algo(std::string_view s) noexcept;

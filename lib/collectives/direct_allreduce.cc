@@ -52,7 +52,7 @@ constexpr size_t kStreamOutMinBytes = 8u << 20;
 }  // namespace
 
 bool direct_usable(const Context& c, const Group& g, const CollArgs&) noexcept {
-  const Capabilities& caps = c.device->capabilities();
+  const Capabilities& caps = c.capabilities();
   return caps.read && caps.write_imm && g.size() > 1;
 }
 

@@ -83,7 +83,7 @@ Result<void> Engine::send_batch(int peer, std::span<SendRequest> reqs, OpId* ids
                       [](Endpoint* ep, std::span<const SendRequest> r) { return ep->post_send(r); }));
   uint64_t bytes = 0;
   for (const SendRequest& r : reqs) bytes += r.length;
-  posted_bytes_.add(bytes);
+  count_sent(peer, bytes);
   return ok();
 }
 
@@ -95,7 +95,7 @@ Result<void> Engine::recv_batch(int peer, std::span<RecvRequest> reqs, OpId* ids
 Result<OpId> Engine::send(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag) {
   auto id = post(peer, false, SendRequest{mr, offset, length, tag, 0},
                  [](Endpoint* ep, std::span<const SendRequest> r) { return ep->post_send(r); });
-  if (id) posted_bytes_.add(length);
+  if (id) count_sent(peer, length);
   return id;
 }
 
@@ -114,7 +114,7 @@ Result<OpId> Engine::write(int peer, const MemoryRegion* mr, uint64_t offset, ui
                            const RemoteRegion& remote, uint64_t remote_offset, bool cold) {
   auto id = post(peer, false, WriteRequest{mr, offset, length, remote, remote_offset, 0, false, 0, cold},
                  [](Endpoint* ep, std::span<const WriteRequest> r) { return ep->post_write(r); });
-  if (id) posted_bytes_.add(length);
+  if (id) count_sent(peer, length);
   return id;
 }
 
@@ -130,6 +130,13 @@ uint64_t Engine::bytes(OpId id) const noexcept {
 
 Error Engine::peer_error(int peer, const Endpoint* ep) const {
   int culprit = ep != nullptr ? ep->peer_abort_culprit() : -1;
+  if (culprit == rank_) {  // it timed out waiting on this rank, which is waiting too
+    std::string who = ep != nullptr ? ep->describe_peer() : "rank " + std::to_string(peer);
+    return Error(Errc::kPeerFailed, who + " gave up waiting on this rank")
+        .rank(rank_)
+        .peer(peer)
+        .hint("this rank was itself waiting: the rank it waited on is the one to look at (its log line names it)");
+  }
   if (culprit >= 0 && culprit != peer) {
     const Endpoint* cep = static_cast<size_t>(culprit) < eps_->size() ? (*eps_)[static_cast<size_t>(culprit)].get()
                                                                       : nullptr;
@@ -234,11 +241,14 @@ Error Engine::timeout_error(const char* what) const {
     if (r.pending) peers.insert(r.peer);
   std::string list;
   for (int p : peers) list += (list.empty() ? "" : ", ") + std::to_string(p);
-  return Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(timeout_ms_) +
-                                   " ms waiting on rank" + (peers.size() == 1 ? " " : "s ") +
-                                   (list.empty() ? "?" : list))
-      .rank(rank_)
-      .hint("a rank is slower, stuck, or called a different collective; raise GREX_TIMEOUT_MS if it is just slow");
+  Error e = Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(timeout_ms_) +
+                                      " ms waiting on rank" + (peers.size() == 1 ? " " : "s ") +
+                                      (list.empty() ? "?" : list))
+                .rank(rank_)
+                .hint("a rank is slower, stuck, or called a different collective; raise GREX_TIMEOUT_MS if it is just slow");
+  // The first awaited rank is the one peers are told to blame (Impl::finish).
+  if (!peers.empty()) e.peer(*peers.begin());
+  return e;
 }
 
 Result<void> Engine::wait(OpId id, const Deadline& deadline, const char* what) {

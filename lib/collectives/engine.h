@@ -71,6 +71,10 @@ class Engine {
   Endpoint* endpoint(int peer) const noexcept { return (*eps_)[static_cast<size_t>(peer)].get(); }
   /// Counters, read by any thread (Communicator::stats() while a collective runs).
   uint64_t posted_bytes() const noexcept { return posted_bytes_.get(); }
+  /// The part of posted_bytes() sent to ranks of other hosts (set_remote()).
+  uint64_t remote_bytes() const noexcept { return remote_bytes_.get(); }
+  /// remote[p] != 0: rank p is on another host (setup only).
+  void set_remote(std::vector<uint8_t> remote) { remote_ = std::move(remote); }
   uint64_t wait_ns() const noexcept { return wait_ns_.get(); }
 
  private:
@@ -100,7 +104,13 @@ class Engine {
   std::array<Completion, 64> cq_buf_{};
   std::vector<uint32_t> pending_per_peer_;
   size_t pending_ = 0;
+  void count_sent(int peer, uint64_t bytes) noexcept {
+    posted_bytes_.add(bytes);
+    if (!remote_.empty() && remote_[static_cast<size_t>(peer)] != 0) remote_bytes_.add(bytes);
+  }
   Counter posted_bytes_;  // relaxed atomics: plain stores on x86
+  Counter remote_bytes_;
+  std::vector<uint8_t> remote_;
   Counter wait_ns_;
   int64_t timeout_ms_ = 0;
   uint32_t idle_polls_ = 0;

@@ -59,7 +59,7 @@ Result<void> setup_shared_area(Context& c, const Group& g, bool all_local, Boots
   Device& device = *c.device;
   // Every member takes the same branches up to the exchanges below: size,
   // the backend's capability and where the members live are the same for all.
-  if (size < 2 || !all_local || !device.capabilities().load_store) return ok();
+  if (size < 2 || !all_local || !c.capabilities().load_store) return ok();
   // Each member reads (size - 1) slots per call: the option bounds that sum.
   const uint64_t max = c.opts->flat_max_bytes / static_cast<uint64_t>(size - 1);
   const size_t stride = slot_stride(max);

@@ -14,7 +14,7 @@ bool flat_barrier_usable(const Context& c, const Group& g, const CollArgs&) noex
 
 // Allreduce entries first, in Algo order (allreduce_algorithm indexes them);
 // for the other collectives, the first usable entry of a kind runs.
-constexpr std::array<Algorithm, 13> kAlgorithms = {{
+constexpr std::array<Algorithm, 14> kAlgorithms = {{
     {Coll::kAllreduce, "ring", "reduce-scatter then allgather around the ring, pipelined in chunks", Algo::kRing,
      nullptr, ring_allreduce},
     {Coll::kAllreduce, "rabenseifner", "reduce-scatter by recursive halving, allgather by recursive doubling",
@@ -27,6 +27,9 @@ constexpr std::array<Algorithm, 13> kAlgorithms = {{
      direct_usable, direct_allreduce},
     {Coll::kAllreduce, "flat", "small vectors through slots every member maps (one host)", Algo::kFlat, flat_usable,
      flat_allreduce},
+    {Coll::kAllreduce, "hierarchical",
+     "intra-host reduce-scatter, each shard's allreduce across hosts (one rail per local rank), intra-host allgather",
+     Algo::kHierarchical, hierarchical_usable, hierarchical_allreduce},
     {Coll::kBroadcast, "tree", "binomial tree, pipelined in chunks", Algo::kRing, nullptr, tree_broadcast},
     {Coll::kReduce, "tree", "binomial tree towards the root", Algo::kRing, nullptr, tree_reduce},
     {Coll::kReduceScatter, "ring", "block b's sum travels around the ring to member b", Algo::kRing, nullptr,
@@ -42,7 +45,7 @@ constexpr std::array<Algorithm, 13> kAlgorithms = {{
 }};
 
 constexpr bool allreduce_entries_in_algo_order() {
-  for (size_t i = 0; i <= static_cast<size_t>(Algo::kFlat); ++i)
+  for (size_t i = 0; i <= static_cast<size_t>(Algo::kHierarchical); ++i)
     if (kAlgorithms[i].coll != Coll::kAllreduce || static_cast<size_t>(kAlgorithms[i].allreduce_id) != i) return false;
   return true;
 }

@@ -23,8 +23,13 @@ class Selector {
     const bool flat = flat_usable(c, g, probe);
     if (forced && (*forced != Algo::kFlat || flat)) return *forced;
     if (!forced && flat) return Algo::kFlat;
-    const bool direct = direct_usable(c, g, probe) && c.device->capabilities().allocate_shared;
-    return cost.choose_allreduce(g.size(), bytes, direct);
+    const bool direct = direct_usable(c, g, probe) && c.capabilities().allocate_shared;
+    const Algo best = cost.choose_allreduce(g.size(), bytes, direct);
+    // Across hosts: the two-level schedule where its model beats the flat one's.
+    if (hierarchical_usable(c, g, probe) &&
+        hierarchical_allreduce_s(c, bytes) < cost.allreduce_s(best, g.size(), static_cast<double>(bytes)))
+      return Algo::kHierarchical;
+    return best;
   }
   /// The same inside a running collective: training loops repeat sizes, so
   /// the last answer is remembered.

@@ -53,8 +53,14 @@ std::string_view reduce_op_name(ReduceOp op) noexcept;
 /// Options for Communicator::create. The environment variable of each field
 /// is in brackets; by default it overrides the field (see `precedence`).
 struct CommOptions {
-  /// Backend: "shm", "dpdk", "verbs" [GREX_BACKEND]; default shm.
+  /// Backend [GREX_BACKEND]: "auto" (the default) connects the ranks of one
+  /// host over shm and ranks of different hosts over the network backend
+  /// `net` (a host is a machine and network namespace, or GREX_HOST_ID);
+  /// "shm", "dpdk", "verbs" or "loop" connect every pair over that one.
   std::string backend;
+  /// The network backend of "auto" between hosts: "dpdk", "verbs", or "auto"
+  /// (verbs where every rank sees an active RDMA port, else dpdk) [GREX_NET].
+  std::string net = "auto";
   /// Every collective and point-to-point call gives up after this [GREX_TIMEOUT_MS].
   int64_t timeout_ms = 60'000;
   /// Waiting: "spin" (busy poll), "adaptive" (spin, then nap), or "auto":
@@ -91,11 +97,13 @@ struct CommOptions {
   std::string algo = "auto";
   /// Cost-model constants: "measure" (a short calibration at creation; the
   /// values are logged in this same format so a job can pin them), or
-  /// "ALPHA_US,BETA_GBPS,GAMMA_GBPS" [GREX_COST].
+  /// "ALPHA_US,BETA_GBPS,GAMMA_GBPS" [GREX_COST]. Across hosts, "INTRA;INTER"
+  /// gives each level its own (one triple: both).
   std::string cost = "measure";
   /// Congestion control of every flow (dpdk, verbs): "rttcc", "rttcc-template",
-  /// "dcqcn", "dcqcn-mlx5", "timely", "swift", "none"; empty: the driver's
-  /// default (none). Sets the driver parameter "cc" [GREX_CC].
+  /// "dcqcn", "dcqcn-mlx5", "timely", "swift", "none"; empty: rttcc on the
+  /// network backend of a communicator whose ranks span hosts, none inside a
+  /// host. Sets the driver parameter "cc" [GREX_CC].
   std::string cc;
   /// Which wins where a field above and its [GREX_*] variable both give a
   /// value. kEnvironment (the default): the variable, read by create() over
@@ -137,6 +145,7 @@ struct GpuStream {
 struct CommStats {
   uint64_t collectives = 0;   ///< calls completed
   uint64_t bytes_sent = 0;    ///< payload bytes this rank posted for sending
+  uint64_t bytes_inter_host = 0;  ///< the part of bytes_sent posted to ranks of other hosts
   uint64_t wait_ns = 0;       ///< time spent polling in collectives
   uint64_t gpu_direct = 0;    ///< stream-ordered calls that went GPU to GPU (CUDA IPC, no host bounce)
   uint64_t gpu_staged = 0;    ///< stream-ordered calls on GPU buffers staged through pinned host memory
@@ -164,6 +173,9 @@ class Communicator {
   const CommStats& stats() const noexcept;
   /// Options in force (after environment overrides).
   const CommOptions& options() const noexcept;
+  /// Where the ranks are and how they are connected, one line: "2 hosts
+  /// (0-1 | 2-3), intra-host shm, inter-host dpdk, 2 rails" or "1 host, shm".
+  std::string topology() const;
 
   /// Sends `bytes` bytes to `peer`; returns when the buffer may be reused.
   Result<void> send(const void* buf, size_t bytes, int peer, uint32_t tag = 0);

@@ -86,6 +86,15 @@ struct RdmaReport {
 /// Lists the RDMA devices, their ports and GIDs, and their GPUDirect paths.
 RdmaReport probe_rdma_devices();
 
+/// The host this process counts as, as Communicator::create groups ranks
+/// (one host: shm between them): GREX_HOST_ID where set, else the machine
+/// (hostname, boot id) and this process's network namespace.
+std::string host_identity();
+/// The network backend GREX_NET=auto takes on this host: "verbs" where an
+/// RDMA port is ACTIVE, else "dpdk" (a job takes verbs only where every rank
+/// would).
+std::string default_network_backend();
+
 /// One CUDA device.
 struct CudaDevice {
   int index = 0;

@@ -74,7 +74,7 @@ case_env() {
   [[ $mport =~ ^[0-9]+$ && $mport -gt 0 && $mport -ne $port ]] || fail "MASTER_PORT '$mport' missing, differing or the store's"
   local r
   for r in 0 1 2 3; do
-    expect_grep out "^\[$r\] rank=$r world=4 local=$r lsize=4 trank=$r tworld=4 tlocal=$r tlws=4 store=127\.0\.0\.1:$port ext=1 master=127\.0\.0\.1:$mport backend=shm "
+    expect_grep out "^\[$r\] rank=$r world=4 local=$r lsize=4 trank=$r tworld=4 tlocal=$r tlws=4 store=127\.0\.0\.1:$port ext=1 master=127\.0\.0\.1:$mport backend=auto "
   done
   # A second launch gets a fresh token and job id.
   local first

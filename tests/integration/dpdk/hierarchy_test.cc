@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+// A communicator across "hosts" on one machine (issue 27): each rank's host
+// is GREX_HOST_ID, ranks of one host talk over shm and hosts over DPDK memif
+// (GREX_BACKEND=auto, GREX_NET=dpdk). Every collective with the hierarchical
+// allreduce and the flat ones equals the reference on even, interleaved and
+// uneven layouts; the bytes that cross hosts are what the algorithms say;
+// one host dying whole leaves the other's ranks with errors naming a dead
+// rank, in time. (The namespaces-and-veth version is hosts_netns_test.sh.)
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "../shm/collective_check.h"
+
+namespace grex::test {
+namespace {
+
+bool have_dpdk() {
+  for (const auto& d : Device::available_drivers())
+    if (d == "dpdk") return true;
+  return false;
+}
+
+// Layout: one letter per rank, its host ("AABB": ranks 0, 1 on A).
+CommOptions across_hosts(Rank& r, const std::string& layout, const char* algo, const std::string& name) {
+  setenv("GREX_HOST_ID", ("hier-test-" + std::string(1, layout[static_cast<size_t>(r.rank)])).c_str(), 1);
+  CommOptions o;
+  o.backend = "auto";
+  o.net = "dpdk";
+  o.algo = algo;
+  o.cost = "1,20,5;20,2,5";  // fixed (intra;inter): no calibration per communicator
+  o.timeout_ms = 60'000;
+  o.name = name;
+  return o;
+}
+
+int hosts_in(const std::string& layout) {
+  std::string seen;
+  for (char ch : layout)
+    if (seen.find(ch) == std::string::npos) seen += ch;
+  return static_cast<int>(seen.size());
+}
+
+// Ranks of the smallest host.
+int rails_in(const std::string& layout) {
+  int rails = static_cast<int>(layout.size());
+  for (char ch : layout) rails = std::min(rails, static_cast<int>(std::count(layout.begin(), layout.end(), ch)));
+  return rails;
+}
+
+class Hosts : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Hosts, EveryCollectiveMatchesTheReference) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  const std::string layout = GetParam();
+  const int nhosts = hosts_in(layout);
+  const bool layered = nhosts > 1 && nhosts < static_cast<int>(layout.size());
+  auto res = run_ranks(static_cast<int>(layout.size()), [&](Rank& r) -> int {
+    for (const char* algo : {"auto", "hierarchical", "ring", "recursive_doubling"}) {
+      auto c = make_comm(r, across_hosts(r, layout, algo, std::string("hosts-") + algo));
+      RANK_CHECK(c != nullptr);
+      const std::string topo = c->topology();
+      RANK_CHECK(topo.rfind(std::to_string(nhosts) + (nhosts == 1 ? " host" : " hosts"), 0) == 0);
+      RANK_CHECK((c->device().capabilities().driver == "shm+dpdk") == layered);
+      if (layered && std::string(algo) == "auto") {
+        RANK_CHECK(topo.find("intra-host shm, inter-host dpdk") != std::string::npos);
+        // With one rail the shards are the whole vector: the model may keep a flat algorithm.
+        if (rails_in(layout) > 1) RANK_CHECK(c->allreduce_algorithm(size_t{64} << 20) == "hierarchical");
+      }
+      RANK_CHECK(check_every_collective(*c) == 0);
+      for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{4099}, (size_t{1} << 18) + 3}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin})
+          RANK_CHECK(check_allreduce<int32_t>(*c, count, DataType::kInt32, op, count == 5) == 0);
+        RANK_CHECK(check_allreduce<double>(*c, count, DataType::kFloat64, ReduceOp::kAvg, false) == 0);
+        RANK_CHECK(check_allreduce<float>(*c, count, DataType::kFloat32, ReduceOp::kSum, true) == 0);
+      }
+      RANK_CHECK(check_allreduce<int64_t>(*c, 333, DataType::kInt64, ReduceOp::kProd, false) == 0);
+      RANK_CHECK(check_allreduce<uint8_t>(*c, 1001, DataType::kUint8, ReduceOp::kMax, false) == 0);
+    }
+    return 0;
+  }, 400);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Even (AABB), interleaved (ABAB: host order is not rank order), uneven
+// (AAB, ABBC: the smallest host sets the rails), one rank per host (ABC: the
+// network alone) and one host (AAA: shm alone).
+INSTANTIATE_TEST_SUITE_P(Layouts, Hosts, ::testing::Values("AABB", "ABAB", "AAB", "ABBC", "ABC", "AAA"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// 2 hosts x 2 ranks, 4 MiB: the hierarchical allreduce sends each shard (half
+// the vector) once across hosts per rank (2 ranks on a rail: each algorithm
+// moves the shard once); a flat ring sends 2 (n-1)/n = 1.5 vectors from each
+// of the two ranks whose successor is on the other host, nothing across from
+// the others. The driver's per-flow counters agree with the communicator's.
+TEST(HostsCounters, BytesCrossingHostsAsTheorySays) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  const std::string layout = "AABB";
+  auto res = run_ranks(4, [&](Rank& r) -> int {
+    constexpr size_t kCount = size_t{1} << 20;  // f32: 4 MiB
+    constexpr uint64_t kBytes = kCount * 4;
+    for (const char* algo : {"hierarchical", "ring"}) {
+      auto c = make_comm(r, across_hosts(r, layout, algo, std::string("bytes-") + algo));
+      RANK_CHECK(c != nullptr);
+      std::vector<float> v(kCount, 1.0f);
+      const uint64_t before = c->stats().bytes_inter_host;
+      RANK_OK(c->allreduce(v.data(), kCount, DataType::kFloat32, ReduceOp::kSum));
+      RANK_CHECK(v[kCount - 1] == 4.0f);
+      const uint64_t crossed = c->stats().bytes_inter_host - before;
+      const uint64_t want = std::string(algo) == "hierarchical" ? kBytes / 2 : r.rank % 2 == 1 ? kBytes * 3 / 2 : 0;
+      if (crossed != want) {
+        std::fprintf(stderr, "rank %d %s: %llu bytes crossed hosts, want %llu\n", r.rank, algo,
+                     static_cast<unsigned long long>(crossed), static_cast<unsigned long long>(want));
+        return 1;
+      }
+      uint64_t flows = 0;  // what the dpdk flows to the other host's ranks sent (everything so far)
+      for (int p : {0, 1, 2, 3})
+        if ((p < 2) != (r.rank < 2)) flows += device_counter(*c, "peer." + std::to_string(p) + ".bytes_sent");
+      RANK_CHECK(flows >= crossed && flows == c->stats().bytes_inter_host);
+    }
+    return 0;
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Every rank of host B exits at once while host A's ranks run an allreduce:
+// each survivor returns an error naming rank 2 or 3 within twice the timeout.
+TEST(HostsFailure, AHostDyingWholeIsNamedByTheOther) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  const std::string layout = "AABB";
+  constexpr int64_t kTimeoutMs = 3000;
+  auto res = run_ranks(4, [&](Rank& r) -> int {
+    CommOptions o = across_hosts(r, layout, "auto", "dying-host");
+    o.timeout_ms = kTimeoutMs;
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    std::vector<float> v(size_t{1} << 18, 1.0f);
+    RANK_OK(c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum));
+    RANK_OK(c->barrier());
+    if (r.rank >= 2) _exit(0);  // host B goes, both ranks together
+    const auto t0 = std::chrono::steady_clock::now();
+    auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    RANK_CHECK(!e.ok());
+    const std::string m = e.error().message();
+    std::fprintf(stderr, "rank %d after %lld ms: %s\n", r.rank, static_cast<long long>(ms), m.c_str());
+    RANK_CHECK(m.find("rank 2") != std::string::npos || m.find("rank 3") != std::string::npos ||
+               m.find("peer 2") != std::string::npos || m.find("peer 3") != std::string::npos);
+    RANK_CHECK(ms <= 2 * kTimeoutMs);
+    return 0;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+}  // namespace
+}  // namespace grex::test

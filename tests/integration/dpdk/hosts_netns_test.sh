@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# One job across "hosts" that are network namespaces (issue 27): inside a
+# host its ranks use shm; between hosts DPDK af_packet ports at MTU 9000, one
+# port per local rank (a GREX_DPDK_PORT list: the rails), all joined by a
+# bridge in a "switch" namespace. Checks, on rank 0's grex-perf output:
+#   - 2 hosts x 2 ranks, 3 hosts of 1, 2 and 3 ranks, 4 hosts x 1 rank:
+#     every collective mode with validation (-c 1), allreduce with the
+#     hierarchical and flat algorithms and every dtype; the topology line;
+#     RTTCC on the inter-host flows by default;
+#   - every rank of one host killed at once: the survivors exit with an
+#     error naming a dead rank within twice GREX_TIMEOUT_MS;
+#   - the links of one host cut (its veths down on the switch): every rank
+#     ends with an error, none hangs.
+#
+# Usage: hosts_netns_test.sh GREX_PERF GREX_STORE DPDK_FOUND(1|0)
+# GREX_TEST_ONLY=NAME (a glob) runs only the checks it matches.
+# Exits 0 (pass), 1 (fail) or 77 (skip: not root, no `ip netns`/veth/bridge,
+# grex built without DPDK). Names carry this shell's PID so runs do not collide.
+set -u
+
+readonly kJobTimeoutS=90   # one job, all ranks (a few seconds when healthy)
+readonly kStepTimeoutS=10  # one `ip` command, the store coming up
+readonly kDevargs="framesz=10240,blocksz=20480,framecnt=512"
+readonly kFailTimeoutMs=4000  # GREX_TIMEOUT_MS of the failure jobs
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail_count=0
+fail() { echo "FAIL: $*"; fail_count=$((fail_count + 1)); }
+
+[[ $# -eq 3 ]] || { echo "usage: $0 GREX_PERF GREX_STORE DPDK_FOUND"; exit 2; }
+perf=$(readlink -f "$1")
+store=$(readlink -f "$2")
+[[ $3 == 1 ]] || skip "grex was built without DPDK (libdpdk not found)"
+[[ -x $perf && -x $store ]] || { echo "FAIL: $1 or $2 is not an executable"; exit 1; }
+[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
+if ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
+  skip "'ip netns' is unavailable (iproute2)"
+fi
+command -v timeout >/dev/null || skip "timeout(1) is unavailable"
+
+readonly kMaxHosts=4
+# shellcheck source=../../scripts/netns_hosts.sh
+source "$(dirname "$0")/../../scripts/netns_hosts.sh"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/grex-hosts.XXXXXX")
+pids=()  # background processes this script started (timeout wrappers)
+
+# shellcheck disable=SC2317  # invoked through the trap
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  local p
+  for p in ${pids[@]+"${pids[@]}"}; do kill -TERM "$p" 2>/dev/null; done
+  hosts_teardown
+  for p in ${pids[@]+"${pids[@]}"}; do kill -KILL "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_store() {
+  hosts_start_store "$store" "$token" "$tmp/$1.store.log" $((kJobTimeoutS + 30)) || return 1
+  pids+=("$store_pid")
+}
+
+forget() {
+  local keep=() p
+  for p in ${pids[@]+"${pids[@]}"}; do [[ $p == "$1" ]] || keep+=("$p"); done
+  pids=(${keep[@]+"${keep[@]}"})
+}
+
+stop_store() {
+  kill -TERM "$store_pid" 2>/dev/null
+  wait "$store_pid" 2>/dev/null
+  forget "$store_pid"
+}
+
+# start_job NAME LAYOUT -- GREX_PERF_ARGS...: LAYOUT lists the ranks per host
+# ("2,2"); ranks are numbered host by host. Every rank of a host gets the
+# host's whole port list and picks its entry by local rank. Sets job_pids
+# (by rank) and job_hosts (the host of each rank).
+start_job() {
+  local name=$1 layout=$2
+  shift 3
+  token="grex-hosts-$$-$name-$RANDOM"
+  start_store "$name" || return 1
+  local sizes h i r=0 ncpu world=0 ports ips
+  IFS=, read -r -a sizes <<<"$layout"
+  for h in "${sizes[@]}"; do world=$((world + h)); done
+  ncpu=$(nproc)
+  job_pids=()
+  job_hosts=()
+  for ((h = 0; h < ${#sizes[@]}; ++h)); do
+    ports="" ips=""
+    for ((i = 0; i < sizes[h]; ++i)); do
+      ports+="${ports:+;}net_af_packet$i,iface=d$i,$kDevargs"
+      ips+="${ips:+;}10.97.$h.$((i + 1))"
+    done
+    for ((i = 0; i < sizes[h]; ++i, ++r)); do
+      GREX_RANK=$r GREX_WORLD_SIZE=$world GREX_JOB_TOKEN="$token" \
+        GREX_STORE_ADDR="10.96.0.1:$store_port" GREX_STORE_EXTERNAL=1 GREX_BACKEND=auto GREX_NET=dpdk \
+        GREX_DPDK_MODE=port GREX_DPDK_PORT="$ports" GREX_DPDK_IP="$ips" GREX_DPDK_MTU="$hosts_mtu" \
+        GREX_DPDK_LCORE=$((r % ncpu)) GREX_LOG_LEVEL="${GREX_LOG_LEVEL:-info}" \
+        timeout -k 5 "$kJobTimeoutS" ip netns exec "$(host_ns "$h")" "$perf" "$@" >"$tmp/$name.r$r.log" 2>&1 &
+      job_pids+=($!)
+      job_hosts+=("$h")
+      pids+=($!)
+    done
+  done
+}
+
+# wait_job NAME: 0 when every rank exited 0; records each rank's status in job_st.
+wait_job() {
+  local name=$1 r st rc=0
+  job_st=()
+  for ((r = 0; r < ${#job_pids[@]}; ++r)); do
+    wait "${job_pids[r]}"
+    st=$?
+    forget "${job_pids[r]}"
+    job_st+=("$st")
+    ((st == 0)) || rc=1
+  done
+  stop_store
+  return "$rc"
+}
+
+show_logs() {
+  local f
+  for f in "$tmp/$1".*.log; do
+    echo "---- ${f##*/} (last 30 lines)"
+    tail -n 30 "$f"
+  done
+}
+
+# check NAME LAYOUT PATTERN -- ARGS: a job whose ranks all pass and whose rank
+# 0 prints PATTERN (grep -E) once per line of PATTERN given with -e.
+check() {
+  local name=$1 layout=$2
+  [[ -z ${GREX_TEST_ONLY:-} || $name == $GREX_TEST_ONLY ]] || return 0
+  shift 2
+  local patterns=()
+  while [[ $1 != -- ]]; do patterns+=("$1"); shift; done
+  local t0=$SECONDS ok=1 p
+  start_job "$name" "$layout" "$@" || { fail "$name: could not start"; return; }
+  wait_job "$name" || { ok=0; echo "$name: rank exit statuses ${job_st[*]}"; }
+  for p in "${patterns[@]}"; do
+    grep -Eq -- "$p" "$tmp/$name.r0.log" || { ok=0; echo "$name: rank 0's output lacks /$p/"; }
+  done
+  if ((ok)); then
+    echo "PASS $name [$layout] ($((SECONDS - t0))s)"
+    grep -E 'topology:|^ +[0-9]+ +[0-9]+ ' "$tmp/$name.r0.log" | sed 's/^/  /' | tail -n 3
+  else
+    fail "$name [$layout]"
+    show_logs "$name"
+  fi
+}
+
+hosts_setup "$kMaxHosts" 3 || skip "could not create the namespaces, bridge and veths (no veth or bridge support?)"
+echo "switch $hosts_sw, hosts $(host_ns 0) .. $(host_ns $((kMaxHosts - 1)))"
+
+readonly ok_line='Out of bounds values : 0 OK'
+small=(-b 8 -e 1M -f 32 -n 2 -w 1 -c 1)
+
+# (a) 2 hosts x 2 ranks: topology, RTTCC between hosts, every mode.
+check hosts2x2_allreduce 2,2 \
+  'topology: 2 hosts \(0-1 \| 2-3\), intra-host shm, inter-host dpdk, 2 rails' \
+  'congestion control rttcc' "$ok_line" -- allreduce -b 8 -e 8M -f 8 -n 3 -w 1 -c 1
+for mode in reduce_scatter allgather broadcast reduce alltoall; do
+  check "hosts2x2_$mode" 2,2 "$ok_line" -- "$mode" "${small[@]}"
+done
+for algo in hierarchical ring; do
+  GREX_ALGO=$algo check "hosts2x2_$algo" 2,2 "$ok_line" -- allreduce -b 4 -e 4M -f 64 -n 2 -w 1 -c 1 -d all -o all
+done
+
+# (b) uneven: 3 hosts of 1, 2 and 3 ranks (one rail); (c) 4 hosts of one rank (the network alone).
+check hosts123_allreduce 1,2,3 'topology: 3 hosts \(0 \| 1-2 \| 3-5\), intra-host shm, inter-host dpdk, 1 rail' \
+  "$ok_line" -- allreduce -b 4 -e 2M -f 16 -n 2 -w 1 -c 1 -d all
+GREX_ALGO=hierarchical check hosts123_hierarchical 1,2,3 "$ok_line" -- allreduce -b 4 -e 1M -f 64 -n 2 -w 1 -c 1 -o all
+check hosts123_alltoall 1,2,3 "$ok_line" -- alltoall "${small[@]}"
+check hosts4x1_allreduce 1,1,1,1 'topology: 4 hosts \(0 \| 1 \| 2 \| 3\), dpdk between every pair' "$ok_line" -- \
+  allreduce -b 8 -e 4M -f 8 -n 2 -w 1 -c 1
+
+# (d) every rank of host 1 killed at once while the job runs allreduces.
+failure_job() {  # NAME ACTION: starts 2x2, waits for the first results, does ACTION, checks the survivors
+  local name=$1 action=$2 t0 r
+  [[ -z ${GREX_TEST_ONLY:-} || $name == $GREX_TEST_ONLY ]] || return 0
+  GREX_TIMEOUT_MS=$kFailTimeoutMs start_job "$name" 2,2 -- allreduce -b 1M -e 1M -n 1000000 -w 1 -c 0 ||
+    { fail "$name: could not start"; return; }
+  # Once every rank is connected, a second of allreduces (grex-perf prints a
+  # size's line after its iterations: with -n 1000000, never).
+  for _ in $(seq 1 300); do
+    [[ $(cat "$tmp/$name".r*.log 2>/dev/null | grep -c "communicator 'grex' ready") -ge 4 ]] && break
+    sleep 0.1
+  done
+  sleep 1
+  t0=$(date +%s%N)
+  $action
+  wait_job "$name"
+  local dt_ms=$((($(date +%s%N) - t0) / 1000000)) ok=1
+  for r in 0 1; do
+    if ((job_st[r] == 0 || job_st[r] == 124)); then
+      ok=0
+      echo "$name: survivor rank $r exited ${job_st[r]} (want an error)"
+    fi
+  done
+  if [[ $name == host_killed ]]; then
+    for r in 0 1; do
+      grep -Eq '(rank|peer) [23]\b' "$tmp/$name.r$r.log" || { ok=0; echo "$name: rank $r's error names no dead rank"; }
+    done
+    ((dt_ms <= 2 * kFailTimeoutMs + 1000)) || { ok=0; echo "$name: survivors took ${dt_ms} ms (limit $((2 * kFailTimeoutMs)) ms + 1 s)"; }
+  else
+    for r in 2 3; do
+      if ((job_st[r] == 0 || job_st[r] == 124)); then ok=0; echo "$name: rank $r exited ${job_st[r]} (want an error)"; fi
+    done
+  fi
+  if ((ok)); then
+    echo "PASS $name (${dt_ms} ms after the event)"
+    grep -h 'grex-perf:' "$tmp/$name".r*.log | sed 's/^/  /' | head -n 4
+  else
+    fail "$name"
+    show_logs "$name"
+  fi
+}
+kill_host1() {
+  local p
+  for p in $(ip netns pids "$(host_ns 1)"); do kill -KILL "$p" 2>/dev/null; done
+}
+cut_host1() {
+  local i
+  for i in 0 1 2; do ip -n "$hosts_sw" link set "s1d$i" down; done
+}
+failure_job host_killed kill_host1
+failure_job link_cut cut_host1
+for i in 0 1 2; do ip -n "$hosts_sw" link set "s1d$i" up; done
+
+if ((fail_count > 0)); then
+  echo "$fail_count check(s) failed"
+  exit 1
+fi
+echo "all checks passed"
+exit 0
