@@ -63,6 +63,13 @@ Result<void> ring_allreduce_segments(Context& c, const Group& g, const CollArgs&
 /// allgather (hier_allreduce.cc).
 Result<void> hierarchical_allreduce(Context& c, const Group& g, const CollArgs& a);
 bool hierarchical_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
+/// The other collectives across hosts with the same number of ranks on
+/// every host (hier_collectives.cc): first in the table where usable.
+bool hierarchical_even_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
+Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollArgs& a);
+Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& a);
+Result<void> hierarchical_broadcast(Context& c, const Group& g, const CollArgs& a);
+Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a);
 /// Predicted seconds of the hierarchical allreduce of `bytes` (the levels' cost models).
 double hierarchical_allreduce_s(const Context& c, size_t bytes) noexcept;
 Result<void> rabenseifner_allreduce(Context& c, const Group& g, const CollArgs& a);

@@ -9,6 +9,7 @@
 
 #include <grex/transport.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ struct Hierarchy {
   std::vector<std::vector<int>> hosts;  // [host]: its ranks, ascending
   int rails = 0;              // ranks of the smallest host: the shards of a hierarchical allreduce
   std::string intra, inter;   // the drivers of each level ("shm", "dpdk")
+  std::vector<uint8_t> pack, mid;  // the hierarchical collectives' permuted blocks (hier_collectives.cc)
   Level local;                // this host's ranks
   Level rail;                 // the ranks with this rank's local index, one per host that has one
   int host_count() const noexcept { return static_cast<int>(hosts.size()); }

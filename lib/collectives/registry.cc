@@ -14,7 +14,7 @@ bool flat_barrier_usable(const Context& c, const Group& g, const CollArgs&) noex
 
 // Allreduce entries first, in Algo order (allreduce_algorithm indexes them);
 // for the other collectives, the first usable entry of a kind runs.
-constexpr std::array<Algorithm, 14> kAlgorithms = {{
+constexpr std::array<Algorithm, 18> kAlgorithms = {{
     {Coll::kAllreduce, "ring", "reduce-scatter then allgather around the ring, pipelined in chunks", Algo::kRing,
      nullptr, ring_allreduce},
     {Coll::kAllreduce, "rabenseifner", "reduce-scatter by recursive halving, allgather by recursive doubling",
@@ -30,10 +30,18 @@ constexpr std::array<Algorithm, 14> kAlgorithms = {{
     {Coll::kAllreduce, "hierarchical",
      "intra-host reduce-scatter, each shard's allreduce across hosts (one rail per local rank), intra-host allgather",
      Algo::kHierarchical, hierarchical_usable, hierarchical_allreduce},
+    {Coll::kBroadcast, "hierarchical", "the root's rail across hosts, then each host from its rail member",
+     Algo::kRing, hierarchical_even_usable, hierarchical_broadcast},
     {Coll::kBroadcast, "tree", "binomial tree, pipelined in chunks", Algo::kRing, nullptr, tree_broadcast},
+    {Coll::kReduce, "hierarchical", "each host to its member of the root's rail, then that rail to the root",
+     Algo::kRing, hierarchical_even_usable, hierarchical_reduce},
     {Coll::kReduce, "tree", "binomial tree towards the root", Algo::kRing, nullptr, tree_reduce},
+    {Coll::kReduceScatter, "hierarchical", "intra-host reduce-scatter of rail-packed blocks, then each rail's",
+     Algo::kRing, hierarchical_even_usable, hierarchical_reduce_scatter},
     {Coll::kReduceScatter, "ring", "block b's sum travels around the ring to member b", Algo::kRing, nullptr,
      ring_reduce_scatter},
+    {Coll::kAllgather, "hierarchical", "each rail's allgather, then the hosts', unpacked into rank order",
+     Algo::kRing, hierarchical_even_usable, hierarchical_allgather},
     {Coll::kAllgather, "ring", "block b starts at member b and moves one member per step", Algo::kRing, nullptr,
      ring_allgather},
     {Coll::kAlltoall, "pairwise", "step k: send to member+k, receive from member-k", Algo::kRing, nullptr,

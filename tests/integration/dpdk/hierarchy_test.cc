@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -73,6 +74,21 @@ TEST_P(Hosts, EveryCollectiveMatchesTheReference) {
         if (rails_in(layout) > 1) RANK_CHECK(c->allreduce_algorithm(size_t{64} << 20) == "hierarchical");
       }
       RANK_CHECK(check_every_collective(*c) == 0);
+      for (int root = 0; root < c->size(); ++root) {  // every root: its rail and its host differ
+        std::vector<int32_t> b(70001, r.rank == root ? root * 3 + 1 : -1);
+        RANK_OK(c->broadcast(b.data(), b.size(), DataType::kInt32, root));
+        RANK_CHECK(b.front() == root * 3 + 1 && b.back() == root * 3 + 1);
+        std::vector<double> v(5003, r.rank + 1.0), sum(v.size(), 0);
+        RANK_OK(c->reduce(v.data(), sum.data(), v.size(), DataType::kFloat64, ReduceOp::kAvg, root));
+        if (r.rank == root) RANK_CHECK(sum[5002] == (c->size() + 1) / 2.0);
+      }
+      std::vector<float> rs_in(size_t{3000} * layout.size()), rs_out(3000, -1);
+      for (size_t i = 0; i < rs_in.size(); ++i) rs_in[i] = static_cast<float>(i % 97 + r.rank);
+      RANK_OK(c->reduce_scatter(rs_in.data(), rs_out.data(), 3000, DataType::kFloat32, ReduceOp::kAvg));
+      for (size_t i = 0; i < 3000; i += 7) {
+        const size_t gi = static_cast<size_t>(r.rank) * 3000 + i;
+        RANK_CHECK(std::fabs(rs_out[i] - (static_cast<float>(gi % 97) + (c->size() - 1) / 2.0f)) < 1e-4f);
+      }
       for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{4099}, (size_t{1} << 18) + 3}) {
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin})
           RANK_CHECK(check_allreduce<int32_t>(*c, count, DataType::kInt32, op, count == 5) == 0);
@@ -123,6 +139,20 @@ TEST(HostsCounters, BytesCrossingHostsAsTheorySays) {
         if ((p < 2) != (r.rank < 2)) flows += device_counter(*c, "peer." + std::to_string(p) + ".bytes_sent");
       RANK_CHECK(flows >= crossed && flows == c->stats().bytes_inter_host);
     }
+    // allgather and reduce_scatter (hierarchical wherever hosts are even):
+    // one block of each rank crosses to the other host's rail member.
+    auto c = make_comm(r, across_hosts(r, layout, "auto", "bytes-blocks"));
+    RANK_CHECK(c != nullptr);
+    constexpr size_t kBlock = size_t{1} << 18;  // f32: 1 MiB per rank
+    std::vector<float> mine(kBlock, static_cast<float>(r.rank)), all(kBlock * 4, -1.0f);
+    uint64_t before = c->stats().bytes_inter_host;
+    RANK_OK(c->allgather(mine.data(), all.data(), kBlock, DataType::kFloat32));
+    for (int p = 0; p < 4; ++p) RANK_CHECK(all[static_cast<size_t>(p) * kBlock + 5] == static_cast<float>(p));
+    RANK_CHECK(c->stats().bytes_inter_host - before == kBlock * 4);
+    before = c->stats().bytes_inter_host;
+    RANK_OK(c->reduce_scatter(all.data(), mine.data(), kBlock, DataType::kFloat32, ReduceOp::kSum));
+    RANK_CHECK(mine[7] == 4.0f * static_cast<float>(r.rank));
+    RANK_CHECK(c->stats().bytes_inter_host - before == kBlock * 4);
     return 0;
   }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+// The other collectives across hosts, on the levels of hierarchy.h, where
+// every host has the same number of ranks L (uneven hosts run the flat
+// algorithms). Rank (h, j) is local rank j of host h; rail j links the
+// ranks (h, j) of every host. Blocks are permuted through a scratch buffer
+// so each level moves contiguous ranges.
+//   reduce_scatter: blocks packed rail by rail; intra-host reduce-scatter
+//     (local rank j: rail j's H blocks, summed over the host); rail
+//     reduce-scatter (rank (h, j): its block, summed over every host).
+//   allgather: rail allgather (rank (h, j): the blocks of rail j); intra-host
+//     allgather of those; unpacked into rank order.
+//   broadcast: the root's rail, then each host from its rank on that rail.
+//   reduce: each host to its rank on the root's rail, then that rail to the root.
+// Per rank, (H-1) blocks cross hosts in reduce_scatter and allgather, where a
+// flat ring sends (n-1) blocks over each link that leaves a host.
+#include <cstring>
+#include <vector>
+
+#include "collectives/algorithm.h"
+#include "collectives/hierarchy.h"
+#include "collectives/reduce.h"
+
+namespace grex::detail {
+namespace {
+
+// Rank of (host h, local j).
+int rank_of(const Hierarchy& h, int host, int j) { return h.hosts[static_cast<size_t>(host)][static_cast<size_t>(j)]; }
+
+void enter(const Context& c, Hierarchy& h) {
+  for (Level* l : {&h.local, &h.rail}) {  // errors name the call
+    l->ctx.call = c.call;
+    l->ctx.ncoll = c.ncoll;
+  }
+}
+
+Result<void> run_on(Level& l, Coll coll, const CollArgs& a) {
+  return first_usable(coll, l.ctx, *l.group, a).run(l.ctx, *l.group, a);
+}
+
+}  // namespace
+
+bool hierarchical_even_usable(const Context& c, const Group& g, const CollArgs&) noexcept {
+  if (!hierarchical_usable(c, g, CollArgs{})) return false;
+  for (const auto& hs : c.hier->hosts)
+    if (static_cast<int>(hs.size()) != c.hier->rails) return false;
+  return true;
+}
+
+Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollArgs& a) {
+  (void)g;
+  Hierarchy& h = *c.hier;
+  enter(c, h);
+  const int H = h.host_count(), L = h.rails;
+  const size_t es = dtype_size(a.type), block = a.count * es;
+  const ReduceOp op = a.op == ReduceOp::kAvg ? ReduceOp::kSum : a.op;
+  // pack[j][host]: the block of rank (host, j)
+  h.pack.resize(block * static_cast<size_t>(H * L));
+  h.mid.resize(block * static_cast<size_t>(H));
+  const auto* in = static_cast<const uint8_t*>(a.send);
+  for (int j = 0; j < L; ++j)
+    for (int x = 0; x < H; ++x)
+      std::memcpy(h.pack.data() + (static_cast<size_t>(j) * H + x) * block,
+                  in + static_cast<size_t>(rank_of(h, x, j)) * block, block);
+  GREX_TRY(run_on(h.local, Coll::kReduceScatter, CollArgs{h.pack.data(), h.mid.data(), a.count * H, a.type, op, 0, a.tag}));
+  if (H > 1)
+    GREX_TRY(run_on(h.rail, Coll::kReduceScatter,
+                    CollArgs{h.mid.data(), a.recv, a.count, a.type, op, 0, a.tag | (1ull << 17)}));
+  else
+    std::memcpy(a.recv, h.mid.data(), block);
+  if (a.op == ReduceOp::kAvg) scale_avg(a.recv, a.count, a.type, static_cast<int>(h.host_of.size()));
+  return ok();
+}
+
+Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& a) {
+  (void)g;
+  Hierarchy& h = *c.hier;
+  enter(c, h);
+  const int H = h.host_count(), L = h.rails;
+  const size_t block = a.count * dtype_size(a.type);
+  h.mid.resize(block * static_cast<size_t>(H));
+  h.pack.resize(block * static_cast<size_t>(H * L));
+  GREX_TRY(run_on(h.rail, Coll::kAllgather, CollArgs{a.send, h.mid.data(), a.count, a.type, ReduceOp::kSum, 0, a.tag}));
+  GREX_TRY(run_on(h.local, Coll::kAllgather,
+                  CollArgs{h.mid.data(), h.pack.data(), a.count * H, a.type, ReduceOp::kSum, 0, a.tag | (1ull << 17)}));
+  auto* out = static_cast<uint8_t*>(a.recv);
+  for (int j = 0; j < L; ++j)
+    for (int x = 0; x < H; ++x)
+      std::memcpy(out + static_cast<size_t>(rank_of(h, x, j)) * block,
+                  h.pack.data() + (static_cast<size_t>(j) * H + x) * block, block);
+  return ok();
+}
+
+Result<void> hierarchical_broadcast(Context& c, const Group& g, const CollArgs& a) {
+  (void)g;
+  Hierarchy& h = *c.hier;
+  enter(c, h);
+  const int root_host = h.host_of[static_cast<size_t>(a.root)], root_j = h.local_of[static_cast<size_t>(a.root)];
+  const int me = c.rank;
+  if (h.local_of[static_cast<size_t>(me)] == root_j && h.host_count() > 1) {  // the root's rail: root_host's member
+    CollArgs ra = a;
+    ra.root = root_host;
+    GREX_TRY(run_on(h.rail, Coll::kBroadcast, ra));
+  }
+  if (h.local.group->size() > 1) {
+    CollArgs la = a;
+    la.root = root_j;
+    la.tag = a.tag | (1ull << 17);
+    GREX_TRY(run_on(h.local, Coll::kBroadcast, la));
+  }
+  return ok();
+}
+
+Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a) {
+  (void)g;
+  Hierarchy& h = *c.hier;
+  enter(c, h);
+  const int root_host = h.host_of[static_cast<size_t>(a.root)], root_j = h.local_of[static_cast<size_t>(a.root)];
+  const int me = c.rank;
+  const bool on_rail = h.local_of[static_cast<size_t>(me)] == root_j;
+  const ReduceOp op = a.op == ReduceOp::kAvg ? ReduceOp::kSum : a.op;
+  const size_t bytes = a.count * dtype_size(a.type);
+  // Each host's sum lands with its rank on the root's rail.
+  h.mid.resize(on_rail ? bytes : 0);
+  void* host_sum = on_rail ? static_cast<void*>(h.mid.data()) : nullptr;
+  if (h.local.group->size() > 1) {
+    GREX_TRY(run_on(h.local, Coll::kReduce, CollArgs{a.send, host_sum, a.count, a.type, op, root_j, a.tag}));
+  } else {
+    std::memcpy(host_sum, a.send, bytes);
+  }
+  if (on_rail) {
+    if (h.host_count() > 1)
+      GREX_TRY(run_on(h.rail, Coll::kReduce,
+                      CollArgs{host_sum, me == a.root ? a.recv : nullptr, a.count, a.type, op, root_host,
+                               a.tag | (1ull << 17)}));
+    else if (me == a.root)
+      std::memcpy(a.recv, host_sum, bytes);
+    if (me == a.root && a.op == ReduceOp::kAvg)
+      scale_avg(a.recv, a.count, a.type, static_cast<int>(h.host_of.size()));
+  }
+  return ok();
+}
+
+}  // namespace grex::detail
