@@ -169,6 +169,12 @@ Result<void> DpdkDevice::parse_options() {
     return Error(Errc::kInvalidArgument, "GREX_DPDK_CRC='" + crc + "' is not header or payload");
   d.payload_crc = crc == "payload" || d.faults.corrupt > 0;  // injected corruption must be caught
   d.cc = GREX_TRY(detail::param_cc(opts_));
+  // The communicator's default between hosts, when no controller was named.
+  if (auto def = detail::param(opts_, "cc_default", "");
+      detail::param(opts_, "cc", "GREX_CC").empty() && !def.empty() && def != "none") {
+    d.cc = cc::find(def);
+    if (d.cc == nullptr) return Error(Errc::kInvalidArgument, "cc_default '" + def + "' is not a congestion controller");
+  }
   d.line_gbps = static_cast<double>(GREX_TRY(detail::param_int(opts_, "line_gbps", "GREX_DPDK_LINE_GBPS", 0, 3200, 0)));
   d.cc_target_us = static_cast<uint64_t>(GREX_TRY(detail::param_int(opts_, "cc_target_us", "GREX_CC_TARGET_US", 1, 100'000, 50)));
   // An emulated bottleneck in front of this rank's receive path, in Mbit/s

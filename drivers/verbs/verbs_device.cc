@@ -235,6 +235,19 @@ Result<void> VerbsDevice::pick_device() {
     return Error::from_errno("ibv_query_device", errno).device(caps_.device_name);
   ibv_device_attr_ex ex{};  // packet pacing; providers without the extended query leave it zero
   if (ibv_query_device_ex(ctx_, nullptr, &ex) == 0) pacing_caps_ = ex.packet_pacing_caps;
+  // The communicator's default between hosts ("cc_default", when no
+  // controller was named). Not on Soft-RoCE: its RTTs are the kernel's (in a
+  // TCG guest, the emulator's) scheduling, milliseconds that RTTCC reads as
+  // a queue it must drain, down to its floor (a 2-guest calibration timed out).
+  if (auto d = detail::param(opts_, "cc_default", "");
+      detail::param(opts_, "cc", "GREX_CC").empty() && !d.empty() && d != "none") {
+    if (caps_.device_name.rfind("rxe", 0) == 0) {
+      GREX_INFO(kSubsys, "%s is Soft-RoCE: no default congestion control (GREX_CC names one)", caps_.device_name.c_str());
+    } else {
+      vo_.cc = cc::find(d);
+      if (vo_.cc == nullptr) return Error(Errc::kInvalidArgument, "cc_default '" + d + "' is not a congestion controller");
+    }
+  }
   return ok();
 }
 

@@ -347,8 +347,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   auto open_part = [&](const std::string& driver) -> Result<std::unique_ptr<Device>> {
     DeviceOptions o = dopts;
     o.driver = driver;
-    // RTTCC on flows between hosts unless the job names a controller (GREX_CC wins over params).
-    if (nhosts > 1 && driver != "shm" && o.params.count("cc") == 0) o.params["cc"] = "rttcc";
+    // RTTCC on flows between hosts unless the job names a controller (the
+    // driver applies "cc_default" only where neither "cc" nor GREX_CC is set;
+    // verbs not on Soft-RoCE, whose RTTs are its scheduling).
+    if (nhosts > 1 && driver != "shm") o.params["cc_default"] = "rttcc";
     return Device::open(o);
   };
   if (drivers.size() == 1) {

@@ -158,6 +158,35 @@ TEST(HostsCounters, BytesCrossingHostsAsTheorySays) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// Flows between hosts run RTTCC unless the job names a controller; the
+// counters show each one's RTT samples and rate. None inside a host (shm).
+TEST(HostsCongestion, RttccOnInterHostFlowsByDefault) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  const std::string layout = "AABB";
+  auto res = run_ranks(4, [&](Rank& r) -> int {
+    for (const char* cc : {"", "none"}) {
+      CommOptions o = across_hosts(r, layout, "auto", std::string("cc-") + cc);
+      o.cc = cc;
+      auto c = make_comm(r, o);
+      RANK_CHECK(c != nullptr);
+      std::vector<float> v(size_t{1} << 20, 1.0f);
+      for (int i = 0; i < 3; ++i) RANK_OK(c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum));
+      {
+        const int p = (r.rank + 2) % 4;  // the rail peer: the hierarchical allreduce's only flow
+        const std::string k = "peer." + std::to_string(p) + ".";
+        const bool paced = device_counter(*c, k + "cc_rate_kbps") > 0;
+        if (std::string(cc).empty()) {
+          RANK_CHECK(paced && device_counter(*c, k + "probes_sent") > 0);
+        } else {
+          RANK_CHECK(!paced);
+        }
+      }
+    }
+    return 0;
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 // Every rank of host B exits at once while host A's ranks run an allreduce:
 // each survivor returns an error naming rank 2 or 3 within twice the timeout.
 TEST(HostsFailure, AHostDyingWholeIsNamedByTheOther) {
