@@ -70,6 +70,7 @@ Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollA
 Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_broadcast(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a);
+Result<void> hierarchical_alltoall(Context& c, const Group& g, const CollArgs& a);
 /// Predicted seconds of the hierarchical allreduce of `bytes` (the levels' cost models).
 double hierarchical_allreduce_s(const Context& c, size_t bytes) noexcept;
 Result<void> rabenseifner_allreduce(Context& c, const Group& g, const CollArgs& a);

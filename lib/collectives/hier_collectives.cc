@@ -11,6 +11,8 @@
 //     allgather of those; unpacked into rank order.
 //   broadcast: the root's rail, then each host from its rank on that rail.
 //   reduce: each host to its rank on the root's rail, then that rail to the root.
+//   alltoall: inside the host by destination rail, then along the rail with
+//     one message per host pair (L blocks); unpacked into rank order.
 // Per rank, (H-1) blocks cross hosts in reduce_scatter and allgather, where a
 // flat ring sends (n-1) blocks over each link that leaves a host.
 #include <cstring>
@@ -87,6 +89,38 @@ Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& 
     for (int x = 0; x < H; ++x)
       std::memcpy(out + static_cast<size_t>(rank_of(h, x, j)) * block,
                   h.pack.data() + (static_cast<size_t>(j) * H + x) * block, block);
+  return ok();
+}
+
+// Aggregated per destination host (embedding exchanges): inside the host,
+// local rank j collects what every local rank sends to rail j; along the
+// rail, each host pair exchanges one message of L blocks per step.
+Result<void> hierarchical_alltoall(Context& c, const Group& g, const CollArgs& a) {
+  (void)g;
+  Hierarchy& h = *c.hier;
+  enter(c, h);
+  const int H = h.host_count(), L = h.rails;
+  const size_t block = a.count * dtype_size(a.type), all = block * static_cast<size_t>(H * L);
+  h.pack.resize(all);
+  h.mid.resize(all);
+  const auto* in = static_cast<const uint8_t*>(a.send);
+  auto at = [block](std::vector<uint8_t>& v, int outer, int inner, int n_inner) {
+    return v.data() + (static_cast<size_t>(outer) * static_cast<size_t>(n_inner) + static_cast<size_t>(inner)) * block;
+  };
+  for (int j = 0; j < L; ++j)  // pack[j][x]: this rank's block for rank (x, j)
+    for (int x = 0; x < H; ++x) std::memcpy(at(h.pack, j, x, H), in + static_cast<size_t>(rank_of(h, x, j)) * block, block);
+  GREX_TRY(run_on(h.local, Coll::kAlltoall,
+                  CollArgs{h.pack.data(), h.mid.data(), a.count * static_cast<size_t>(H), a.type, ReduceOp::kSum, 0, a.tag}));
+  // mid[src][x]: local rank src's block for rank (x, my j); regroup by destination host.
+  for (int x = 0; x < H; ++x)
+    for (int src = 0; src < L; ++src) std::memcpy(at(h.pack, x, src, L), at(h.mid, src, x, H), block);
+  GREX_TRY(run_on(h.rail, Coll::kAlltoall,
+                  CollArgs{h.pack.data(), h.mid.data(), a.count * static_cast<size_t>(L), a.type, ReduceOp::kSum, 0,
+                           a.tag | (1ull << 17)}));
+  auto* out = static_cast<uint8_t*>(a.recv);  // mid[x][src]: from rank (x, src)
+  for (int x = 0; x < H; ++x)
+    for (int src = 0; src < L; ++src)
+      std::memcpy(out + static_cast<size_t>(rank_of(h, x, src)) * block, at(h.mid, x, src, L), block);
   return ok();
 }
 

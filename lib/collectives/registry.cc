@@ -14,7 +14,7 @@ bool flat_barrier_usable(const Context& c, const Group& g, const CollArgs&) noex
 
 // Allreduce entries first, in Algo order (allreduce_algorithm indexes them);
 // for the other collectives, the first usable entry of a kind runs.
-constexpr std::array<Algorithm, 18> kAlgorithms = {{
+constexpr std::array<Algorithm, 19> kAlgorithms = {{
     {Coll::kAllreduce, "ring", "reduce-scatter then allgather around the ring, pipelined in chunks", Algo::kRing,
      nullptr, ring_allreduce},
     {Coll::kAllreduce, "rabenseifner", "reduce-scatter by recursive halving, allgather by recursive doubling",
@@ -44,6 +44,8 @@ constexpr std::array<Algorithm, 18> kAlgorithms = {{
      Algo::kRing, hierarchical_even_usable, hierarchical_allgather},
     {Coll::kAllgather, "ring", "block b starts at member b and moves one member per step", Algo::kRing, nullptr,
      ring_allgather},
+    {Coll::kAlltoall, "hierarchical", "inside each host by destination rail, then one message per host pair on each rail",
+     Algo::kRing, hierarchical_even_usable, hierarchical_alltoall},
     {Coll::kAlltoall, "pairwise", "step k: send to member+k, receive from member-k", Algo::kRing, nullptr,
      pairwise_alltoall},
     {Coll::kBarrier, "flat", "a sequence published in the flat slots (one host)", Algo::kFlat, flat_barrier_usable,
