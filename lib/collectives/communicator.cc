@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <chrono>
 #include <cstring>
@@ -89,9 +90,11 @@ Result<void> apply_env(CommOptions* o) {
   if (o->backend.empty()) o->backend = "auto";
   if (backend_from_env) GREX_TRY(config::env_string("GREX_BACKEND", &o->backend));
   if (from_env(&CommOptions::net)) GREX_TRY(config::env_string("GREX_NET", &o->net));
-  if (o->net != "auto" && o->net != "dpdk" && o->net != "verbs")
+  // loop: in-process ranks (threads) only, for tests of the hybrid device.
+  if (o->net != "auto" && o->net != "dpdk" && o->net != "verbs" && o->net != "loop")
     return Error(Errc::kInvalidArgument, "network backend '" + o->net + "' is not one of auto, dpdk, verbs")
         .hint("GREX_NET=auto|dpdk|verbs");
+  if (from_env(&CommOptions::host_id)) GREX_TRY(config::env_string("GREX_HOST_ID", &o->host_id));
   if (from_env(&CommOptions::timeout_ms))
     GREX_TRY(config::env_int("GREX_TIMEOUT_MS", &o->timeout_ms, 1, INT64_MAX / 1'000'000));
   uint64_t chunk = o->chunk_bytes;
@@ -301,7 +304,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   // Every rank sends "<random id> <machine id> <host id>": rank 0's id names
   // this communicator's shared resources; the others place the ranks.
   const std::string my_id = GREX_TRY_CTX(random_hex(8), "communicator setup");
-  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + machine_id() + " " + host_id()),
+  std::string host_name = c.opts.host_id.empty() ? host_id() : c.opts.host_id;
+  for (char& ch : host_name)
+    if (std::isspace(static_cast<unsigned char>(ch))) ch = '_';  // the record is space-separated
+  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + machine_id() + " " + host_name),
                           "communicator setup");
   std::vector<std::string> machines(ids.size()), hosts(ids.size());
   for (size_t r = 0; r < ids.size(); ++r) {

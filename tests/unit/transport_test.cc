@@ -5,6 +5,7 @@
 #include <grex/transport.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "mem/domain.h"
+#include "transport/hybrid.h"
 #include "transport/params.h"
 
 namespace grex {
@@ -244,6 +246,65 @@ TEST(Transport, OpenByNameListsWhatIsBuilt) {
   auto bad = Device::open(o);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code(), Errc::kInvalidArgument);
+}
+
+// The hybrid device (issue 27): its regions are one registration per part,
+// allocate() is part 0's memory registered in the others, counters name the
+// part, and a malformed peer address or route is refused.
+TEST(Transport, HybridDeviceRegistersInEveryPartAndChecksAddresses) {
+  auto part = [](const char* driver) {
+    DeviceOptions o;
+    o.driver = driver;
+    o.rank = 0;
+    o.world_size = 3;
+    o.job_id = std::string("hybrid-unit-") + driver + "-" + std::to_string(::getpid());
+    auto d = Device::open(o);
+    EXPECT_TRUE(d.ok()) << (d.ok() ? "" : d.error().message());
+    return d.ok() ? std::move(*d) : nullptr;
+  };
+  {
+    std::vector<std::unique_ptr<Device>> parts;
+    parts.push_back(part("shm"));
+    parts.push_back(part("loop"));
+    auto bad = detail::HybridDevice::create(std::move(parts), {0, 0, 2}, 0);  // rank 2 to a part that is not there
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.error().code(), Errc::kInvalidArgument);
+  }
+  std::vector<std::unique_ptr<Device>> parts;
+  parts.push_back(part("shm"));
+  parts.push_back(part("loop"));
+  Device* shm = parts[0].get();
+  Device* loop = parts[1].get();
+  auto h = detail::HybridDevice::create(std::move(parts), {0, 0, 1}, 0);
+  ASSERT_TRUE(h.ok()) << h.error().message();
+  detail::HybridDevice& dev = **h;
+  EXPECT_EQ(dev.capabilities().driver, "shm+loop");
+  EXPECT_FALSE(dev.capabilities().read);  // one-sided only between part 0's pairs
+  std::vector<uint8_t> buf(1 << 16);
+  auto mr = dev.register_memory(buf.data(), buf.size());
+  ASSERT_TRUE(mr.ok()) << mr.error().message();
+  EXPECT_EQ(shm->registration_count(), 1u);
+  EXPECT_EQ(loop->registration_count(), 1u);
+  ASSERT_TRUE(dev.deregister_memory(*mr).ok());
+  EXPECT_EQ(shm->registration_count(), 0u);
+  EXPECT_EQ(loop->registration_count(), 0u);
+  auto a = dev.allocate(1 << 20);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_EQ(loop->registration_count(), 1u);
+  ASSERT_TRUE(dev.free(*a).ok());
+  EXPECT_EQ(loop->registration_count(), 0u);
+  EXPECT_FALSE(dev.free(*a).ok());  // only once
+  auto addr = dev.local_address();
+  ASSERT_TRUE(addr.ok());
+  EXPECT_EQ(addr->rfind("hybrid:", 0), 0u);
+  for (const char* bad : {"shm:1:x", "hybrid:", "hybrid:5:ab", "hybrid:x:y", "hybrid:999999:"}) {
+    auto ep = dev.connect(1, bad);
+    ASSERT_FALSE(ep.ok()) << bad;
+    EXPECT_EQ(ep.error().code(), Errc::kProtocol) << bad;
+  }
+  bool named = false;
+  for (const auto& [k, v] : dev.counters()) named = named || k.rfind("shm.", 0) == 0;
+  EXPECT_TRUE(named);
 }
 
 }  // namespace

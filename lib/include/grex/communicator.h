@@ -61,6 +61,10 @@ struct CommOptions {
   /// The network backend of "auto" between hosts: "dpdk", "verbs", or "auto"
   /// (verbs where every rank sees an active RDMA port, else dpdk) [GREX_NET].
   std::string net = "auto";
+  /// What makes ranks "one host" (shm between them): empty detects it (the
+  /// machine and network namespace, core/host.h) [GREX_HOST_ID]. Ranks that
+  /// give the same string are placed on one host.
+  std::string host_id;
   /// Every collective and point-to-point call gives up after this [GREX_TIMEOUT_MS].
   int64_t timeout_ms = 60'000;
   /// Waiting: "spin" (busy poll), "adaptive" (spin, then nap), or "auto":

@@ -107,6 +107,45 @@ TEST_P(LoopRanks, EveryCollective) {
   EXPECT_TRUE(res.all_ok()) << res.describe() << " (" << n << " ranks)";
 }
 
+// Hosts given by CommOptions::host_id (threads of one process): shm between
+// the ranks of a "host", the loop driver between hosts (the hybrid device,
+// with no DPDK or RDMA device needed). Even, interleaved and uneven layouts;
+// every collective with the hierarchical and flat allreduces.
+class LoopHosts : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LoopHosts, HybridShmAndLoopMatchTheReference) {
+  const std::string layout = GetParam();
+  const int n = static_cast<int>(layout.size());
+  auto res = run_thread_ranks(n, [&](Rank& r) -> int {
+    for (const char* algo : {"auto", "hierarchical", "ring"}) {
+      CommOptions o = loop_opts(algo);
+      o.backend = "auto";
+      o.net = "loop";
+      o.host_id = std::string("loop-host-") + layout[static_cast<size_t>(r.rank)];
+      o.cost = "1,20,5;20,2,5";
+      o.name = std::string("loop-hosts-") + algo;
+      auto c = make_comm(r, o);
+      RANK_CHECK(c != nullptr);
+      RANK_CHECK(c->device().capabilities().driver == "shm+loop");
+      RANK_CHECK(c->topology().find("intra-host shm, inter-host loop") != std::string::npos);
+      RANK_CHECK(check_every_collective(*c) == 0);
+      for (size_t count : {size_t{1}, size_t{4099}, (size_t{1} << 18) + 3}) {
+        RANK_CHECK(check_allreduce<int32_t>(*c, count, DataType::kInt32, ReduceOp::kSum, false) == 0);
+        RANK_CHECK(check_allreduce<double>(*c, count, DataType::kFloat64, ReduceOp::kAvg, true) == 0);
+      }
+      std::vector<int64_t> v(5000, r.rank == n - 1 ? 42 : -1);
+      RANK_OK(c->broadcast(v.data(), v.size(), DataType::kInt64, n - 1));
+      for (int64_t x : v) RANK_CHECK(x == 42);
+      RANK_OK(c->barrier());
+    }
+    return 0;
+  }, 60'000);
+  EXPECT_TRUE(res.all_ok()) << res.describe() << " (" << layout << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LoopHosts, ::testing::Values("AABB", "ABAB", "AAB", "AABBB"),
+                         [](const auto& i) { return std::string(i.param); });
+
 INSTANTIATE_TEST_SUITE_P(Ranks, LoopRanks, ::testing::Values(2, 3, 4), [](const auto& i) {
   return std::to_string(i.param) + "ranks";
 });
