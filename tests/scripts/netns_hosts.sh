@@ -32,6 +32,13 @@ hosts_setup() {
   hosts_step ip netns add "$hosts_sw" || return 1
   hosts_step ip -n "$hosts_sw" link add br0 type bridge || return 1
   hosts_step ip -n "$hosts_sw" link set br0 mtu "$hosts_mtu" up || return 1
+  # A switch forwards frames; with br_netfilter loaded the bridge would also
+  # run every frame through iptables (a per-namespace setting: this one only).
+  local f
+  for f in /proc/sys/net/bridge/bridge-nf-call-iptables /proc/sys/net/bridge/bridge-nf-call-ip6tables \
+    /proc/sys/net/bridge/bridge-nf-call-arptables; do
+    ip netns exec "$hosts_sw" sh -c "[ -w $f ] && echo 0 > $f" 2>/dev/null
+  done
   for ((h = 0; h < n; ++h)); do
     ns=$(host_ns "$h")
     hosts_step ip netns add "$ns" || return 1
