@@ -497,7 +497,15 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   } else {
     GREX_INFO(kSubsys, "cost model: GREX_COST=%s (alpha us, beta GB/s, gamma GB/s)", c.select.cost.describe().c_str());
   }
-  if (c.rank == 0) GREX_INFO(kSubsys, "topology: %s; allreduce: %s", c.topology.c_str(), choice.c_str());
+  std::string others;  // the other collectives' algorithms (the first usable entry: size does not change it)
+  for (detail::Coll k : {detail::Coll::kReduceScatter, detail::Coll::kAllgather, detail::Coll::kBroadcast,
+                         detail::Coll::kReduce, detail::Coll::kAlltoall}) {
+    const detail::CollArgs probe{nullptr, nullptr, 1, DataType::kFloat32, ReduceOp::kSum, 0, 0};
+    others += std::string(others.empty() ? "" : ", ") + detail::coll_name(k) + " " +
+              detail::first_usable(k, c.ctx, *c.world, probe).name;
+  }
+  if (c.rank == 0)
+    GREX_INFO(kSubsys, "topology: %s; allreduce: %s; %s", c.topology.c_str(), choice.c_str(), others.c_str());
   GREX_DEBUG(kSubsys, "%d ranks on this machine, %d cores: %s progress", where.machine_local, cores,
              adaptive ? "adaptive" : "spin");
   if (where.machine_local > 1 && c.opts.spread) spread_local_rank(where.machine_index, cpus);
