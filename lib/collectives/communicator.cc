@@ -457,6 +457,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
     if (c.hier) {
       c.hier->local.select.cost = intra_cost;
       c.hier->rail.select.cost = inter_cost;
+      c.hier->world_cost = inter_cost;
     }
   } else if (c.size > 1) {
     // Calibrate spread out too: two ranks left on one CPU by the store's
@@ -598,6 +599,7 @@ Result<void> Communicator::Impl::calibrate() {
   if (hier) {
     hier->local.select.cost = m;
     hier->rail.select.cost = m2;
+    hier->world_cost = m2;
     select.cost = m2;  // a flat algorithm waits on its slowest links
   } else {
     select.cost = m;

@@ -48,6 +48,46 @@ bool hierarchical_even_usable(const Context& c, const Group& g, const CollArgs&)
   return true;
 }
 
+// The two-level model against the flat algorithm's (the world's model holds
+// the network level's alpha and beta: a flat schedule waits on its slowest
+// links). Every rank has the same models, so every rank chooses alike.
+namespace {
+
+int ceil_log2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+}  // namespace
+
+bool hierarchical_wins(const Context& c, const Group& g, Coll coll, double block_bytes) noexcept {
+  const Hierarchy& h = *c.hier;
+  const double world_cost_alpha = h.world_cost.alpha_s, world_cost_beta = h.world_cost.beta_s_per_byte;
+  const double H = h.host_count(), L = h.rails, n = g.size();
+  const CostModel& lo = h.local.select.cost;
+  const CostModel& net = h.rail.select.cost;
+  const double B = block_bytes;
+  double hier = 0, flat = 0;
+  switch (coll) {
+    case Coll::kReduceScatter:
+    case Coll::kAllgather:  // ring steps of one block (flat) or of H blocks inside, one block along the rail
+      flat = (n - 1) * (world_cost_alpha + B * world_cost_beta);
+      hier = (L - 1) * (lo.alpha_s + H * B * lo.beta_s_per_byte) + (H - 1) * (net.alpha_s + B * net.beta_s_per_byte);
+      break;
+    case Coll::kAlltoall:  // pairwise steps: one block each, or H blocks inside and L blocks along the rail
+      flat = (n - 1) * (world_cost_alpha + B * world_cost_beta);
+      hier = (L - 1) * (lo.alpha_s + H * B * lo.beta_s_per_byte) + (H - 1) * (net.alpha_s + L * B * net.beta_s_per_byte);
+      break;
+    default:  // broadcast, reduce: binomial trees of the whole vector
+      flat = ceil_log2(static_cast<int>(n)) * (world_cost_alpha + B * world_cost_beta);
+      hier = ceil_log2(static_cast<int>(H)) * (net.alpha_s + B * net.beta_s_per_byte) +
+             ceil_log2(static_cast<int>(L)) * (lo.alpha_s + B * lo.beta_s_per_byte);
+      break;
+  }
+  return hier <= flat;
+}
+
 Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollArgs& a) {
   (void)g;
   Hierarchy& h = *c.hier;
@@ -172,6 +212,31 @@ Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a) 
       scale_avg(a.recv, a.count, a.type, static_cast<int>(h.host_of.size()));
   }
   return ok();
+}
+
+}  // namespace grex::detail
+
+namespace grex::detail {
+
+bool hier_reduce_scatter_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
+  return hierarchical_even_usable(c, g, a) &&
+         hierarchical_wins(c, g, Coll::kReduceScatter, static_cast<double>(a.count * dtype_size(a.type)));
+}
+bool hier_allgather_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
+  return hierarchical_even_usable(c, g, a) &&
+         hierarchical_wins(c, g, Coll::kAllgather, static_cast<double>(a.count * dtype_size(a.type)));
+}
+bool hier_alltoall_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
+  return hierarchical_even_usable(c, g, a) &&
+         hierarchical_wins(c, g, Coll::kAlltoall, static_cast<double>(a.count * dtype_size(a.type)));
+}
+bool hier_broadcast_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
+  return hierarchical_even_usable(c, g, a) &&
+         hierarchical_wins(c, g, Coll::kBroadcast, static_cast<double>(a.count * dtype_size(a.type)));
+}
+bool hier_reduce_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
+  return hierarchical_even_usable(c, g, a) &&
+         hierarchical_wins(c, g, Coll::kReduce, static_cast<double>(a.count * dtype_size(a.type)));
 }
 
 }  // namespace grex::detail

@@ -33,6 +33,7 @@ struct Hierarchy {
   std::vector<std::vector<int>> hosts;  // [host]: its ranks, ascending
   int rails = 0;              // ranks of the smallest host: the shards of a hierarchical allreduce
   std::string intra, inter;   // the drivers of each level ("shm", "dpdk")
+  CostModel world_cost;       // the flat algorithms' model (the network level's alpha, beta), for the choice
   std::vector<uint8_t> pack, mid;  // the hierarchical collectives' permuted blocks (hier_collectives.cc)
   Level local;                // this host's ranks
   Level rail;                 // the ranks with this rank's local index, one per host that has one

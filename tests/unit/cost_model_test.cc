@@ -3,7 +3,9 @@
 // allreduce algorithm on each side of the crossovers worked out by hand.
 #include <gtest/gtest.h>
 
+#include "collectives/algorithm.h"
 #include "collectives/cost_model.h"
+#include "collectives/hierarchy.h"
 
 namespace grex::detail {
 namespace {
@@ -94,6 +96,33 @@ TEST(CostModel, ParsesGrexCostAndNames) {
   EXPECT_EQ(parse_algo(algo_name(Algo::kFlat)), Algo::kFlat);
   EXPECT_EQ(parse_algo("rd"), Algo::kRecursiveDoubling);
   EXPECT_FALSE(parse_algo("bruck"));
+}
+
+
+// Across hosts (issue 27), the other collectives go hierarchical where the
+// two-level model predicts them no slower than the flat schedule: with shm
+// inside faster than the network, always; with a pathologically slow inside,
+// not for large blocks.
+TEST(CostModel, HierarchicalCollectivesWhereTheTwoLevelModelSaysSo) {
+  std::vector<std::unique_ptr<Endpoint>> eps(4);
+  detail::Engine engine(nullptr, &eps, 0);
+  detail::Group world = detail::Group::world(engine, 0, 4);
+  detail::Hierarchy h;
+  h.hosts = {{0, 1}, {2, 3}};
+  h.host_of = {0, 0, 1, 1};
+  h.local_of = {0, 1, 0, 1};
+  h.rails = 2;
+  h.local.select.cost = *CostModel::parse("1,20,5");
+  h.rail.select.cost = *CostModel::parse("20,2,5");
+  h.world_cost = h.rail.select.cost;
+  detail::Context c;
+  c.hier = &h;
+  for (detail::Coll k : {detail::Coll::kReduceScatter, detail::Coll::kAllgather, detail::Coll::kAlltoall,
+                         detail::Coll::kBroadcast, detail::Coll::kReduce})
+    for (double b : {8.0, 65536.0, 64e6}) EXPECT_TRUE(detail::hierarchical_wins(c, world, k, b)) << b;
+  h.local.select.cost = *CostModel::parse("100,0.1,5");  // an inside slower than the network
+  EXPECT_FALSE(detail::hierarchical_wins(c, world, detail::Coll::kAllgather, 64e6));
+  EXPECT_FALSE(detail::hierarchical_wins(c, world, detail::Coll::kBroadcast, 64e6));
 }
 
 }  // namespace
