@@ -251,30 +251,37 @@ std::string describe_hosts(const std::vector<std::vector<int>>& hosts) {
 Result<void> connected_barrier(Bootstrap& bs, Device& dev, const std::string& key, int rank, int size,
                                int64_t timeout_ms) {
   Store& st = bs.store();
-  std::vector<std::string> keys(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) keys[static_cast<size_t>(r)] = key + "/" + std::to_string(r);
-  GREX_TRY(st.set(keys[static_cast<size_t>(rank)], "1"));
+  // One counter (a check costs the store one key, whatever the job's size);
+  // each rank's own key too, for the error's list of the missing.
+  GREX_TRY(st.set(key + "/" + std::to_string(rank), "1"));
+  GREX_TRY(st.add(key + "/count", 1));
   const Deadline deadline = Deadline::after_ms(timeout_ms);
   Completion sink[16];
+  uint64_t gap_ns = 100'000;  // between store checks, answering meanwhile: 0.1 ms growing to 5 ms
   for (;;) {
-    auto present = GREX_TRY(st.check(keys));
-    std::vector<int> missing;
-    for (int r = 0; r < size; ++r)
-      if (!present[static_cast<size_t>(r)]) missing.push_back(r);
-    if (missing.empty()) return ok();
+    if (GREX_TRY(st.add(key + "/count", 0)) >= size) return ok();
     if (deadline.expired()) {
+      std::vector<std::string> keys(static_cast<size_t>(size));
+      for (int r = 0; r < size; ++r) keys[static_cast<size_t>(r)] = key + "/" + std::to_string(r);
+      auto present = GREX_TRY(st.check(keys));
       std::string list;
-      for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-      return Error(Errc::kTimeout, (missing.size() == 1 ? "rank " : "ranks ") + list + " never finished connecting within " +
+      size_t missing = 0;
+      for (int r = 0; r < size; ++r)
+        if (!present[static_cast<size_t>(r)]) {
+          list += (list.empty() ? "" : ", ") + std::to_string(r);
+          ++missing;
+        }
+      return Error(Errc::kTimeout, (missing == 1 ? "rank " : "ranks ") + list + " never finished connecting within " +
                                        std::to_string(timeout_ms) + " ms")
           .rank(rank)
           .hint("those ranks crashed, hang, or cannot reach this one; look at their logs");
     }
-    const uint64_t until = now_ns() + 1'000'000;  // a millisecond of answering between store checks
+    const uint64_t until = now_ns() + gap_ns;
     while (now_ns() < until) {
       (void)dev.poll(sink);
       std::this_thread::yield();
     }
+    gap_ns = std::min<uint64_t>(gap_ns * 2, 5'000'000);
   }
 }
 
