@@ -5,10 +5,11 @@
 #   grex hier   GREX_BACKEND=auto: shm inside a host, DPDK af_packet (MTU 9000,
 #               one port per local rank) between hosts; the model's choice
 #               (hierarchical at these sizes)
-#   grex flat   GREX_BACKEND=dpdk: every pair over the af_packet ports, the
-#               model's flat algorithm
+#   grex flat   GREX_BACKEND=dpdk and a host id per rank (no levels): every
+#               pair over the af_packet ports, the model's flat algorithm
 #   Gloo        tcp over the same veths (each rank bound to its port's kernel
-#               address), a FileStore in a shared directory; ring and
+#               address; one /16, so a host's kernel traffic leaves through
+#               d0), a FileStore in a shared directory; ring and
 #               halving-doubling, the faster per size
 #   Open MPI    mpirun with an rsh agent that runs `ip netns exec HOST`: vader
 #               inside a host, tcp between hosts over the same veths
@@ -81,6 +82,7 @@ grex() {
     for ((i = 0; i < 2; ++i, ++r)); do
       GREX_RANK=$r GREX_WORLD_SIZE=$ranks GREX_JOB_TOKEN=$token GREX_STORE_ADDR=10.96.0.1:$port \
         GREX_STORE_EXTERNAL=1 GREX_BACKEND=$backend GREX_NET=dpdk GREX_DPDK_MODE=port \
+        GREX_HOST_ID="$([[ $variant == flat ]] && echo "flat-rank-$r")" \
         GREX_DPDK_PORT="net_af_packet0,iface=d0,framesz=10240,blocksz=20480,framecnt=512;net_af_packet1,iface=d1,framesz=10240,blocksz=20480,framecnt=512" \
         GREX_DPDK_IP="10.97.$h.1;10.97.$h.2" GREX_DPDK_MTU=9000 GREX_DPDK_LCORE=$((r % ncpu)) \
         timeout 300 ip netns exec "$(host_ns "$h")" "$PERF" allreduce -b "$size" -e "$size" -n "$n" -w "$w" -c 0 \

@@ -102,7 +102,8 @@ Result<void> PairJob::open_flows(const PerfArgs& a, size_t buffer_bytes, const s
   DeviceOptions dopts;
   dopts.driver = effective_backend(a);
   if (dopts.driver == "auto") {  // as a communicator's pair: shm on one host, else the network
-    const std::string net_env = std::getenv("GREX_NET") != nullptr ? std::getenv("GREX_NET") : "auto";
+    const char* net_var = std::getenv("GREX_NET");
+    const std::string net_env = net_var != nullptr && *net_var != '\0' ? net_var : "auto";
     const std::string net = net_env == "auto" ? default_network_backend() : net_env;
     GREX_TRY(put("host/" + std::to_string(rank()), host_identity() + " " + net));
     const std::string theirs = GREX_TRY(take("host/" + std::to_string(peer)));
@@ -114,6 +115,7 @@ Result<void> PairJob::open_flows(const PerfArgs& a, size_t buffer_bytes, const s
       dopts.driver = theirs.substr(sp + 1) == "verbs" ? "verbs" : "dpdk";
     else
       dopts.driver = net;
+    if (dopts.driver != "shm") dopts.params["cc_default"] = "rttcc";  // as a communicator's flows between hosts
   }
   dopts.rank = rank();
   dopts.world_size = size();

@@ -179,6 +179,9 @@ Communicator::~Communicator() {
   // failed collective that flow may hold operations on the registrations and
   // buffers released below (a DPDK flow matched a send against a freed region).
   impl_->endpoints.clear();
+  if (impl_->hier)
+    for (auto* b : {&impl_->hier->pack, &impl_->hier->mid})
+      if (b->mr != nullptr) (void)impl_->device->free(b->mr);
   impl_->bufs.reset();
   if (impl_->area && impl_->area->region != nullptr) (void)impl_->device->free(impl_->area->region);
   impl_->area.reset();
@@ -314,14 +317,26 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   std::string host_name = c.opts.host_id.empty() ? host_id() : c.opts.host_id;
   for (char& ch : host_name)
     if (std::isspace(static_cast<unsigned char>(ch))) ch = '_';  // the record is space-separated
-  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + machine_id() + " " + host_name),
+  // "<random id> <machine id> <backend>/<net> <host id>": every rank must
+  // choose the drivers alike, so a job whose ranks were given different
+  // GREX_BACKEND or GREX_NET fails here, naming one.
+  const std::string choice_of_drivers = c.opts.backend + "/" + c.opts.net;
+  auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + machine_id() + " " + choice_of_drivers +
+                                                                      " " + host_name),
                           "communicator setup");
   std::vector<std::string> machines(ids.size()), hosts(ids.size());
   for (size_t r = 0; r < ids.size(); ++r) {
-    const size_t a = ids[r].find(' '), b = a == std::string::npos ? a : ids[r].find(' ', a + 1);
-    if (b == std::string::npos) return Error(Errc::kProtocol, "communicator setup: bad id record '" + ids[r] + "'");
+    const size_t a = ids[r].find(' '), b = a == std::string::npos ? a : ids[r].find(' ', a + 1),
+                 d = b == std::string::npos ? b : ids[r].find(' ', b + 1);
+    if (d == std::string::npos) return Error(Errc::kProtocol, "communicator setup: bad id record '" + ids[r] + "'");
     machines[r] = ids[r].substr(a + 1, b - a - 1);
-    hosts[r] = ids[r].substr(b + 1);
+    if (const std::string theirs = ids[r].substr(b + 1, d - b - 1); theirs != choice_of_drivers)
+      return Error(Errc::kMismatch, "communicator setup: rank " + std::to_string(r) + " runs GREX_BACKEND/GREX_NET " +
+                                        theirs + ", this rank " + choice_of_drivers)
+          .rank(c.rank)
+          .peer(static_cast<int>(r))
+          .hint("give every rank the same GREX_BACKEND and GREX_NET");
+    hosts[r] = ids[r].substr(d + 1);
   }
   const Placement where = place(machines, hosts, c.rank);
   const int nhosts = static_cast<int>(where.hosts.size());
@@ -737,8 +752,7 @@ Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
     };
     if (raw.code() == Errc::kTimeout) {
       const int p = raw.peer_rank();
-      if (hier && p >= 0 && p < size && hier->host_of[static_cast<size_t>(p)] != hier->host_of[static_cast<size_t>(rank)])
-        tell(raw);
+      if (engine->is_remote(p)) tell(raw);
       raw = await_verdict(std::move(raw));
     }
     if (raw.code() == Errc::kTimeout) raw = diagnose(std::move(raw));

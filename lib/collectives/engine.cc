@@ -159,7 +159,10 @@ Result<void> Engine::check_peers() const {
   // matters only if we still wait on it (it may have finished normally).
   for (const auto& ep : *eps_) {
     if (!ep) continue;
-    if (ep->peer_abort_culprit() >= 0) return peer_error(ep->peer(), ep.get());
+    // A peer that gave up waiting on this rank is no verdict: this rank is
+    // waiting on someone itself, and its own timeout will name that one.
+    const int culprit = ep->peer_abort_culprit();
+    if (culprit >= 0 && culprit != rank_) return peer_error(ep->peer(), ep.get());
     if (ep->peer_failed() && pending_per_peer_[static_cast<size_t>(ep->peer())] > 0)
       return peer_error(ep->peer(), ep.get());
   }
@@ -168,7 +171,8 @@ Result<void> Engine::check_peers() const {
 
 Result<void> Engine::check_peer(int peer) const {
   const Endpoint* ep = (*eps_)[static_cast<size_t>(peer)].get();
-  if (ep != nullptr && (ep->peer_failed() || ep->peer_abort_culprit() >= 0)) return peer_error(peer, ep);
+  if (ep != nullptr && (ep->peer_failed() || (ep->peer_abort_culprit() >= 0 && ep->peer_abort_culprit() != rank_)))
+    return peer_error(peer, ep);
   return ok();
 }
 
@@ -237,8 +241,13 @@ Result<void> Engine::progress() {
 
 Error Engine::timeout_error(const char* what) const {
   std::set<int> peers;
+  int awaited = -1;  // the peer to blame: one whose message has not come (a send waits on the receiver)
   for (const Record& r : recs_)
-    if (r.pending) peers.insert(r.peer);
+    if (r.pending) {
+      peers.insert(r.peer);
+      if (r.is_recv && (awaited < 0 || r.peer < awaited)) awaited = r.peer;
+    }
+  if (awaited < 0 && !peers.empty()) awaited = *peers.begin();
   std::string list;
   for (int p : peers) list += (list.empty() ? "" : ", ") + std::to_string(p);
   Error e = Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(timeout_ms_) +
@@ -247,7 +256,7 @@ Error Engine::timeout_error(const char* what) const {
                 .rank(rank_)
                 .hint("a rank is slower, stuck, or called a different collective; raise GREX_TIMEOUT_MS if it is just slow");
   // The first awaited rank is the one peers are told to blame (Impl::finish).
-  if (!peers.empty()) e.peer(*peers.begin());
+  if (awaited >= 0) e.peer(awaited);
   return e;
 }
 

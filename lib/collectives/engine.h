@@ -75,6 +75,9 @@ class Engine {
   uint64_t remote_bytes() const noexcept { return remote_bytes_.get(); }
   /// remote[p] != 0: rank p is on another host (setup only).
   void set_remote(std::vector<uint8_t> remote) { remote_ = std::move(remote); }
+  bool is_remote(int peer) const noexcept {
+    return peer >= 0 && static_cast<size_t>(peer) < remote_.size() && remote_[static_cast<size_t>(peer)] != 0;
+  }
   uint64_t wait_ns() const noexcept { return wait_ns_.get(); }
 
  private:

@@ -106,8 +106,8 @@ Result<bool> Communicator::Impl::gpu_ipc_ready(const void* any_buffer) {
     auto api = gpu::cuda();
     if (staging) {
       why = "GREX_GPU_STAGING=1";
-    } else if (opts.backend != "shm") {
-      why = "backend " + opts.backend + " (GPU to GPU needs every rank on one host: shm)";
+    } else if (device->capabilities().driver != "shm") {
+      why = "backend " + device->capabilities().driver + " (GPU to GPU needs every rank on one host: shm)";
     } else if (!api) {
       why = api.error().message();
     } else if (!gpu || !gpu->stream_waits()) {

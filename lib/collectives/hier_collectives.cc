@@ -15,6 +15,7 @@
 //     one message per host pair (L blocks); unpacked into rank order.
 // Per rank, (H-1) blocks cross hosts in reduce_scatter and allgather, where a
 // flat ring sends (n-1) blocks over each link that leaves a host.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -33,6 +34,11 @@ void enter(const Context& c, Hierarchy& h) {
     l->ctx.call = c.call;
     l->ctx.ncoll = c.ncoll;
   }
+}
+
+// Makes `b` hold `bytes` (device memory: registered once, not per call).
+Result<void> grow(Context& c, Hierarchy::Buffer& b, size_t bytes) {
+  return grow_region(c.bufs->device(), b.mr, b.have, std::max<size_t>(bytes, 1));
 }
 
 Result<void> run_on(Level& l, Coll coll, const CollArgs& a) {
@@ -96,8 +102,8 @@ Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollA
   const size_t es = dtype_size(a.type), block = a.count * es;
   const ReduceOp op = a.op == ReduceOp::kAvg ? ReduceOp::kSum : a.op;
   // pack[j][host]: the block of rank (host, j)
-  h.pack.resize(block * static_cast<size_t>(H * L));
-  h.mid.resize(block * static_cast<size_t>(H));
+  GREX_TRY(grow(c, h.pack, block * static_cast<size_t>(H * L)));
+  GREX_TRY(grow(c, h.mid, block * static_cast<size_t>(H)));
   const auto* in = static_cast<const uint8_t*>(a.send);
   for (int j = 0; j < L; ++j)
     for (int x = 0; x < H; ++x)
@@ -119,8 +125,8 @@ Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& 
   enter(c, h);
   const int H = h.host_count(), L = h.rails;
   const size_t block = a.count * dtype_size(a.type);
-  h.mid.resize(block * static_cast<size_t>(H));
-  h.pack.resize(block * static_cast<size_t>(H * L));
+  GREX_TRY(grow(c, h.mid, block * static_cast<size_t>(H)));
+  GREX_TRY(grow(c, h.pack, block * static_cast<size_t>(H * L)));
   GREX_TRY(run_on(h.rail, Coll::kAllgather, CollArgs{a.send, h.mid.data(), a.count, a.type, ReduceOp::kSum, 0, a.tag}));
   GREX_TRY(run_on(h.local, Coll::kAllgather,
                   CollArgs{h.mid.data(), h.pack.data(), a.count * H, a.type, ReduceOp::kSum, 0, a.tag | (1ull << 17)}));
@@ -141,10 +147,10 @@ Result<void> hierarchical_alltoall(Context& c, const Group& g, const CollArgs& a
   enter(c, h);
   const int H = h.host_count(), L = h.rails;
   const size_t block = a.count * dtype_size(a.type), all = block * static_cast<size_t>(H * L);
-  h.pack.resize(all);
-  h.mid.resize(all);
+  GREX_TRY(grow(c, h.pack, all));
+  GREX_TRY(grow(c, h.mid, all));
   const auto* in = static_cast<const uint8_t*>(a.send);
-  auto at = [block](std::vector<uint8_t>& v, int outer, int inner, int n_inner) {
+  auto at = [block](Hierarchy::Buffer& v, int outer, int inner, int n_inner) {
     return v.data() + (static_cast<size_t>(outer) * static_cast<size_t>(n_inner) + static_cast<size_t>(inner)) * block;
   };
   for (int j = 0; j < L; ++j)  // pack[j][x]: this rank's block for rank (x, j)
@@ -194,7 +200,7 @@ Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a) 
   const ReduceOp op = a.op == ReduceOp::kAvg ? ReduceOp::kSum : a.op;
   const size_t bytes = a.count * dtype_size(a.type);
   // Each host's sum lands with its rank on the root's rail.
-  h.mid.resize(on_rail ? bytes : 0);
+  if (on_rail) GREX_TRY(grow(c, h.mid, bytes));
   void* host_sum = on_rail ? static_cast<void*>(h.mid.data()) : nullptr;
   if (h.local.group->size() > 1) {
     GREX_TRY(run_on(h.local, Coll::kReduce, CollArgs{a.send, host_sum, a.count, a.type, op, root_j, a.tag}));

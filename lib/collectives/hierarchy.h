@@ -34,7 +34,14 @@ struct Hierarchy {
   int rails = 0;              // ranks of the smallest host: the shards of a hierarchical allreduce
   std::string intra, inter;   // the drivers of each level ("shm", "dpdk")
   CostModel world_cost;       // the flat algorithms' model (the network level's alpha, beta), for the choice
-  std::vector<uint8_t> pack, mid;  // the hierarchical collectives' permuted blocks (hier_collectives.cc)
+  /// The hierarchical collectives' permuted blocks (hier_collectives.cc):
+  /// device memory that grows on demand (registered once; freed by ~Communicator).
+  struct Buffer {
+    MemoryRegion* mr = nullptr;
+    size_t have = 0;
+    uint8_t* data() const noexcept { return mr != nullptr ? static_cast<uint8_t*>(mr->addr()) : nullptr; }
+  };
+  Buffer pack, mid;
   Level local;                // this host's ranks
   Level rail;                 // the ranks with this rank's local index, one per host that has one
   int host_count() const noexcept { return static_cast<int>(hosts.size()); }

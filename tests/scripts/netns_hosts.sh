@@ -5,7 +5,8 @@
 #   hosts_setup NHOSTS NPORTS [ROOT_ADDR]
 #     a switch namespace with bridge br0 (MTU 9000); hosts 0..NHOSTS-1, each
 #     with a control veth "ctl" (10.96.0.<h+1>/24, for TCP: stores, Gloo, Open
-#     MPI) and NPORTS data veths d0.. (10.97.<h>.<i+1>/24 in the kernel too),
+#     MPI) and NPORTS data veths d0.. (10.97.<h>.<i+1>/16 in the kernel too:
+#     one subnet, so the kernel's own traffic leaves a host through d0),
 #     all on the bridge; with ROOT_ADDR, a veth from this namespace to the
 #     bridge with that address (mpirun runs here).
 #   host_ns H           the namespace of host H
@@ -90,6 +91,7 @@ hosts_teardown() {
 
 hosts_start_store() {
   local bin=$1 token=$2 log=$3 lifetime=$4
+  rm -f "$log"  # a previous run's "listening on" line must not be read as this one's
   GREX_JOB_TOKEN="$token" timeout -k 5 "$lifetime" ip netns exec "$(host_ns 0)" "$bin" --host 10.96.0.1 --port 0 \
     >"$log" 2>&1 &
   store_pid=$!

@@ -228,8 +228,10 @@ failure_job() {  # NAME ACTION: starts 2x2, waits for the first results, does AC
   fi
 }
 kill_host1() {
-  local p
-  for p in $(ip netns pids "$(host_ns 1)"); do kill -KILL "$p" 2>/dev/null; done
+  local p killed=()
+  for p in $(ip netns pids "$(host_ns 1)"); do kill -KILL "$p" 2>/dev/null && killed+=("$p"); done
+  sleep 0.5
+  for p in ${killed[@]+"${killed[@]}"}; do rmdir "/var/run/dpdk/grex-$p" 2>/dev/null; done  # EAL's, left by SIGKILL
 }
 cut_host1() {
   local i
@@ -249,8 +251,9 @@ set_data_mtu() {
 if [[ -z ${GREX_TEST_ONLY:-} || hosts2x2_af_xdp == $GREX_TEST_ONLY ]]; then
   if set_data_mtu 3498; then
     t0=$SECONDS
-    pmd=af_xdp dpdk_mtu=3434 start_job hosts2x2_af_xdp 2,2 -- allreduce -b 8 -e 4M -f 16 -n 2 -w 1 -c 1
-    if wait_job hosts2x2_af_xdp && grep -q "$ok_line" "$tmp/hosts2x2_af_xdp.r0.log"; then
+    if ! pmd=af_xdp dpdk_mtu=3434 start_job hosts2x2_af_xdp 2,2 -- allreduce -b 8 -e 4M -f 16 -n 2 -w 1 -c 1; then
+      fail "hosts2x2_af_xdp: could not start"
+    elif wait_job hosts2x2_af_xdp && grep -q "$ok_line" "$tmp/hosts2x2_af_xdp.r0.log"; then
       echo "PASS hosts2x2_af_xdp [2,2] ($((SECONDS - t0))s)"
     elif why=$(grep -hE '^grex-perf: .*net_af_xdp' "$tmp"/hosts2x2_af_xdp.r*.log | tail -n 1) && [[ -n $why ]]; then
       why=${why#grex-perf: }
