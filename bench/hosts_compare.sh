@@ -83,8 +83,8 @@ grex() {
       GREX_RANK=$r GREX_WORLD_SIZE=$ranks GREX_JOB_TOKEN=$token GREX_STORE_ADDR=10.96.0.1:$port \
         GREX_STORE_EXTERNAL=1 GREX_BACKEND=$backend GREX_NET=dpdk GREX_DPDK_MODE=port \
         GREX_HOST_ID="$([[ $variant == flat ]] && echo "flat-rank-$r")" \
-        GREX_DPDK_PORT="net_af_packet0,iface=d0,framesz=10240,blocksz=20480,framecnt=512;net_af_packet1,iface=d1,framesz=10240,blocksz=20480,framecnt=512" \
-        GREX_DPDK_IP="10.97.$h.1;10.97.$h.2" GREX_DPDK_MTU=9000 GREX_DPDK_LCORE=$((r % ncpu)) \
+        GREX_DPDK_PORT="net_af_packet$i,iface=d$i,framesz=10240,blocksz=20480,framecnt=512" \
+        GREX_DPDK_IP="10.97.$h.$((i + 1))" GREX_DPDK_MTU=9000 GREX_DPDK_LCORE=$((r % ncpu)) \
         timeout 300 ip netns exec "$(host_ns "$h")" "$PERF" allreduce -b "$size" -e "$size" -n "$n" -w "$w" -c 0 \
         --inplace 0 --json "$tmp/grex.r$r.json" >"$tmp/grex.r$r.log" 2>&1 &
       pids+=($!)
