@@ -70,12 +70,10 @@ bool hierarchical_even_usable(const Context& c, const Group& g, const CollArgs& 
 /// `block_bytes` per rank, or the vector for broadcast and reduce) no slower
 /// than the flat algorithm under the world's alpha and beta (Hierarchy::world_cost).
 bool hierarchical_wins(const Context& c, const Group& g, Coll coll, double block_bytes) noexcept;
-/// hierarchical_even_usable() and hierarchical_wins() for each collective (the table's tests).
-bool hier_reduce_scatter_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
-bool hier_allgather_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
-bool hier_alltoall_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
-bool hier_broadcast_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
-bool hier_reduce_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
+/// hierarchical_even_usable() and hierarchical_wins() for collective K (the
+/// table's tests; instantiated for the five hierarchical entries).
+template <Coll K>
+bool hierarchical_usable_for(const Context& c, const Group& g, const CollArgs& a) noexcept;
 Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_broadcast(Context& c, const Group& g, const CollArgs& a);

@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include <grex/probe.h>
 
 #include "collectives/comm_impl.h"
+#include "collectives/placement.h"
 #include "collectives/reduce.h"
 #include "collectives/stream.h"
 #include "core/config.h"
@@ -193,112 +192,6 @@ Result<std::unique_ptr<Communicator>> Communicator::from_env(CommOptions opts) {
   return create(std::move(bs), std::move(opts));
 }
 
-namespace {
-
-// Where the ranks are: hosts (ranks that share memory and a network
-// namespace, core/host.h) in order of their lowest rank, and machines (ranks
-// that share cores).
-struct Placement {
-  std::vector<int> host_of, local_of;
-  std::vector<std::vector<int>> hosts;
-  int machine_local = 0, machine_index = 0;  // ranks on this machine; this rank's index among them
-};
-
-Placement place(const std::vector<std::string>& machine, const std::vector<std::string>& host, int rank) {
-  Placement p;
-  const size_t n = host.size();
-  p.host_of.assign(n, -1);
-  p.local_of.assign(n, 0);
-  for (size_t r = 0; r < n; ++r) {
-    if (p.host_of[r] >= 0) continue;
-    const int h = static_cast<int>(p.hosts.size());
-    p.hosts.emplace_back();
-    for (size_t q = r; q < n; ++q)
-      if (host[q] == host[r]) {
-        p.host_of[q] = h;
-        p.local_of[q] = static_cast<int>(p.hosts.back().size());
-        p.hosts.back().push_back(static_cast<int>(q));
-      }
-  }
-  for (size_t r = 0; r < n; ++r)
-    if (machine[r] == machine[static_cast<size_t>(rank)]) {
-      p.machine_index += static_cast<int>(r) < rank ? 1 : 0;
-      ++p.machine_local;
-    }
-  return p;
-}
-
-// "0-1 | 2-3": each host's ranks, runs of consecutive ranks shortened.
-std::string describe_hosts(const std::vector<std::vector<int>>& hosts) {
-  std::string out;
-  for (const auto& h : hosts) {
-    if (!out.empty()) out += " | ";
-    std::string one;
-    for (size_t i = 0; i < h.size();) {
-      size_t j = i;
-      while (j + 1 < h.size() && h[j + 1] == h[j] + 1) ++j;
-      if (!one.empty()) one += ',';
-      one += std::to_string(h[i]);
-      if (j > i) one.append(1, '-').append(std::to_string(h[j]));
-      i = j + 1;
-    }
-    out += one;
-  }
-  return out;
-}
-
-// The barrier after connect(), polling the device while it waits: a peer may
-// still be in its own connect() to this rank, and a datagram driver (dpdk)
-// answers its handshake only from poll(). (The store's blocking barrier left
-// such a peer waiting for an answer while this rank waited for it.)
-Result<void> connected_barrier(Bootstrap& bs, Device& dev, const std::string& key, int rank, int size,
-                               int64_t timeout_ms) {
-  Store& st = bs.store();
-  // One counter (a check costs the store one key, whatever the job's size);
-  // each rank's own key too, for the error's list of the missing.
-  GREX_TRY(st.set(key + "/" + std::to_string(rank), "1"));
-  GREX_TRY(st.add(key + "/count", 1));
-  const Deadline deadline = Deadline::after_ms(timeout_ms);
-  Completion sink[16];
-  uint64_t gap_ns = 100'000;  // between store checks, answering meanwhile: 0.1 ms growing to 5 ms
-  for (;;) {
-    if (GREX_TRY(st.add(key + "/count", 0)) >= size) return ok();
-    if (deadline.expired()) {
-      std::vector<std::string> keys(static_cast<size_t>(size));
-      for (int r = 0; r < size; ++r) keys[static_cast<size_t>(r)] = key + "/" + std::to_string(r);
-      auto present = GREX_TRY(st.check(keys));
-      std::string list;
-      size_t missing = 0;
-      for (int r = 0; r < size; ++r)
-        if (!present[static_cast<size_t>(r)]) {
-          list += (list.empty() ? "" : ", ") + std::to_string(r);
-          ++missing;
-        }
-      return Error(Errc::kTimeout, (missing == 1 ? "rank " : "ranks ") + list + " never finished connecting within " +
-                                       std::to_string(timeout_ms) + " ms")
-          .rank(rank)
-          .hint("those ranks crashed, hang, or cannot reach this one; look at their logs");
-    }
-    const uint64_t until = now_ns() + gap_ns;
-    while (now_ns() < until) {
-      (void)dev.poll(sink);
-      std::this_thread::yield();
-    }
-    gap_ns = std::min<uint64_t>(gap_ns * 2, 5'000'000);
-  }
-}
-
-}  // namespace
-
-std::string host_identity() { return host_id(); }
-
-std::string default_network_backend() {
-  for (const auto& d : probe_rdma_devices().devices)
-    for (const auto& port : d.ports)
-      if (port.state == "ACTIVE") return "verbs";
-  return "dpdk";
-}
-
 Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Bootstrap> bootstrap, CommOptions opts) {
   if (!bootstrap) return Error(Errc::kInvalidArgument, "Communicator::create: null bootstrap");
   auto impl = std::make_unique<Impl>();
@@ -338,7 +231,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
           .hint("give every rank the same GREX_BACKEND and GREX_NET");
     hosts[r] = ids[r].substr(d + 1);
   }
-  const Placement where = place(machines, hosts, c.rank);
+  const detail::Placement where = detail::place(machines, hosts, c.rank);
   const int nhosts = static_cast<int>(where.hosts.size());
   const auto& my_host = where.hosts[static_cast<size_t>(where.host_of[static_cast<size_t>(c.rank)])];
   const int local = static_cast<int>(my_host.size());
@@ -406,7 +299,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
       if (p == c.rank || (hybrid != nullptr && hybrid->route(p) != part)) continue;
       c.endpoints[static_cast<size_t>(p)] = GREX_TRY(c.device->connect(p, addrs[static_cast<size_t>(p)]));
     }
-  GREX_TRY_CTX(connected_barrier(*c.bootstrap, *c.device, prefix + "/connected/" + ids[0].substr(0, ids[0].find(' ')),
+  GREX_TRY_CTX(detail::connected_barrier(*c.bootstrap, *c.device, prefix + "/connected/" + ids[0].substr(0, ids[0].find(' ')),
                                  c.rank, c.size, c.opts.timeout_ms),
                "communicator setup");
   c.engine = std::make_unique<detail::Engine>(c.device.get(), &c.endpoints, c.rank);
@@ -507,7 +400,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   if (nhosts == 1) {
     c.topology = "1 host, " + intra;
   } else {
-    c.topology = std::to_string(nhosts) + " hosts (" + describe_hosts(where.hosts) + "), ";
+    c.topology = std::to_string(nhosts) + " hosts (" + detail::describe_hosts(where.hosts) + "), ";
     if (drivers.size() > 1)
       c.topology += "intra-host " + intra + ", inter-host " + inter;
     else
@@ -537,98 +430,6 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
-// Ping-pong with a neighbour (pairs 0-1, 2-3, ...): alpha from empty
-// messages, beta from 1 MiB ones; gamma from reducing 1 MiB of f32 here.
-// Each is the best of a few short batches, so one preemption or interrupt
-// does not stand for the link (a 16-round mean moved alpha from 0.5 to 1 us
-// and with it the 2-rank 256 KiB allreduce from direct to recursive
-// doubling, 3x slower). Every rank then takes the slowest values any rank
-// saw, so all choose alike.
-Result<void> Communicator::Impl::calibrate() {
-  constexpr size_t kBig = size_t{1} << 20;
-  GREX_TRY(bufs->ensure_work(2 * kBig));
-  MemoryRegion* work = bufs->work();
-  // alpha and beta with the partner in g (members 0-1, 2-3, ...); zeros
-  // where this rank has none. Tags of their own (bit 62; collectives use bit
-  // 63, user messages 32 bits): an unpaired rank must not fall behind in the
-  // collective sequence; the level in bits 48.., the round in 32..
-  auto measure = [&](const detail::Group& g, uint64_t level, double* alpha, double* beta) -> Result<void> {
-    *alpha = *beta = 0;
-    uint64_t round = 0;  // per level: a rank without a partner at one level skips its rounds
-    const int me = g.rank();
-    const int partner = me % 2 == 0 ? me + 1 : me - 1;
-    if (partner >= g.size()) return ok();
-    auto one_way_s = [&](size_t bytes, int iters) -> Result<double> {
-      const uint64_t tag = (1ull << 62) | (level << 48) | (++round << 32);
-      Deadline dl = ctx.deadline();
-      uint64_t t0 = 0;
-      for (int i = -2; i < iters; ++i) {  // two untimed rounds first
-        if (i == 0) t0 = now_ns();
-        uint64_t t = tag | static_cast<uint64_t>(i + 2);
-        if (me < partner) {
-          GREX_TRY(engine->wait(GREX_TRY(g.send(partner, work, 0, bytes, t)), dl, "calibration"));
-          GREX_TRY(engine->wait(GREX_TRY(g.recv(partner, work, kBig, bytes, t)), dl, "calibration"));
-        } else {
-          GREX_TRY(engine->wait(GREX_TRY(g.recv(partner, work, kBig, bytes, t)), dl, "calibration"));
-          GREX_TRY(engine->wait(GREX_TRY(g.send(partner, work, 0, bytes, t)), dl, "calibration"));
-        }
-      }
-      return static_cast<double>(now_ns() - t0) / 1e9 / (2.0 * iters);
-    };
-    auto best_of = [&](int batches, size_t bytes, int iters) -> Result<double> {
-      double best = GREX_TRY(one_way_s(bytes, iters));
-      for (int b = 1; b < batches; ++b) best = std::min(best, GREX_TRY(one_way_s(bytes, iters)));
-      return best;
-    };
-    *alpha = GREX_TRY(best_of(4, 0, 8));
-    double big = GREX_TRY(best_of(3, kBig, 2));
-    *beta = std::max(1e-13, (big - *alpha) / static_cast<double>(kBig));
-    return ok();
-  };
-  double alpha = 0, beta = 0, alpha2 = 0, beta2 = 0, gamma = 0;
-  if (hier) {
-    GREX_TRY(measure(*hier->local.group, 1, &alpha, &beta));
-    GREX_TRY(measure(*hier->rail.group, 2, &alpha2, &beta2));
-  } else {
-    GREX_TRY(measure(*world, 0, &alpha, &beta));
-  }
-  auto* f = static_cast<float*>(work->addr());
-  detail::reduce(f, f, f + kBig / 8, kBig / 8, DataType::kFloat32, ReduceOp::kSum);  // warm
-  uint64_t best = UINT64_MAX;
-  for (int b = 0; b < 3; ++b) {
-    uint64_t t0 = now_ns();
-    for (int i = 0; i < 2; ++i) detail::reduce(f, f, f + kBig / 8, kBig / 8, DataType::kFloat32, ReduceOp::kSum);
-    best = std::min(best, now_ns() - t0);
-  }
-  gamma = std::max(1e-13, static_cast<double>(best) / 1e9 / (2.0 * kBig / 2));
-  char mine[160];
-  std::snprintf(mine, sizeof mine, "%a %a %a %a %a", alpha, beta, gamma, alpha2, beta2);
-  auto all = GREX_TRY(bootstrap->all_gather(opts.name + "/cost", mine));
-  detail::CostModel m, m2;
-  m.alpha_s = m.beta_s_per_byte = m.gamma_s_per_byte = 0;
-  m2.alpha_s = m2.beta_s_per_byte = 0;
-  for (const auto& v : all) {
-    double a = 0, b = 0, g = 0, a2 = 0, b2 = 0;
-    if (std::sscanf(v.c_str(), "%la %la %la %la %la", &a, &b, &g, &a2, &b2) != 5)
-      return Error(Errc::kProtocol, "calibration: bad record '" + v + "'").rank(rank);
-    m.alpha_s = std::max(m.alpha_s, a);
-    m.beta_s_per_byte = std::max(m.beta_s_per_byte, b);
-    m.gamma_s_per_byte = std::max(m.gamma_s_per_byte, g);
-    m2.alpha_s = std::max(m2.alpha_s, a2);
-    m2.beta_s_per_byte = std::max(m2.beta_s_per_byte, b2);
-  }
-  m2.gamma_s_per_byte = m.gamma_s_per_byte;
-  if (hier) {
-    hier->local.select.cost = m;
-    hier->rail.select.cost = m2;
-    hier->world_cost = m2;
-    select.cost = m2;  // a flat algorithm waits on its slowest links
-  } else {
-    select.cost = m;
-  }
-  return ok();
-}
-
 int Communicator::rank() const noexcept { return impl_->rank; }
 int Communicator::size() const noexcept { return impl_->size; }
 Device& Communicator::device() noexcept { return *impl_->device; }
@@ -644,128 +445,6 @@ const CommStats& Communicator::stats() const noexcept {
 }
 const CommOptions& Communicator::options() const noexcept { return impl_->opts; }
 std::string Communicator::topology() const { return impl_->topology; }
-
-Result<void> Communicator::Impl::check_usable(const char* what) const {
-  if (broken)
-    return Error(broken->code(), std::string(what) + ": communicator unusable after an earlier error: " +
-                                     broken->message())
-        .rank(rank);
-  return ok();
-}
-
-void Communicator::Impl::begin(const detail::CallSig& s) noexcept {
-  // A few multiply-xorshift rounds over the fields (every rank computes the
-  // same bits; the name enters as its first 8 bytes, distinct for every
-  // collective). Cheap: this runs on every call, 8-byte allreduces included.
-  uint64_t name = 0;
-  for (size_t i = 0; i < 8 && s.what[i] != 0; ++i) name |= static_cast<uint64_t>(static_cast<uint8_t>(s.what[i])) << (8 * i);
-  uint64_t h = 0x9e3779b97f4a7c15ull;
-  for (uint64_t v : {name, s.count, static_cast<uint64_t>(s.dtype), static_cast<uint64_t>(s.op),
-                     static_cast<uint64_t>(s.root)}) {
-    h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
-  }
-  sig = static_cast<uint32_t>(h ^ (h >> 32));
-  ctx.call = s;
-  ++ctx.ncoll;
-}
-
-std::string detail::describe(const CallSig& c) {
-  std::string t = c.what;
-  if (c.count_name != nullptr) t += std::string(" ") + c.count_name + "=" + std::to_string(c.count);
-  if (c.dtype >= 0) t += " " + std::string(dtype_name(static_cast<DataType>(c.dtype)));
-  if (c.op >= 0) t += " " + std::string(reduce_op_name(static_cast<ReduceOp>(c.op)));
-  if (c.root >= 0) t += " root=" + std::to_string(c.root);
-  return t;
-}
-
-Error detail::Context::mismatch(int peer, const CallSig& theirs) const {
-  return Error(Errc::kMismatch, "ranks disagree on collective #" + std::to_string(ncoll) + ": rank " +
-                                    std::to_string(peer) + " called " + describe(theirs) + ", rank " +
-                                    std::to_string(rank) + " called " + describe(call))
-      .rank(rank)
-      .peer(peer)
-      .hint("every rank must call the same collectives, in the same order, with the same count, dtype, op and root");
-}
-
-Error Communicator::Impl::diagnose(Error e) {
-  const uint64_t ncoll = ctx.ncoll;
-  if (ncoll == 0 || size < 2) return e;
-  const std::string sig_text = detail::describe(ctx.call);
-  const std::string key = opts.name + "/sig/" + std::to_string(ncoll) + "/";
-  Store& st = bootstrap->store();
-  if (!st.set(key + std::to_string(rank), sig_text)) return e;
-  // At most 1 s in all (a quarter of the timeout where that is shorter): the
-  // caller waits for this error, and an absent rank never writes its call.
-  const int64_t budget_ms = std::min<int64_t>(1000, std::max<int64_t>(1, opts.timeout_ms / 4));
-  const Deadline deadline = Deadline::after_ms(budget_ms);
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
-    const int64_t left = std::max<int64_t>(1, deadline.remaining_ms());
-    auto theirs = st.get(key + std::to_string(p), left);
-    if (!theirs || *theirs == sig_text) continue;  // not there (slower, elsewhere) or the same call
-    return Error(Errc::kMismatch, "ranks disagree on collective #" + std::to_string(ncoll) + ": rank " +
-                                      std::to_string(p) + " called " + *theirs + ", rank " + std::to_string(rank) +
-                                      " called " + sig_text)
-        .rank(rank)
-        .peer(p)
-        .hint("every rank must call the same collectives, in the same order, with the same count, dtype, op and root");
-  }
-  return e;
-}
-
-Error Communicator::Impl::await_verdict(Error e) {
-  const int p = e.peer_rank();
-  if (p < 0 || p >= size || p == rank || !endpoints[static_cast<size_t>(p)]) return e;
-  // The awaited rank may itself be waiting on another (one a whole dead host
-  // away) and give up moments later, naming it: wait a little for that word.
-  // Half of the time a failed call may take past its timeout (diagnose() has the other half).
-  const int64_t budget_ms = std::min<int64_t>(1000, std::max<int64_t>(1, opts.timeout_ms / 4));
-  const Deadline deadline = Deadline::after_ms(budget_ms);
-  while (!deadline.expired()) {
-    // Any peer's announcement counts (progress() reports it as kPeerFailed naming the culprit).
-    if (auto v = engine->progress(); !v && v.error().code() == Errc::kPeerFailed) return std::move(v).error();
-    if (auto v = engine->check_peer(p); !v) return std::move(v).error();
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  return e;
-}
-
-Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
-  if (!r) {
-    Error raw = std::move(r).error();
-    // Tell every peer which rank is to blame, so they stop waiting and name
-    // it. A timeout blames the rank it waited on. Waiting on a rank of
-    // another host, at once: this rank's neighbours, which may be waiting on
-    // it, then name that rank (on the far side of a host whose ranks all
-    // died, a dead one) within their own timeout. Waiting on a rank of this
-    // host, after a moment for that rank's own word (await_verdict): it is
-    // likely waiting on another host itself.
-    bool told = false;
-    auto tell = [&](const Error& e) {
-      if (told) return;
-      told = true;
-      const bool blames_peer = e.code() == Errc::kPeerFailed || e.code() == Errc::kTimeout;
-      const int culprit = blames_peer && e.peer_rank() >= 0 ? e.peer_rank() : rank;
-      for (auto& ep : endpoints)
-        if (ep) ep->announce_abort(culprit);
-    };
-    if (raw.code() == Errc::kTimeout) {
-      const int p = raw.peer_rank();
-      if (engine->is_remote(p)) tell(raw);
-      raw = await_verdict(std::move(raw));
-    }
-    if (raw.code() == Errc::kTimeout) raw = diagnose(std::move(raw));
-    Error e = std::move(raw).context(what);
-    GREX_WARN(kSubsys, "%s", e.message().c_str());
-    tell(e);
-    broken = e;
-    return e;
-  }
-  bufs->release_retired();
-  collectives_done.add();
-  return ok();
-}
 
 Result<void> Communicator::Impl::check_p2p(const char* what, const void* buf, size_t bytes, int peer) const {
   GREX_TRY(check_usable(what));

@@ -224,25 +224,14 @@ Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a) 
 
 namespace grex::detail {
 
-bool hier_reduce_scatter_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
-  return hierarchical_even_usable(c, g, a) &&
-         hierarchical_wins(c, g, Coll::kReduceScatter, static_cast<double>(a.count * dtype_size(a.type)));
+template <Coll K>
+bool hierarchical_usable_for(const Context& c, const Group& g, const CollArgs& a) noexcept {
+  return hierarchical_even_usable(c, g, a) && hierarchical_wins(c, g, K, static_cast<double>(a.count * dtype_size(a.type)));
 }
-bool hier_allgather_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
-  return hierarchical_even_usable(c, g, a) &&
-         hierarchical_wins(c, g, Coll::kAllgather, static_cast<double>(a.count * dtype_size(a.type)));
-}
-bool hier_alltoall_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
-  return hierarchical_even_usable(c, g, a) &&
-         hierarchical_wins(c, g, Coll::kAlltoall, static_cast<double>(a.count * dtype_size(a.type)));
-}
-bool hier_broadcast_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
-  return hierarchical_even_usable(c, g, a) &&
-         hierarchical_wins(c, g, Coll::kBroadcast, static_cast<double>(a.count * dtype_size(a.type)));
-}
-bool hier_reduce_usable(const Context& c, const Group& g, const CollArgs& a) noexcept {
-  return hierarchical_even_usable(c, g, a) &&
-         hierarchical_wins(c, g, Coll::kReduce, static_cast<double>(a.count * dtype_size(a.type)));
-}
+template bool hierarchical_usable_for<Coll::kReduceScatter>(const Context&, const Group&, const CollArgs&) noexcept;
+template bool hierarchical_usable_for<Coll::kAllgather>(const Context&, const Group&, const CollArgs&) noexcept;
+template bool hierarchical_usable_for<Coll::kAlltoall>(const Context&, const Group&, const CollArgs&) noexcept;
+template bool hierarchical_usable_for<Coll::kBroadcast>(const Context&, const Group&, const CollArgs&) noexcept;
+template bool hierarchical_usable_for<Coll::kReduce>(const Context&, const Group&, const CollArgs&) noexcept;
 
 }  // namespace grex::detail

@@ -10,9 +10,10 @@
 #     all on the bridge; with ROOT_ADDR, a veth from this namespace to the
 #     bridge with that address (mpirun runs here).
 #   host_ns H           the namespace of host H
-#   hosts_start_store GREX_STORE TOKEN LOG LIFETIME_S
-#                       a grex-store in host 0 on 10.96.0.1, stopped after
-#                       LIFETIME_S; sets store_pid and store_port
+#   hosts_start_store GREX_STORE TOKEN LOG LIFETIME_S [NS ADDR]
+#                       a grex-store in host 0 on 10.96.0.1 (or in NS on
+#                       ADDR), stopped after LIFETIME_S; sets store_pid and
+#                       store_port
 #   hosts_teardown      kills what runs in the namespaces, deletes them
 #
 # Names carry the sourcing shell's PID ($$), so concurrent runs do not collide.
@@ -90,9 +91,9 @@ hosts_teardown() {
 }
 
 hosts_start_store() {
-  local bin=$1 token=$2 log=$3 lifetime=$4
+  local bin=$1 token=$2 log=$3 lifetime=$4 ns=${5:-$(host_ns 0)} addr=${6:-10.96.0.1}
   rm -f "$log"  # a previous run's "listening on" line must not be read as this one's
-  GREX_JOB_TOKEN="$token" timeout -k 5 "$lifetime" ip netns exec "$(host_ns 0)" "$bin" --host 10.96.0.1 --port 0 \
+  GREX_JOB_TOKEN="$token" timeout -k 5 "$lifetime" ip netns exec "$ns" "$bin" --host "$addr" --port 0 \
     >"$log" 2>&1 &
   store_pid=$!
   store_port=""

@@ -38,6 +38,8 @@ if ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
 fi
 command -v timeout >/dev/null || skip "timeout(1) is unavailable"
 
+# shellcheck source=../../scripts/netns_hosts.sh
+source "$(dirname "$0")/../../scripts/netns_hosts.sh"  # hosts_start_store
 ns_a="grexA$$"
 ns_b="grexB$$"
 dev_a="vA$$"  # <= 15 characters for PIDs up to 13 digits
@@ -99,21 +101,8 @@ set_data_mtu() {
 
 # Starts a grex-store in namespace A on the control address; sets store_port.
 start_store() {
-  local log="$tmp/$1.store.log"
-  GREX_JOB_TOKEN="$token" timeout -k 5 $((kJobTimeoutS + 30)) \
-    ip netns exec "$ns_a" "$store" --host 10.98.0.1 --port 0 >"$log" 2>&1 &
-  store_pid=$!
+  hosts_start_store "$store" "$token" "$tmp/$1.store.log" $((kJobTimeoutS + 30)) "$ns_a" 10.98.0.1 || return 1
   pids+=("$store_pid")
-  store_port=""
-  for _ in $(seq 1 $((kStepTimeoutS * 10))); do
-    store_port=$(sed -n 's/^grex-store listening on [0-9.]*:\([0-9]*\).*/\1/p' "$log")
-    [[ -n $store_port ]] && return 0
-    kill -0 "$store_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "grex-store did not come up:"
-  cat "$log"
-  return 1
 }
 
 # Drops a reaped PID from the cleanup list (it may be reused by then).
