@@ -18,7 +18,6 @@ namespace {
 constexpr size_t kPageBytes = 4096;
 constexpr int64_t kClientTimeoutMs = 60'000;
 constexpr int64_t kServerWaitMs = 600'000;  // a server waits this long for its client
-constexpr const char* kDefaultToken = "grex-perf";
 
 const char* env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -64,21 +63,33 @@ Result<std::unique_ptr<PairJob>> PairJob::connect(const PerfArgs& a, size_t buff
   std::unique_ptr<PairJob> job(new PairJob());
   job->server_client_ = a.server_client;
   if (a.server_client) {
-    const std::string token = env_or("GREX_JOB_TOKEN", kDefaultToken);
+    // No fixed default: a server without GREX_JOB_TOKEN draws one and prints
+    // it with the client's command line (as Jupyter prints its URL).
     const bool server = a.server_host.empty();
+    std::string token = env_or("GREX_JOB_TOKEN", "");
+    if (token.empty() && !server)
+      return Error(Errc::kInvalidArgument, "a grex-perf client needs the server's token")
+          .hint("run it as GREX_JOB_TOKEN=<the token the server printed> grex-perf ... " + a.server_host);
+    if (token.empty()) {
+      std::random_device rd;
+      const uint32_t draw[4] = {rd(), rd(), rd(), rd()};
+      token = hex(draw, sizeof draw);
+    }
+    job->token_ = token;
     int64_t timeout = env_ms("GREX_BOOTSTRAP_TIMEOUT_MS", server ? kServerWaitMs : kClientTimeoutMs);
     std::string host = a.server_host;
     if (server) {
       job->server_ = GREX_TRY_CTX(StoreServer::start("0.0.0.0", a.port, token), "grex-perf server");
       host = "127.0.0.1";
-      std::fprintf(stderr, "grex-perf: waiting for a client on port %u (grex-perf %s ... HOST)\n", a.port,
-                   std::string(mode_name(a.mode)).c_str());
+      std::fprintf(stderr, "grex-perf: waiting for a client on port %u: GREX_JOB_TOKEN=%s grex-perf %s ... HOST\n",
+                   a.port, token.c_str(), std::string(mode_name(a.mode)).c_str());
     }
     std::shared_ptr<Store> store = GREX_TRY_CTX(TcpStore::connect(host, a.port, token, timeout),
                                                 server ? "grex-perf server" : "grex-perf client");
     job->bootstrap_ = Bootstrap::with_store(std::move(store), server ? kServer : kClient, 2, timeout);
   } else {
     BootstrapConfig cfg = GREX_TRY(bootstrap_from_env());
+    job->token_ = cfg.job_token;
     job->bootstrap_ = GREX_TRY(Bootstrap::create(cfg));
   }
   std::random_device rd;
@@ -128,6 +139,7 @@ Result<void> PairJob::open_flows(const PerfArgs& a, size_t buffer_bytes, const s
     PairFlow& fl = flows_[f];
     const std::string flow = "flow " + std::to_string(f);
     dopts.job_id = job_id + "-q" + std::to_string(f);
+    dopts.job_key = derive_job_key(token_, dopts.job_id);
     fl.device = GREX_TRY_CTX(Device::open(dopts), "grex-perf " + flow);
     std::string addr = GREX_TRY(fl.device->local_address());
     const std::string key = "addr/" + std::to_string(f) + "/";

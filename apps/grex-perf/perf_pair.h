@@ -77,6 +77,7 @@ class PairJob {
   std::vector<PairFlow> flows_;
   Capabilities caps_;
   std::string key_prefix_;
+  std::string token_;  // the job's secret: the store's and, through DeviceOptions::job_key, the wire's
   bool server_client_ = false;
 };
 

@@ -82,9 +82,10 @@ void DpdkDevice::rx(size_t pi, uint64_t now) noexcept {
 
 void DpdkDevice::deliver(Port* port, rte_mbuf* m, uint64_t now) noexcept {
   if (m->nb_segs == 1) {
-    handle(port, rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, now);
+    handle(port, rte_pktmbuf_mtod(m, uint8_t*), m->data_len, now);
   } else if (m->pkt_len <= linear_.size()) {
-    const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, m->pkt_len, linear_.data()));
+    // Contiguous or copied into linear_: writable either way (decryption is in place).
+    auto* p = static_cast<uint8_t*>(const_cast<void*>(rte_pktmbuf_read(m, 0, m->pkt_len, linear_.data())));
     handle(port, p, m->pkt_len, now);
   } else {
     stats.rx_bad_frame.add();
@@ -124,7 +125,9 @@ uint64_t DpdkDevice::bottleneck_delay_percentile_us(double q) const noexcept {
 }
 
 // Every field is checked before use; anything malformed is counted and dropped.
-void DpdkDevice::handle(Port* port, const uint8_t* frame, size_t len, uint64_t now) noexcept {
+// A packet names its flow by the id only the peer could derive (wire_auth.h);
+// it must come from the peer's address and carry the peer's tag.
+void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) noexcept {
   Parsed p;
   if (ParseError e = frame::parse(frame, len, dopts_.udp_port, &p); e != ParseError::kOk) {
     stats.rx_bad_frame.add();
@@ -137,35 +140,61 @@ void DpdkDevice::handle(Port* port, const uint8_t* frame, size_t len, uint64_t n
     GREX_TRACE("dpdk", "%s: dropped a packet: %s", port->name().c_str(), wire::reject_name(r));
     return;
   }
-  if (h.type == wire::Type::kConnect) {
-    FrameAddr to;
-    to.src_mac = port->mac();
-    to.dst_mac = p.addr.src_mac;
-    to.src_ip = ip_;
-    to.dst_ip = p.addr.src_ip;
-    to.src_port = dopts_.udp_port;
-    to.dst_port = p.addr.src_port;
-    wire::Header a;
-    a.type = wire::Type::kConnectAck;
-    a.flow = h.flow;
-    a.offset = static_cast<uint64_t>(opts_.rank);
-    send_ctrl(port, to, a);
-    return;
-  }
-  uint64_t sender = h.type == wire::Type::kConnectAck ? h.offset : static_cast<uint64_t>(h.flow) - 1;
-  if (h.flow == 0 || sender >= by_rank_.size() || by_rank_[sender] == nullptr ||
-      by_rank_[sender]->port() != port) {
+  auto it = by_flow_.find(h.flow);
+  if (it == by_flow_.end() || it->second->port() != port) {
     stats.rx_unknown_flow.add();
     GREX_TRACE("dpdk", "%s: packet type %d for unknown flow %u", port->name().c_str(), static_cast<int>(h.type), h.flow);
     return;
   }
-  DpdkEndpoint* ep = by_rank_[sender];
+  DpdkEndpoint* ep = it->second;
+  if (!admit(ep, p, h)) return;
+  if (h.type == wire::Type::kConnect) {
+    wire::Header a;
+    a.type = wire::Type::kConnectAck;
+    a.offset = static_cast<uint64_t>(opts_.rank);
+    send_ctrl(ep, a);
+    return;
+  }
   if (h.type == wire::Type::kConnectAck) {
     ep->connected = true;
     return;
   }
   if (h.type == wire::Type::kClose) ep->peer_closed = true;
   ep->flow().on_packet(h, p.payload + wire::kHeaderBytes, now);
+}
+
+bool DpdkDevice::admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h) noexcept {
+  const FrameAddr& a = ep->addr();
+  // memif links are point to point (the port is the peer's); a shared port
+  // must see the peer's MAC too.
+  if (p.addr.src_ip != a.dst_ip || p.addr.src_port != a.dst_port || (port_mode_ && p.addr.src_mac != a.dst_mac)) {
+    stats.rx_bad_source.add();
+    return false;
+  }
+  if (dopts_.auth == wire::AuthMode::kOff) return true;
+  auto* hdr = const_cast<uint8_t*>(p.payload);  // inside the frame handle() was given, writable
+  uint8_t* payload = hdr + wire::kHeaderBytes;
+  const bool covers = wire::tag_covers_payload(h, dopts_.auth);
+  if (!ep->opener().open(h.seq, hdr, wire::kTaggedHeaderBytes, covers ? payload : nullptr, covers ? h.payload_len : 0,
+                         wire::payload_encrypted(h, dopts_.auth) ? payload : nullptr, hdr + wire::kTagOffset)) {
+    stats.rx_auth_failed.add();
+    GREX_TRACE("dpdk", "%s: packet type %d failed its tag", ep->describe_peer().c_str(), static_cast<int>(h.type));
+    return false;
+  }
+  // Only after the tag: a stranger must not move the window.
+  if (!ep->replay().accept(h.seq)) {
+    stats.rx_replayed.add();
+    return false;
+  }
+  return true;
+}
+
+bool DpdkDevice::seal(DpdkEndpoint* ep, uint8_t* hdr, const wire::Header& h, const uint8_t* payload,
+                      uint8_t* enc) noexcept {
+  if (dopts_.auth == wire::AuthMode::kOff) return true;
+  const bool covers = wire::tag_covers_payload(h, dopts_.auth);
+  return ep->sealer().seal(h.seq, hdr, wire::kTaggedHeaderBytes, covers ? payload : nullptr,
+                           covers ? h.payload_len : 0, enc, hdr + wire::kTagOffset);
 }
 
 // ---------------------------------------------------------------- transmit
@@ -197,10 +226,14 @@ void DpdkDevice::enqueue(Port* port, rte_mbuf* m) noexcept {
   }
 }
 
-void DpdkDevice::send_ctrl(Port* port, const FrameAddr& to, const wire::Header& h) noexcept {
+void DpdkDevice::send_ctrl(DpdkEndpoint* ep, wire::Header h) noexcept {
+  Port* port = ep->port();
+  h.flow = ep->tx_flow_id();
+  h.seq = ep->next_seq();
   uint8_t hdr[kFrameHeaderBytes];
-  frame::write_headers(hdr, to, wire::kHeaderBytes, !port->tx_ip_cksum());
+  frame::write_headers(hdr, ep->addr(), wire::kHeaderBytes, !port->tx_ip_cksum());
   wire::encode(h, hdr + kHeadersBytes);
+  seal(ep, hdr + kHeadersBytes, h, nullptr, nullptr);
   rte_mbuf* m = build_packet(port->pool(), hdr, kFrameHeaderBytes, nullptr, 0, nullptr, false);
   if (m == nullptr) {
     stats.tx_no_mbuf.add();
@@ -213,9 +246,15 @@ void DpdkDevice::send_ctrl(Port* port, const FrameAddr& to, const wire::Header& 
 void DpdkDevice::transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcept {
   Port* port = ep->port();
   const uint32_t len = p.hdr.payload_len;
+  wire::Header h = p.hdr;
+  h.seq = ep->next_seq();  // every packet, retransmissions too: a fresh nonce
   uint8_t hdr[kFrameHeaderBytes];
   frame::write_headers(hdr, ep->addr(), wire::kHeaderBytes + len, !port->tx_ip_cksum());
-  wire::encode(p.hdr, hdr + kHeadersBytes, p.payload);
+  wire::encode(h, hdr + kHeadersBytes, p.payload);
+  // Encrypted payloads are sealed into the mbuf's copy (below); the rest here,
+  // reading the payload where it lies (zero copy stays zero copy).
+  const bool encrypt = wire::payload_encrypted(h, dopts_.auth);
+  if (!encrypt) seal(ep, hdr + kHeadersBytes, h, p.payload, nullptr);
   FaultDecision d = faults_.next(static_cast<uint32_t>(kFrameHeaderBytes + len));
   if (d.garbage) send_garbage(port, d, hdr);
   if (d.drop) {
@@ -227,10 +266,18 @@ void DpdkDevice::transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcep
   // Zero copy when the port takes extbufs (it chains mbufs, and is not a
   // memif client in zero-copy mode) and the memory is known to EAL; a packet
   // to be corrupted is always copied (the user's buffer stays intact).
-  bool zero_copy = len > 0 && port->tx_extbuf() && shinfo != nullptr && !d.corrupt;
-  auto build = [&]() {
-    return build_packet(port->pool(), hdr, kFrameHeaderBytes, const_cast<uint8_t*>(p.payload),
-                        static_cast<uint16_t>(len), shinfo, zero_copy);
+  bool zero_copy = len > 0 && port->tx_extbuf() && shinfo != nullptr && !d.corrupt && !encrypt;
+  auto build = [&]() -> rte_mbuf* {
+    rte_mbuf* b = build_packet(port->pool(), hdr, kFrameHeaderBytes, const_cast<uint8_t*>(p.payload),
+                               static_cast<uint16_t>(len), shinfo, zero_copy);
+    if (b != nullptr && encrypt) {  // copied behind the header in one segment: encrypt it there
+      uint8_t* g = rte_pktmbuf_mtod(b, uint8_t*) + kHeadersBytes;
+      if (!seal(ep, g, h, g + wire::kHeaderBytes, g + wire::kHeaderBytes)) {
+        rte_pktmbuf_free(b);
+        return nullptr;
+      }
+    }
+    return b;
   };
   rte_mbuf* m = build();
   if (m == nullptr) {

@@ -68,10 +68,10 @@ std::string mac_hex(const Mac& m) {
 
 // ---------------------------------------------------------------- regions
 
-DpdkRegion::DpdkRegion(DpdkDevice* dev, void* addr, size_t len, uint32_t id)
-    : MemoryRegion(addr, len, MemoryDomain::kHost), dev_(dev), id_(id) {
+DpdkRegion::DpdkRegion(DpdkDevice* dev, void* addr, size_t len, uint32_t id, uint32_t rkey)
+    : MemoryRegion(addr, len, MemoryDomain::kHost), dev_(dev), id_(id), rkey_(rkey) {
   lkey_ = id;
-  remote_ = RemoteRegion{reinterpret_cast<uint64_t>(addr), len, id, static_cast<uint64_t>(dev->rank())};
+  remote_ = RemoteRegion{reinterpret_cast<uint64_t>(addr), len, rkey, static_cast<uint64_t>(dev->rank())};
 }
 
 DpdkRegion::~DpdkRegion() { dev_->forget_region(id_); }
@@ -85,12 +85,17 @@ Result<void> DpdkRegion::register_with_eal(uint16_t port_id) {
 // ---------------------------------------------------------------- endpoints
 
 DpdkEndpoint::DpdkEndpoint(DpdkDevice* dev, int peer, Port* port, const FrameAddr& addr,
-                           const reliable::Config& cfg)
+                           const reliable::Config& cfg, const wire::DirectionKeys& tx, const wire::DirectionKeys& rx)
     : Endpoint(peer),
       dev_(dev),
       port_(port),
       addr_(addr),
-      flow_(cfg, static_cast<uint32_t>(peer + 1), static_cast<uint32_t>(dev->rank() + 1), peer, dev) {}
+      flow_(cfg, rx.flow_id, tx.flow_id, peer, dev),
+      tx_id_(tx.flow_id),
+      rx_id_(rx.flow_id) {
+  tx_.init(tx, true);
+  rx_.init(rx, false);
+}
 
 DpdkEndpoint::~DpdkEndpoint() {
   dev_->close_endpoint(this);
@@ -168,6 +173,23 @@ Result<void> DpdkDevice::parse_options() {
   if (!crc.empty() && crc != "header" && crc != "payload")
     return Error(Errc::kInvalidArgument, "GREX_DPDK_CRC='" + crc + "' is not header or payload");
   d.payload_crc = crc == "payload" || d.faults.corrupt > 0;  // injected corruption must be caught
+  // "auto": full on a shared port (a network others reach); off on memif,
+  // a private link between two processes of one host whose socket only the
+  // job's ranks can open (the memif secret, below): docs/security.md.
+  d.auth = d.mode == "port" ? wire::AuthMode::kFull : wire::AuthMode::kOff;
+  if (auto v = detail::param(opts_, "wire_auth", "GREX_WIRE_AUTH");
+      !v.empty() && v != "auto" && (v == "aes-gcm" || !wire::parse_auth_mode(v, &d.auth)))
+    return Error(Errc::kInvalidArgument, "GREX_WIRE_AUTH='" + v + "' is not auto, full, control or off")
+        .hint("full tags every packet; control only headers; off trusts the network; auto: full on ports, off on memif");
+  if (auto v = detail::param(opts_, "wire_crypt", "GREX_WIRE_CRYPT"); !v.empty() && v != "none") {
+    if (v != "aes-gcm")
+      return Error(Errc::kInvalidArgument, "GREX_WIRE_CRYPT='" + v + "' is not aes-gcm or none");
+    if (auto a = detail::param(opts_, "wire_auth", "GREX_WIRE_AUTH"); !a.empty() && a != "auto" && a != "full")
+      return Error(Errc::kInvalidArgument, "GREX_WIRE_CRYPT=aes-gcm needs GREX_WIRE_AUTH=full (or auto)");
+    d.auth = wire::AuthMode::kEncrypt;
+  }
+  // The CRC is checked before decryption, so it cannot cover a ciphertext's plaintext.
+  if (d.auth == wire::AuthMode::kEncrypt) d.payload_crc = false;
   d.cc = GREX_TRY(detail::param_cc(opts_));
   // The communicator's default between hosts, when no controller was named.
   if (auto def = detail::param(opts_, "cc_default", "");
@@ -229,6 +251,11 @@ Result<void> DpdkDevice::init() {
                 "per peer: echo 256 > /proc/sys/vm/nr_hugepages), or GREX_DPDK_MEMIF_ZERO_COPY=auto");
   }
   host_id_ = grex::machine_id();
+  job_key_ = opts_.job_key.size() == wire::kJobKeyBytes ? opts_.job_key : wire::derive_job_key(opts_.job_id, opts_.job_id);
+  if (job_key_.size() != wire::kJobKeyBytes || !wire::random_bytes(nonce_, sizeof(nonce_)))
+    return Error(Errc::kInternal, "cannot derive the wire keys (libcrypto)").rank(opts_.rank).device("dpdk");
+  if (opts_.job_key.empty() && dopts_.auth != wire::AuthMode::kOff)
+    GREX_INFO(kSubsys, "no job key given: wire tags keyed by the job id (integrity, not secrecy of the key)");
   static std::atomic<uint32_t> instances{0};
   instance_ = instances.fetch_add(1, std::memory_order_relaxed);
   max_payload_ = static_cast<uint32_t>(dopts_.mtu - kGrexOverheadBytes);
@@ -255,7 +282,8 @@ Result<void> DpdkDevice::init() {
   linear_.resize(16384);
   txpk_.resize(kTxPerPoll);
 
-  if (dopts_.mode == "port") {
+  port_mode_ = dopts_.mode == "port";
+  if (port_mode_) {
     PortOptions po;
     po.devargs = dopts_.devargs;
     po.mac = dopts_.mac;
@@ -294,8 +322,9 @@ Result<void> DpdkDevice::init() {
   caps_.max_post_batch = opts_.queue_depth;
   caps_.queue_depth = opts_.queue_depth;
   caps_.mtu_bytes = dopts_.mtu;
-  GREX_INFO(kSubsys, "mode %s, mtu %u, payload %u B per packet, window %u, faults %s", dopts_.mode.c_str(),
-            dopts_.mtu, max_payload_, dopts_.window, dopts_.faults.any() ? "on" : "off");
+  GREX_INFO(kSubsys, "mode %s, mtu %u, payload %u B per packet, window %u, wire auth %s, faults %s",
+            dopts_.mode.c_str(), dopts_.mtu, max_payload_, dopts_.window, wire::auth_mode_name(dopts_.auth),
+            dopts_.faults.any() ? "on" : "off");
   return ok();
 }
 
@@ -349,7 +378,8 @@ Result<std::string> DpdkDevice::local_address() {
   Mac mac = ports_.empty() ? Mac{} : ports_[0]->mac();
   return "dpdk:" + dopts_.mode + ":" + mac_hex(mac) + ":" + std::to_string(ip_) + ":" +
          std::to_string(dopts_.udp_port) + ":" + std::to_string(::getpid()) + ":" + (shares_memory_ ? "1" : "0") +
-         ":" + host_id_;
+         ":" + wire::to_hex(nonce_, sizeof(nonce_)) + ":" + std::to_string(max_payload_) + ":" +
+         wire::auth_mode_name(dopts_.auth) + ":" + host_id_;
 }
 
 // memif: one port per pair; the lower rank is the server of the pair's socket.
@@ -371,8 +401,15 @@ Result<Port*> DpdkDevice::port_for(int peer, bool peer_shares) {
   const std::string suffix = instance_ == 0 ? "" : "_d" + std::to_string(instance_);
   const bool server = opts_.rank == lo;
   const bool zero_copy = lo == 0 && (server ? peer_shares : shares_memory_);
+  // The socket is abstract (no file, no permissions): anyone on this host's
+  // network namespace could connect first. memif's secret (24 characters at
+  // most) keys the pair's link from the job key, so only the peer gets in.
+  uint8_t secret[12];
+  if (!wire::hkdf_sha256(job_key_.data(), job_key_.size(), nullptr, 0,
+                         "grex memif secret " + std::to_string(lo) + "-" + std::to_string(hi), secret, sizeof(secret)))
+    return Error(Errc::kInternal, "cannot derive the memif secret (libcrypto)").rank(opts_.rank).device("dpdk");
   po.devargs = "net_memif" + std::to_string(peer) + suffix + ",role=" + (server ? "server" : "client") +
-               ",socket=" + sock + ",id=0,bsize=" + std::to_string(bsize);
+               ",socket=" + sock + ",id=0,bsize=" + std::to_string(bsize) + ",secret=" + wire::to_hex(secret, sizeof(secret));
   if (zero_copy) {
     po.devargs += ",rsize=" + std::to_string(kMemifZeroCopyRingLog2);
     if (!server) po.devargs += ",zero-copy=yes";
@@ -418,19 +455,30 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   auto err = [&](Errc c, std::string m) { return Error(c, std::move(m)).rank(opts_.rank).peer(peer).device("dpdk"); };
   if (peer < 0 || peer >= opts_.world_size || peer == opts_.rank)
     return err(Errc::kInvalidArgument, "cannot connect to rank " + std::to_string(peer));
-  // "dpdk:<mode>:<mac>:<ip>:<udp>:<pid>:<shares memory 0|1>:<host id>"
+  // "dpdk:<mode>:<mac>:<ip>:<udp>:<pid>:<shares memory 0|1>:<nonce>:<max payload>:<auth>:<host id>"
+  constexpr size_t kFields = 10;
   std::vector<std::string> f;
   std::string a(address);
-  for (size_t i = 0, j; f.size() < 7 && (j = a.find(':', i)) != std::string::npos; i = j + 1) {
+  for (size_t i = 0, j; f.size() < kFields && (j = a.find(':', i)) != std::string::npos; i = j + 1) {
     f.push_back(a.substr(i, j - i));
-    if (f.size() == 7) f.push_back(a.substr(j + 1));
+    if (f.size() == kFields) f.push_back(a.substr(j + 1));
   }
-  if (f.size() != 8 || f[0] != "dpdk" || f[2].size() != 12 || (f[6] != "0" && f[6] != "1"))
+  uint8_t peer_nonce[wire::kNonceBytes];
+  wire::AuthMode peer_auth{};
+  if (f.size() != kFields + 1 || f[0] != "dpdk" || f[2].size() != 12 || (f[6] != "0" && f[6] != "1") ||
+      !wire::from_hex(f[7], peer_nonce, sizeof(peer_nonce)) || f[8].empty() || f[8].size() > 5 ||
+      f[8].find_first_not_of("0123456789") != std::string::npos || !wire::parse_auth_mode(f[9], &peer_auth))
     return err(Errc::kProtocol, "'" + a + "' is not a dpdk address");
   if (f[1] != dopts_.mode)
     return err(Errc::kMismatch, "peer runs dpdk mode " + f[1] + ", this rank " + dopts_.mode)
         .hint("set the same GREX_DPDK_MODE on every rank");
-  if (dopts_.mode == "memif" && f[7] != host_id_)
+  if (peer_auth != dopts_.auth)
+    return err(Errc::kMismatch, std::string("peer's wire authentication is ") + wire::auth_mode_name(peer_auth) +
+                                    ", this rank's " + wire::auth_mode_name(dopts_.auth))
+        .hint("set the same GREX_WIRE_AUTH and GREX_WIRE_CRYPT on every rank");
+  const uint32_t peer_payload = static_cast<uint32_t>(std::stoul(f[8]));
+  if (peer_payload < 64) return err(Errc::kProtocol, "'" + a + "' is not a dpdk address");
+  if (dopts_.mode == "memif" && f[10] != host_id_)
     return err(Errc::kNotSupported, "memif connects ranks of one host only")
         .hint("across hosts use GREX_DPDK_MODE=port with a NIC or af_xdp port");
   FrameAddr fa;
@@ -445,10 +493,24 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   // Registrations made before the first port existed get their EAL mapping now.
   for (DpdkRegion* r : regions_)
     if (r != nullptr) GREX_TRY(r->register_with_eal(port->id()));
-  auto ep = std::make_unique<DpdkEndpoint>(this, peer, port, fa, flow_cfg_);
+  // Both ends segment at the smaller payload: a receiver checks each
+  // packet's offset against its PSN (reliable_rx.cc), so both must agree.
+  reliable::Config cfg = flow_cfg_;
+  cfg.max_payload = std::min(cfg.max_payload, peer_payload);
+  const wire::DirectionKeys tx =
+      wire::derive_direction(job_key_, "dpdk", nonce_, peer_nonce, opts_.rank, peer, dopts_.auth);
+  const wire::DirectionKeys rx =
+      wire::derive_direction(job_key_, "dpdk", peer_nonce, nonce_, peer, opts_.rank, dopts_.auth);
+  if (tx.flow_id == 0 || rx.flow_id == 0) return err(Errc::kInternal, "cannot derive the wire keys (libcrypto)");
+  if (by_flow_.count(rx.flow_id) != 0)
+    return err(Errc::kInternal, "two peers' flows drew the same id").hint("open the device again");
+  auto ep = std::make_unique<DpdkEndpoint>(this, peer, port, fa, cfg, tx, rx);
+  if (!ep->sealer().ready() || !ep->opener().ready()) return err(Errc::kInternal, "cannot key AES-GCM (libcrypto)");
   by_rank_[static_cast<size_t>(peer)] = ep.get();
+  by_flow_[rx.flow_id] = ep.get();
   if (auto h = handshake(ep.get()); !h) {
     by_rank_[static_cast<size_t>(peer)] = nullptr;
+    by_flow_.erase(rx.flow_id);
     return std::move(h).error();
   }
   GREX_DEBUG(kSubsys, "connected to %s", ep->describe_peer().c_str());
@@ -467,9 +529,8 @@ Result<void> DpdkDevice::handshake(DpdkEndpoint* ep) {
     if (now >= next_ns) {
       wire::Header h;
       h.type = wire::Type::kConnect;
-      h.flow = static_cast<uint32_t>(opts_.rank + 1);
       h.offset = static_cast<uint64_t>(opts_.rank);
-      send_ctrl(ep->port(), ep->addr(), h);
+      send_ctrl(ep, h);
       flush_tx();
       next_ns = now + 10'000'000;
     }
@@ -480,7 +541,8 @@ Result<void> DpdkDevice::handshake(DpdkEndpoint* ep) {
           .rank(opts_.rank)
           .peer(ep->peer())
           .device("dpdk")
-          .hint(ep->port()->link_up() ? "the link is up: check both ranks use the same UDP port and mode"
+          .hint(ep->port()->link_up() ? "the link is up: is the peer connecting to this rank too (it answers once it "
+                                        "has), with the same UDP port, mode and job key?"
                                       : "the link is down: is the peer running (memif socket) or the interface up?");
     if (!ep->port()->link_up()) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -490,6 +552,7 @@ Result<void> DpdkDevice::handshake(DpdkEndpoint* ep) {
 void DpdkDevice::remove_endpoint(DpdkEndpoint* ep) noexcept {
   for (auto& e : by_rank_)
     if (e == ep) e = nullptr;
+  if (auto it = by_flow_.find(ep->rx_flow_id()); it != by_flow_.end() && it->second == ep) by_flow_.erase(it);
 }
 
 Result<std::unique_ptr<MemoryRegion>> DpdkDevice::do_register(void* addr, size_t length, MemoryDomain domain) {
@@ -497,20 +560,30 @@ Result<std::unique_ptr<MemoryRegion>> DpdkDevice::do_register(void* addr, size_t
     return Error(Errc::kNotSupported, "dpdk registers host memory only, not GPU memory")
         .device("dpdk")
         .hint("GPU memory as DPDK external memory is not built yet (docs/gpudirect.md); copy to host memory first");
-  auto r = std::make_unique<DpdkRegion>(this, addr, length, next_region_id_++);
+  // A random rkey, unique on this device: a peer cannot name a region it was not told of.
+  uint32_t rkey = 0;
+  while (rkey == 0 || by_rkey_.count(rkey) != 0)
+    if (!wire::random_bytes(reinterpret_cast<uint8_t*>(&rkey), sizeof(rkey)))
+      return Error(Errc::kInternal, "no random bytes for an rkey (libcrypto)").device("dpdk");
+  auto r = std::make_unique<DpdkRegion>(this, addr, length, next_region_id_++, rkey);
   if (!ports_.empty()) GREX_TRY(r->register_with_eal(ports_[0]->id()));
   if (regions_.size() < r->id()) regions_.resize(r->id(), nullptr);
   regions_[r->id() - 1] = r.get();
+  by_rkey_[rkey] = r.get();
   return std::unique_ptr<MemoryRegion>(std::move(r));
 }
 
 void DpdkDevice::forget_region(uint32_t id) noexcept {
-  if (id >= 1 && id <= regions_.size()) regions_[id - 1] = nullptr;
+  if (id >= 1 && id <= regions_.size() && regions_[id - 1] != nullptr) {
+    by_rkey_.erase(regions_[id - 1]->rkey());
+    regions_[id - 1] = nullptr;
+  }
 }
 
 uint8_t* DpdkDevice::resolve(uint32_t rkey, uint64_t offset, uint64_t len) noexcept {
-  if (rkey < 1 || rkey > regions_.size() || regions_[rkey - 1] == nullptr) return nullptr;
-  DpdkRegion* r = regions_[rkey - 1];
+  auto it = by_rkey_.find(rkey);
+  if (it == by_rkey_.end()) return nullptr;
+  DpdkRegion* r = it->second;
   if (!r->holds(offset, len)) return nullptr;
   return static_cast<uint8_t*>(r->addr()) + offset;
 }
@@ -519,7 +592,9 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
   std::vector<std::pair<std::string, uint64_t>> c = {
       {"rx_packets", stats.rx_packets.get()},         {"tx_packets", stats.tx_packets.get()},
       {"rx_bad_frame", stats.rx_bad_frame.get()},     {"rx_bad_header", stats.rx_bad_header.get()},
-      {"rx_unknown_flow", stats.rx_unknown_flow.get()}, {"tx_ring_full", stats.tx_ring_full.get()},
+      {"rx_unknown_flow", stats.rx_unknown_flow.get()}, {"rx_bad_source", stats.rx_bad_source.get()},
+      {"rx_auth_failed", stats.rx_auth_failed.get()}, {"rx_replayed", stats.rx_replayed.get()},
+      {"tx_ring_full", stats.tx_ring_full.get()},
       {"tx_no_mbuf", stats.tx_no_mbuf.get()},         {"zero_copy_tx", stats.zero_copy_tx.get()},
       {"copied_tx", stats.copied_tx.get()},           {"faults_dropped", stats.faults_dropped.get()},
       {"faults_duplicated", stats.faults_duplicated.get()}, {"faults_reordered", stats.faults_reordered.get()},

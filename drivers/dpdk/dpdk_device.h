@@ -8,6 +8,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/counters.h"
@@ -17,6 +18,7 @@
 #include "transport/fault_injector.h"
 #include "congestion/cc.h"
 #include "transport/reliable_flow.h"
+#include "transport/wire_auth.h"
 
 namespace grex::dpdk {
 
@@ -55,6 +57,8 @@ struct DpdkOptions {
   uint32_t tx_backlog = 0;
   int64_t give_up_ms = 10'000;
   bool payload_crc = false;
+  /// What each packet's tag covers [GREX_WIRE_AUTH=full|control|off, GREX_WIRE_CRYPT=aes-gcm]
+  wire::AuthMode auth = wire::AuthMode::kFull;
   FaultConfig faults;
   const cc::Algorithm* cc = nullptr;  ///< congestion control per flow; nullptr: none
   double line_gbps = 100;             ///< the controllers' line rate
@@ -67,9 +71,10 @@ struct DpdkOptions {
 /// port exists, so TX attaches it to mbufs without copying.
 class DpdkRegion final : public MemoryRegion {
  public:
-  DpdkRegion(DpdkDevice* dev, void* addr, size_t len, uint32_t id);
+  DpdkRegion(DpdkDevice* dev, void* addr, size_t len, uint32_t id, uint32_t rkey);
   ~DpdkRegion() override;
   uint32_t id() const noexcept { return id_; }
+  uint32_t rkey() const noexcept { return rkey_; }
   /// Shared info for attaching, or nullptr while not registered with EAL.
   rte_mbuf_ext_shared_info* shinfo() const noexcept { return ext_ ? ext_->shinfo() : nullptr; }
   Result<void> register_with_eal(uint16_t port_id);
@@ -77,12 +82,15 @@ class DpdkRegion final : public MemoryRegion {
  private:
   DpdkDevice* dev_;
   uint32_t id_;
+  uint32_t rkey_;  // random: a peer names a region only by what it was told
   std::unique_ptr<ExternalRegion> ext_;
 };
 
 class DpdkEndpoint final : public Endpoint {
  public:
-  DpdkEndpoint(DpdkDevice* dev, int peer, Port* port, const FrameAddr& addr, const reliable::Config& cfg);
+  /// `tx`/`rx`: the keys of each direction (wire_auth.h); their flow ids name the flow on the wire.
+  DpdkEndpoint(DpdkDevice* dev, int peer, Port* port, const FrameAddr& addr, const reliable::Config& cfg,
+               const wire::DirectionKeys& tx, const wire::DirectionKeys& rx);
   ~DpdkEndpoint() override;
 
   PostResult post_send(std::span<const SendRequest> reqs) noexcept override;
@@ -98,12 +106,22 @@ class DpdkEndpoint final : public Endpoint {
   const FrameAddr& addr() const noexcept { return addr_; }
   bool connected = false;     ///< CONNECT_ACK seen
   bool peer_closed = false;   ///< the peer sent kClose
+  uint32_t rx_flow_id() const noexcept { return rx_id_; }
+  uint32_t tx_flow_id() const noexcept { return tx_id_; }
+  uint64_t next_seq() noexcept { return tx_seq_++; }
+  wire::Sealer& sealer() noexcept { return tx_; }
+  wire::Sealer& opener() noexcept { return rx_; }
+  wire::ReplayWindow& replay() noexcept { return replay_; }
 
  private:
   DpdkDevice* dev_;
   Port* port_;
   FrameAddr addr_;  // our side as source, the peer as destination
   reliable::Flow flow_;
+  uint32_t tx_id_, rx_id_;
+  uint64_t tx_seq_ = 0;
+  wire::Sealer tx_, rx_;
+  wire::ReplayWindow replay_;
 };
 
 class DpdkDevice final : public Device, public reliable::RegionTable {
@@ -127,7 +145,8 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   int rank() const noexcept { return opts_.rank; }
 
   struct Stats {
-    Counter rx_packets, tx_packets, rx_bad_frame, rx_bad_header, rx_unknown_flow, tx_ring_full, tx_no_mbuf,
+    Counter rx_packets, tx_packets, rx_bad_frame, rx_bad_header, rx_unknown_flow, rx_bad_source, rx_auth_failed,
+        rx_replayed, tx_ring_full, tx_no_mbuf,
         copied_tx, zero_copy_tx, faults_dropped, faults_duplicated, faults_reordered, faults_corrupted, faults_garbage;
   };
   Stats stats;
@@ -168,8 +187,14 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   void deliver(Port* port, rte_mbuf* m, uint64_t now) noexcept;  // handle + free
   void drain_bottleneck(uint64_t now) noexcept;
   uint64_t bottleneck_delay_percentile_us(double q) const noexcept;
-  void handle(Port* port, const uint8_t* frame, size_t len, uint64_t now) noexcept;
-  void send_ctrl(Port* port, const FrameAddr& to, const wire::Header& h) noexcept;
+  void handle(Port* port, uint8_t* frame, size_t len, uint64_t now) noexcept;
+  /// Checks a packet's source, tag and counter for `ep` and decrypts its
+  /// payload in place; false (counted) when it is not from the peer.
+  bool admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h) noexcept;
+  /// Writes the counter and tag into an encoded header (hdr: the grex header),
+  /// encrypting the payload into `enc` where the mode says so.
+  bool seal(DpdkEndpoint* ep, uint8_t* hdr, const wire::Header& h, const uint8_t* payload, uint8_t* enc) noexcept;
+  void send_ctrl(DpdkEndpoint* ep, wire::Header h) noexcept;
   void transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcept;
   void send_garbage(Port* port, const FaultDecision& d, const uint8_t* frame_hdr) noexcept;
   void enqueue(Port* port, rte_mbuf* m) noexcept;
@@ -192,6 +217,9 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   std::vector<int> port_peer_;               // memif: the peer of ports_[i]
   std::vector<char> port_dead_;              // memif: the link went down after it was up
   std::vector<DpdkEndpoint*> by_rank_;       // endpoint for each peer rank
+  std::unordered_map<uint32_t, DpdkEndpoint*> by_flow_;  // by the flow id peers address us with
+  std::string job_key_;                      // 32 bytes (DeviceOptions::job_key, or from the job id)
+  uint8_t nonce_[wire::kNonceBytes] = {};    // this device's, in its address: fresh keys per instance
   std::vector<std::vector<rte_mbuf*>> txq_;  // per port: built, not yet taken by the PMD
   std::vector<Held> held_;                   // reordered packets waiting for their turn
   std::vector<uint8_t> linear_;              // RX bounce for multi-segment mbufs
@@ -201,12 +229,14 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   size_t tx_start_ = 0;                      // the flow that builds packets first this poll
   std::vector<reliable::TxPacket> txpk_;     // poll_tx scratch, allocated once (no per-poll zeroing)
   std::vector<DpdkRegion*> regions_;         // by id - 1
+  std::unordered_map<uint32_t, DpdkRegion*> by_rkey_;
   std::vector<std::string> memif_markers_;   // ready markers this rank (a memif server) still owns
   FaultInjector faults_;
   Bottleneck bn_;
   uint32_t next_region_id_ = 1;
   uint32_t max_payload_ = 0;
   uint32_t ip_ = 0;
+  bool port_mode_ = false;  // one shared port (else memif, a port per peer)
 };
 
 }  // namespace grex::dpdk

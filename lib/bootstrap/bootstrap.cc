@@ -49,6 +49,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const BootstrapConfig& cfg)
   b->world_size_ = cfg.world_size;
   b->timeout_ms_ = no_overflow(cfg.timeout_ms);
   b->store_where_ = "store " + detail::store::host_port(cfg.store_host, cfg.store_port);
+  b->job_token_ = cfg.job_token;
   std::string host = cfg.store_host;
   if (cfg.host_store && cfg.rank == 0) {
     b->server_ = GREX_TRY_CTX(StoreServer::start(cfg.store_host, cfg.store_port, cfg.job_token), "bootstrap");

@@ -265,6 +265,19 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   dopts.local_size = local;
   dopts.job_id = ids[0].substr(0, ids[0].find(' ')) + "-" + sanitize(prefix);
   if (dopts.connect_timeout_ms == DeviceOptions{}.connect_timeout_ms) dopts.connect_timeout_ms = c.opts.timeout_ms;
+  // The drivers' wire keys come from the job token, salted by this
+  // communicator's id. A job on a store that knows no token (torch's) has rank
+  // 0 draw a secret and share it through that store: as safe as the store.
+  if (dopts.job_key.empty()) {
+    std::string secret = c.bootstrap->job_token();
+    if (secret.empty()) {
+      const std::string drawn = c.rank == 0 ? GREX_TRY_CTX(random_hex(32), "communicator setup") : std::string();
+      auto all = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/secret", drawn), "communicator setup");
+      secret = all[0];
+    }
+    dopts.job_key = derive_job_key(secret, dopts.job_id);
+    if (dopts.job_key.empty()) return Error(Errc::kInternal, "communicator setup: cannot derive the job key (libcrypto)");
+  }
   auto open_part = [&](const std::string& driver) -> Result<std::unique_ptr<Device>> {
     DeviceOptions o = dopts;
     o.driver = driver;

@@ -8,6 +8,7 @@
 
 #include "mem/domain.h"
 #include "mem/reg_cache.h"
+#include "transport/wire_auth.h"
 
 namespace grex {
 
@@ -112,6 +113,10 @@ Result<void> Device::free(MemoryRegion* region) {
   GREX_TRY(deregister_memory(region));
   ::munmap(p, len);
   return ok();
+}
+
+std::string derive_job_key(std::string_view secret, std::string_view job_id) {
+  return wire::derive_job_key(secret, job_id);
 }
 
 }  // namespace grex

@@ -161,6 +161,7 @@ class Flow {
     RecvRequest req;
     bool used = false, done = false, reported = false;
     uint64_t expect = 0, got = 0, msg_len = 0;
+    uint32_t base_psn = 0;  // the psn of the message's byte 0 (placement checks every packet against it)
     uint64_t tag = 0;
     Status status = Status::kSuccess;
   };
@@ -168,6 +169,7 @@ class Flow {
     uint32_t msg_id = 0;
     bool used = false;
     uint64_t got = 0, len = 0, offset = 0;
+    uint32_t base_psn = 0;
     uint64_t tag = 0;
     uint16_t flags = 0;
     Status status = Status::kSuccess;  // the first placement error, reported once at the end
@@ -199,6 +201,9 @@ class Flow {
   void on_advert(const wire::Header& h, const uint8_t* payload) noexcept;
   void place(const wire::Header& h, const uint8_t* payload) noexcept;
   void place_write(const wire::Header& h, const uint8_t* payload) noexcept;
+  /// Whether a packet's (offset, length) is the one its psn must carry for a
+  /// message of `len` bytes whose byte 0 went under `base` (set on the first).
+  bool segment_fits(const wire::Header& h, uint64_t len, bool first, uint32_t* base) const noexcept;
   void on_timing(const wire::Header& h, uint64_t now_ns) noexcept;
   bool rx_seen(uint32_t psn) const noexcept;
   void rx_mark(uint32_t psn) noexcept;

@@ -196,8 +196,8 @@ void Flow::place(const wire::Header& h, const uint8_t* payload) noexcept {
     ++stats_.bad_placement;  // packets of one message disagree on its length
     return;
   }
-  if (h.offset + h.payload_len > r.expect) {
-    ++stats_.bad_placement;
+  if (h.offset + h.payload_len > r.expect || !segment_fits(h, r.expect, r.got == 0, &r.base_psn)) {
+    ++stats_.bad_placement;  // out of the buffer, or over bytes another psn carries
     return;
   }
   if (h.payload_len > 0)
@@ -211,10 +211,30 @@ void Flow::place(const wire::Header& h, const uint8_t* payload) noexcept {
   }
 }
 
+// A sender segments each message in order, max_payload bytes a packet under
+// consecutive psns (reliable_tx.cc next_data), and both ends agree on
+// max_payload (the driver's handshake): packet k of a message carries bytes
+// [k * max_payload, ...) under psn base + k. A packet that says otherwise
+// would overlap bytes another psn places (completing a receive early, or never).
+bool Flow::segment_fits(const wire::Header& h, uint64_t len, bool first, uint32_t* base) const noexcept {
+  const uint64_t mp = cfg_.max_payload;
+  if (h.offset % mp != 0 || h.offset > len || h.payload_len != std::min<uint64_t>(mp, len - h.offset)) return false;
+  const uint32_t b = h.psn - static_cast<uint32_t>(h.offset / mp);
+  if (first) {
+    *base = b;
+    return true;
+  }
+  return *base == b;
+}
+
 void Flow::place_write(const wire::Header& h, const uint8_t* payload) noexcept {
   uint32_t rkey = static_cast<uint32_t>(h.tag >> 32);
   RxWrite& w = rxwrites_[h.msg_id % rxwrites_.size()];
-  if (!w.used || w.msg_id != h.msg_id) w = RxWrite{h.msg_id, true, 0, h.msg_len, 0, h.tag, h.flags};
+  if (!w.used || w.msg_id != h.msg_id) w = RxWrite{h.msg_id, true, 0, h.msg_len, 0, 0, h.tag, h.flags};
+  if (!segment_fits(h, w.len, w.got == 0, &w.base_psn)) {
+    ++stats_.bad_placement;
+    return;
+  }
   if (h.payload_len > 0) {
     uint8_t* dst = regions_ != nullptr ? regions_->resolve(rkey, h.remote + h.offset, h.payload_len) : nullptr;
     if (dst == nullptr) {

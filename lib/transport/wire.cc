@@ -104,9 +104,11 @@ void encode(const Header& h, uint8_t* out, const uint8_t* payload) noexcept {
   put<uint64_t>(p, h.remote);
   put<uint32_t>(p, 0);  // crc, filled below
   put<uint32_t>(p, h.rx_above);
+  put<uint64_t>(p, h.seq);
+  std::memset(p, 0, kHeaderBytes - kTagOffset);  // the tag: the driver's, after the CRC
   uint32_t crc = crc32c(out, kHeaderBytes);
   if (crc_covers_payload(h) && payload != nullptr) crc = crc32c(payload, h.payload_len, crc);
-  uint8_t* c = out + kHeaderBytes - 8;
+  uint8_t* c = out + kHeaderBytes - 32;
   put<uint32_t>(c, crc);
 }
 
@@ -147,6 +149,7 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
   x.remote = get<uint64_t>(p);
   x.crc = get<uint32_t>(p);
   x.rx_above = get<uint32_t>(p);
+  x.seq = get<uint64_t>(p);
   if (x.version != kVersion) return Reject::kBadVersion;
   if (type == 0 || type > kMaxType) return Reject::kBadType;
   x.type = static_cast<Type>(type);
@@ -180,7 +183,8 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
   if (!carries_ack && x.rx_above != 0) return Reject::kBadLength;
   uint8_t copy[kHeaderBytes];
   std::memcpy(copy, data, kHeaderBytes);
-  std::memset(copy + kHeaderBytes - 8, 0, 4);
+  std::memset(copy + kHeaderBytes - 32, 0, 4);  // crc
+  std::memset(copy + kTagOffset, 0, kHeaderBytes - kTagOffset);
   uint32_t crc = crc32c(copy, kHeaderBytes);
   if (crc_covers_payload(x)) crc = crc32c(data + kHeaderBytes, x.payload_len, crc);
   if (crc != x.crc) return Reject::kBadCrc;

@@ -10,8 +10,12 @@
 
 namespace grex::wire {
 
-inline constexpr uint8_t kVersion = 3;  // 2: rx_above (was reserved), kNack ranges; 3: packed adverts
-inline constexpr size_t kHeaderBytes = 80;
+inline constexpr uint8_t kVersion = 4;  // 2: rx_above (was reserved), kNack ranges; 3: packed adverts;
+                                        // 4: packet counter and authentication tag
+inline constexpr size_t kHeaderBytes = 104;
+inline constexpr size_t kSeqOffset = 80;   ///< u64 packet counter of the direction (the GCM nonce's)
+inline constexpr size_t kTagOffset = 88;   ///< 16-byte tag (wire_auth.h); zero when not authenticated
+inline constexpr size_t kTaggedHeaderBytes = kTagOffset;  ///< what the tag covers of the header
 
 enum class Type : uint8_t {
   kData = 1,        ///< reliable: payload, receive advertisement or write (see flags)
@@ -66,6 +70,8 @@ struct Header {
   uint64_t remote = 0;       ///< writes: offset in the target region of the message's byte 0
   uint32_t crc = 0;          ///< CRC32C of the header (crc field zero) [+ payload]; set by encode()
   uint32_t rx_above = 0;     ///< psns received above `ack` (see the field table)
+  uint64_t seq = 0;          ///< the sender's packet counter on this direction, +1 per packet sent
+  // bytes 88..104: the tag, written and checked by the driver (wire_auth.h)
 };
 
 /// One more receive in an advert's payload, for the ordinal after the
@@ -105,7 +111,8 @@ inline bool crc_covers_payload(const Header& h) noexcept {
   return (h.flags & kFlagPayloadCrc) != 0 || (h.type == Type::kData && (h.flags & kFlagAdvert) != 0);
 }
 
-/// Writes h into out[0..kHeaderBytes), with the CRC over the header and, when
+/// Writes h into out[0..kHeaderBytes) with a zero tag, with the CRC over the
+/// header (crc and tag fields zero) and, when
 /// crc_covers_payload(h), over `payload` (h.payload_len bytes) too.
 void encode(const Header& h, uint8_t* out, const uint8_t* payload = nullptr) noexcept;
 

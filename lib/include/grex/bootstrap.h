@@ -145,6 +145,9 @@ class Bootstrap {
   int world_size() const noexcept { return world_size_; }
   int64_t timeout_ms() const noexcept { return timeout_ms_; }
   Store& store() noexcept { return *store_; }
+  /// The job token this rank joined with (BootstrapConfig::job_token); empty
+  /// for with_store(), whose store authenticates nothing of its own.
+  const std::string& job_token() const noexcept { return job_token_; }
   std::shared_ptr<Store> store_ptr() const noexcept { return store_; }
 
   /// Every rank contributes `value`; returns all values indexed by rank.
@@ -166,6 +169,7 @@ class Bootstrap {
   int world_size_ = 1;
   int64_t timeout_ms_ = 60'000;
   std::string store_where_;  ///< "store host:port" for errors; empty for with_store
+  std::string job_token_;
   std::mutex seq_mu_;
   /// Calls so far per name: successive calls with one name get distinct keys.
   std::unordered_map<std::string, uint64_t> seq_;

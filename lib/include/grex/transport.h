@@ -91,11 +91,20 @@ struct DeviceOptions {
   int local_rank = -1;
   int local_size = 0;
   std::string job_id;                   ///< unique per job; namespaces shared resources
+  /// 32 bytes of key material only this job's ranks know (Communicator::create
+  /// derives it from the job token and job id); drivers key their wire
+  /// authentication from it. Empty: derived from job_id alone, which guards
+  /// against accidents and other jobs, not against an attacker who reads the id.
+  std::string job_key;
   int64_t connect_timeout_ms = 30'000;  ///< connect() gives up after this
   uint32_t queue_depth = 1024;          ///< per endpoint and direction
   std::map<std::string, std::string> params;  ///< driver-specific key=value settings
   Precedence precedence = Precedence::kEnvironment;  ///< params or their GREX_* variables
 };
+
+/// DeviceOptions::job_key from the job's secret (its token) and job id
+/// (HKDF-SHA256; docs/security.md). Every rank derives the same 32 bytes.
+std::string derive_job_key(std::string_view secret, std::string_view job_id);
 
 /// Kind of operation a Completion reports.
 enum class Op : uint8_t {

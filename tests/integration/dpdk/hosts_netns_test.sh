@@ -13,7 +13,11 @@
 #   - the links of one host cut (its veths down on the switch): every rank
 #     ends with an error, none hangs.
 #
-# Usage: hosts_netns_test.sh GREX_PERF GREX_STORE DPDK_FOUND(1|0)
+#   - a stranger on the switch forging CLOSE, ACK, DATA and writes with valid
+#     CRCs in rank 1's name: the allreduce stays exact, every forgery is
+#     refused by its tag (and with GREX_WIRE_AUTH=off the same attack ends the job).
+#
+# Usage: hosts_netns_test.sh GREX_PERF GREX_STORE DPDK_FOUND(1|0) WIRE_FORGER
 # GREX_TEST_ONLY=NAME (a glob) runs only the checks it matches.
 # Exits 0 (pass), 1 (fail) or 77 (skip: not root, no `ip netns`/veth/bridge,
 # grex built without DPDK). Names carry this shell's PID so runs do not collide.
@@ -28,9 +32,10 @@ skip() { echo "SKIP: $*"; exit 77; }
 fail_count=0
 fail() { echo "FAIL: $*"; fail_count=$((fail_count + 1)); }
 
-[[ $# -eq 3 ]] || { echo "usage: $0 GREX_PERF GREX_STORE DPDK_FOUND"; exit 2; }
+[[ $# -eq 4 ]] || { echo "usage: $0 GREX_PERF GREX_STORE DPDK_FOUND WIRE_FORGER"; exit 2; }
 perf=$(readlink -f "$1")
 store=$(readlink -f "$2")
+forger=$(readlink -f "$4")
 [[ $3 == 1 ]] || skip "grex was built without DPDK (libdpdk not found)"
 [[ -x $perf && -x $store ]] || { echo "FAIL: $1 or $2 is not an executable"; exit 1; }
 [[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
@@ -185,6 +190,44 @@ GREX_ALGO=hierarchical check hosts123_hierarchical 1,2,3 "$ok_line" -- allreduce
 check hosts123_alltoall 1,2,3 "$ok_line" -- alltoall "${small[@]}"
 check hosts4x1_allreduce 1,1,1,1 'topology: 4 hosts \(0 \| 1 \| 2 \| 3\), dpdk between every pair' "$ok_line" -- \
   allreduce -b 8 -e 4M -f 8 -n 2 -w 1 -c 1
+
+# (c2) A stranger on the switch (issue 28) sees rank 1's frames arrive on its
+# port s1d0 and forges packets in rank 1's name out of s0d0 to rank 0: valid
+# CRCs, the flow's real id, PSNs and counters, rank 1's MAC, IP and port.
+forged_job() {  # NAME AUTH WANT(pass|fail) FORGER_SECONDS
+  local name=$1 auth=$2 want=$3 t0=$SECONDS ok=1
+  [[ -z ${GREX_TEST_ONLY:-} || $name == $GREX_TEST_ONLY ]] || return 0
+  ip netns exec "$hosts_sw" timeout -k 5 60 "$forger" s1d0 s0d0 47000 "$4" 40 >"$tmp/$name.forger.log" 2>&1 &
+  local fpid=$!
+  pids+=("$fpid")
+  GREX_WIRE_AUTH=$auth GREX_TIMEOUT_MS=20000 start_job "$name" 1,1 -- allreduce -b 4M -e 4M -n 300 -w 1 -c 1 --stats ||
+    { fail "$name: could not start"; return; }
+  wait_job "$name"
+  local st=$?
+  wait "$fpid"
+  local fst=$?
+  forget "$fpid"
+  local forged refused
+  forged=$(awk '/^forged/ { n = 0; for (i = 2; i <= NF; ++i) { split($i, kv, "="); n += kv[2] } print n }' \
+    "$tmp/$name.forger.log")
+  refused=$(grep -oE 'rx_auth_failed=[0-9]+' "$tmp/$name.r0.log" | head -1 | cut -d= -f2)
+  ((fst == 0)) && [[ -n $forged ]] && ((forged > 0)) || { ok=0; echo "$name: the forger exited $fst: $(cat "$tmp/$name.forger.log")"; }
+  if [[ $want == pass ]]; then
+    ((st == 0)) && grep -Eq "$ok_line" "$tmp/$name.r0.log" || { ok=0; echo "$name: rank exit statuses ${job_st[*]}"; }
+    [[ -n $refused ]] && ((refused * 2 >= ${forged:-1})) || { ok=0; echo "$name: rank 0 refused ${refused:-none} of ${forged:-?}"; }
+  else
+    ((st != 0)) || { ok=0; echo "$name: the job survived forgeries without authentication"; }
+  fi
+  if ((ok)); then
+    echo "PASS $name ($((SECONDS - t0))s): $(cat "$tmp/$name.forger.log"); rank 0 rx_auth_failed=${refused:-0}, exits ${job_st[*]}"
+  else
+    fail "$name"
+    show_logs "$name"
+    cat "$tmp/$name.forger.log"
+  fi
+}
+forged_job forged_refused full pass 40
+forged_job forged_unauthenticated off fail 8
 
 # (d) every rank of host 1 killed at once while the job runs allreduces.
 failure_job() {  # NAME ACTION: starts 2x2, waits for the first results, does ACTION, checks the survivors

@@ -238,12 +238,30 @@ case_flows_duration() {
 }
 
 # perftest's form without a launcher: `MODE` serves, `MODE HOST` connects.
+# The server draws its token and prints it; the client must give it.
+server_token() {
+  local i
+  for i in $(seq 100); do
+    grep -oE 'GREX_JOB_TOKEN=[0-9a-f]{32}' "$TMP/server" 2>/dev/null | head -1 | cut -d= -f2 | grep . && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 case_server_client() {
-  local port=$((20000 + RANDOM % 20000)) mode srv
+  local port=$((20000 + RANDOM % 20000)) mode srv token
   for mode in write_bw send_bw send_lat; do
-    "$GREX_PERF" "$mode" -s 8K -n 100 -p "$port" >"$TMP/server" 2>&1 &
+    env -u GREX_JOB_TOKEN "$GREX_PERF" "$mode" -s 8K -n 100 -p "$port" >"$TMP/server" 2>&1 &
     srv=$!
-    "$GREX_PERF" "$mode" -s 8K -n 100 -p "$port" 127.0.0.1 >"$TMP/out" 2>"$TMP/err"
+    token=$(server_token) || fail "$mode: the server printed no token: $(cat "$TMP/server")"
+    if [ "$mode" = write_bw ]; then  # a wrong token is refused by the store; the server keeps waiting
+      GREX_JOB_TOKEN=not-$token GREX_BOOTSTRAP_TIMEOUT_MS=3000 "$GREX_PERF" "$mode" -s 8K -n 10 -p "$port" 127.0.0.1 \
+        >"$TMP/out" 2>"$TMP/err"
+      RC=$?
+      expect_rc 1
+      expect_err 'token'
+    fi
+    GREX_JOB_TOKEN=$token "$GREX_PERF" "$mode" -s 8K -n 100 -p "$port" 127.0.0.1 >"$TMP/out" 2>"$TMP/err"
     RC=$?
     wait "$srv" || fail "$mode: the server exited with $?: $(cat "$TMP/server")"
     expect_rc 0
@@ -254,8 +272,13 @@ case_server_client() {
   done
   # send_bw's server measures what it received.
   grep -qE '^ 8192 +100 ' "$TMP/server" || true
+  # A client without the token is told where to get it.
+  env -u GREX_JOB_TOKEN "$GREX_PERF" write_bw -s 8K -n 10 -p "$port" 127.0.0.1 >"$TMP/out" 2>"$TMP/err"
+  RC=$?
+  expect_rc 1
+  expect_err 'the token the server printed'
   # A client with no server gives up with a clear error.
-  GREX_BOOTSTRAP_TIMEOUT_MS=1500 "$GREX_PERF" write_bw -s 8K -n 10 -p "$port" 127.0.0.1 >"$TMP/out" 2>"$TMP/err"
+  GREX_JOB_TOKEN=x GREX_BOOTSTRAP_TIMEOUT_MS=1500 "$GREX_PERF" write_bw -s 8K -n 10 -p "$port" 127.0.0.1 >"$TMP/out" 2>"$TMP/err"
   RC=$?
   expect_rc 1
   expect_err "127.0.0.1:$port"

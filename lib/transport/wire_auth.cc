@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+// HKDF, AES-128-GCM tags and the replay window of wire_auth.h (OpenSSL libcrypto).
+#include "transport/wire_auth.h"
+
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/rand.h>
+
+#include <cstring>
+
+namespace grex::wire {
+
+const char* auth_mode_name(AuthMode m) noexcept {
+  switch (m) {
+    case AuthMode::kOff: return "off";
+    case AuthMode::kControl: return "control";
+    case AuthMode::kFull: return "full";
+    case AuthMode::kEncrypt: return "aes-gcm";
+  }
+  return "?";
+}
+
+bool parse_auth_mode(std::string_view s, AuthMode* out) noexcept {
+  if (s == "off") *out = AuthMode::kOff;
+  else if (s == "control") *out = AuthMode::kControl;
+  else if (s == "full") *out = AuthMode::kFull;
+  else if (s == "aes-gcm") *out = AuthMode::kEncrypt;
+  else return false;
+  return true;
+}
+
+bool hkdf_sha256(const void* ikm, size_t ikm_len, const void* salt, size_t salt_len, std::string_view info,
+                 uint8_t* out, size_t n) noexcept {
+  EVP_PKEY_CTX* c = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr);
+  if (c == nullptr) return false;
+  // An empty salt is HKDF's zero salt; OpenSSL wants a non-null pointer.
+  static const uint8_t kZero[1] = {0};
+  bool ok = EVP_PKEY_derive_init(c) > 0 && EVP_PKEY_CTX_set_hkdf_md(c, EVP_sha256()) > 0 &&
+            EVP_PKEY_CTX_set1_hkdf_key(c, static_cast<const unsigned char*>(ikm), static_cast<int>(ikm_len)) > 0 &&
+            (salt_len == 0 ? EVP_PKEY_CTX_set1_hkdf_salt(c, kZero, 0)
+                           : EVP_PKEY_CTX_set1_hkdf_salt(c, static_cast<const unsigned char*>(salt),
+                                                         static_cast<int>(salt_len))) > 0 &&
+            EVP_PKEY_CTX_add1_hkdf_info(c, reinterpret_cast<const unsigned char*>(info.data()),
+                                        static_cast<int>(info.size())) > 0;
+  size_t len = n;
+  ok = ok && EVP_PKEY_derive(c, out, &len) > 0 && len == n;
+  EVP_PKEY_CTX_free(c);
+  return ok;
+}
+
+bool random_bytes(uint8_t* out, size_t n) noexcept { return RAND_bytes(out, static_cast<int>(n)) == 1; }
+
+std::string derive_job_key(std::string_view secret, std::string_view job_id) {
+  std::string k(kJobKeyBytes, '\0');
+  if (!hkdf_sha256(secret.data(), secret.size(), job_id.data(), job_id.size(), "grex job key v1",
+                   reinterpret_cast<uint8_t*>(k.data()), k.size()))
+    return {};
+  return k;
+}
+
+std::string to_hex(const uint8_t* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    s[2 * i] = d[p[i] >> 4];
+    s[2 * i + 1] = d[p[i] & 15];
+  }
+  return s;
+}
+
+bool from_hex(std::string_view hex, uint8_t* out, size_t n) noexcept {
+  if (hex.size() != 2 * n) return false;
+  auto nib = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    int hi = nib(hex[2 * i]), lo = nib(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+DirectionKeys derive_direction(std::string_view job_key, std::string_view driver, const uint8_t* src_nonce,
+                               const uint8_t* dst_nonce, int src_rank, int dst_rank, AuthMode mode) noexcept {
+  uint8_t salt[2 * kNonceBytes];
+  std::memcpy(salt, src_nonce, kNonceBytes);
+  std::memcpy(salt + kNonceBytes, dst_nonce, kNonceBytes);
+  char info[96];
+  int n = std::snprintf(info, sizeof(info), "grex %.*s v4 %d>%d %s", static_cast<int>(driver.size()), driver.data(),
+                        src_rank, dst_rank, auth_mode_name(mode));
+  uint8_t okm[kKeyBytes + 8];
+  DirectionKeys k;
+  if (!hkdf_sha256(job_key.data(), job_key.size(), salt, sizeof(salt),
+                   std::string_view(info, static_cast<size_t>(std::max(n, 0))), okm, sizeof(okm)))
+    return k;  // flow_id 0: the caller reports the failure
+  std::memcpy(k.key, okm, kKeyBytes);
+  std::memcpy(k.salt, okm + kKeyBytes, 4);
+  uint32_t id;
+  std::memcpy(&id, okm + kKeyBytes + 4, 4);
+  k.flow_id = id != 0 ? id : 1;
+  return k;
+}
+
+Sealer::~Sealer() {
+  if (ctx_ != nullptr) EVP_CIPHER_CTX_free(ctx_);
+}
+
+bool Sealer::init(const DirectionKeys& k, bool sealing) noexcept {
+  if (ctx_ == nullptr && (ctx_ = EVP_CIPHER_CTX_new()) == nullptr) return false;
+  sealing_ = sealing;
+  std::memcpy(salt_, k.salt, sizeof(salt_));
+  // Keyed once here (the AES key schedule and GHASH key); start() sets only the nonce.
+  const int r = sealing ? EVP_EncryptInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, k.key, nullptr)
+                        : EVP_DecryptInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, k.key, nullptr);
+  if (r != 1) {
+    EVP_CIPHER_CTX_free(ctx_);
+    ctx_ = nullptr;
+    return false;
+  }
+  return true;
+}
+
+bool Sealer::start(uint64_t seq) noexcept {
+  uint8_t iv[12];
+  std::memcpy(iv, salt_, 4);
+  for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(seq >> (8 * i));
+  return (sealing_ ? EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, iv)
+                   : EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, iv)) == 1;
+}
+
+bool Sealer::seal(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len, uint8_t* out,
+                  uint8_t tag[kTagBytes]) noexcept {
+  if (ctx_ == nullptr || !sealing_ || !start(seq)) return false;
+  int n = 0;
+  if (EVP_EncryptUpdate(ctx_, nullptr, &n, aad, static_cast<int>(aad_len)) != 1) return false;
+  if (len > 0) {
+    if (out == nullptr) {
+      if (EVP_EncryptUpdate(ctx_, nullptr, &n, payload, static_cast<int>(len)) != 1) return false;
+    } else if (EVP_EncryptUpdate(ctx_, out, &n, payload, static_cast<int>(len)) != 1) {
+      return false;
+    }
+  }
+  uint8_t fin[16];
+  if (EVP_EncryptFinal_ex(ctx_, fin, &n) != 1) return false;
+  return EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, kTagBytes, tag) == 1;
+}
+
+bool Sealer::open(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len, uint8_t* out,
+                  const uint8_t tag[kTagBytes]) noexcept {
+  if (ctx_ == nullptr || sealing_ || !start(seq)) return false;
+  int n = 0;
+  if (EVP_DecryptUpdate(ctx_, nullptr, &n, aad, static_cast<int>(aad_len)) != 1) return false;
+  if (len > 0) {
+    if (out == nullptr) {
+      if (EVP_DecryptUpdate(ctx_, nullptr, &n, payload, static_cast<int>(len)) != 1) return false;
+    } else if (EVP_DecryptUpdate(ctx_, out, &n, payload, static_cast<int>(len)) != 1) {
+      return false;
+    }
+  }
+  if (EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, kTagBytes, const_cast<uint8_t*>(tag)) != 1) return false;
+  uint8_t fin[16];
+  return EVP_DecryptFinal_ex(ctx_, fin, &n) == 1;
+}
+
+bool ReplayWindow::accept(uint64_t seq) noexcept {
+  if (seq >= top_) {
+    // Slide: everything from the old top up to seq becomes unseen.
+    if (seq - top_ >= kBits) {
+      std::memset(bits_, 0, sizeof(bits_));
+    } else {
+      for (uint64_t s = top_; s < seq; ++s) bits_[(s % kBits) / 64] &= ~(1ull << (s % 64));
+    }
+    top_ = seq + 1;
+    bits_[(seq % kBits) / 64] |= 1ull << (seq % 64);
+    return true;
+  }
+  if (top_ - seq > kBits) return false;  // too old to tell: refused
+  uint64_t& w = bits_[(seq % kBits) / 64];
+  const uint64_t bit = 1ull << (seq % 64);
+  if ((w & bit) != 0) return false;
+  w |= bit;
+  return true;
+}
+
+}  // namespace grex::wire
