@@ -300,7 +300,8 @@ size_t ShmEndpoint::match_arrivals() noexcept {
 
 bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
   const auto* region = r.region;
-  uint64_t len = s->length;
+  const uint64_t s_len = reinterpret_cast<const volatile SlotHeader*>(s)->length;  // once: the peer may change it
+  uint64_t len = s_len;
   Status st = Status::kSuccess;
   if (!request_in_bounds(region, r.offset, r.length)) {
     st = Status::kLocalError;
@@ -310,9 +311,20 @@ bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
     len = r.length;
   }
   uint8_t* dst = region != nullptr && len > 0 ? static_cast<uint8_t*>(region->addr()) + r.offset : nullptr;
+  if (s->type == SlotType::kEager && s_len > seg_.max_inline()) {
+    // The peer wrote more than a slot holds: its side of the ring is corrupt.
+    GREX_ERROR("shm", "rank %d put a %llu-byte eager message in a %zu-byte slot: its ring is corrupt", peer_,
+               static_cast<unsigned long long>(s_len), seg_.max_inline());
+    failed_ = true;
+    st = Status::kPeerGone;
+    len = 0;
+  }
   if (len > 0) {
     if (s->type == SlotType::kEager) {
-      std::memcpy(dst, eager_payload(s), len);
+      // The length read once above decides where the bytes are (the header's
+      // inline words or the slot's payload), whatever the peer writes now.
+      const uint8_t* src = s_len <= kHeaderInlineBytes ? reinterpret_cast<const uint8_t*>(&s->addr) : seg_.payload(s);
+      std::memcpy(dst, src, len);
     } else if (!read_peer(dst, s->addr, static_cast<uint32_t>(s->region), len)) {
       st = failed_ ? Status::kPeerGone : Status::kLocalError;
       len = 0;

@@ -91,7 +91,10 @@ class Segment {
 
   /// Creates, sizes and initialises the segment `name` (lower rank).
   static Result<Segment> create(const std::string& name, uint32_t slots, uint32_t slot_bytes);
-  /// Opens `name` created by the peer, retrying until it is ready or the deadline passes.
+  /// Opens `name` created by the peer, retrying until it is ready or the
+  /// deadline passes. Refuses a segment this user does not own or others
+  /// may open (mode beyond 0600), and a header whose geometry does not fit
+  /// the mapping.
   static Result<Segment> open(const std::string& name, int64_t timeout_ms);
   /// Bytes needed for a segment with these dimensions.
   static size_t bytes_for(uint32_t slots, uint32_t slot_bytes) noexcept;
@@ -101,20 +104,29 @@ class Segment {
   PinTable* pins(int side) const noexcept {
     return reinterpret_cast<PinTable*>(base_ + sizeof(SegmentHeader)) + side;
   }
-  /// Slot i (0..slots-1) of ring `dir` (0 or 1).
+  /// Slot i (0..slots-1) of ring `dir` (0 or 1). The geometry is this
+  /// process's copy, checked once against the mapping (open): a peer that
+  /// rewrites the shared header cannot move where we write.
   SlotHeader* slot(int dir, uint32_t i) const noexcept {
-    auto* h = header();
     return reinterpret_cast<SlotHeader*>(base_ + sizeof(SegmentHeader) + 2 * sizeof(PinTable) +
-                                         (static_cast<size_t>(dir) * h->slots + i) * h->slot_bytes);
+                                         (static_cast<size_t>(dir) * slots_ + i) * slot_bytes_);
   }
   uint8_t* payload(SlotHeader* s) const noexcept { return reinterpret_cast<uint8_t*>(s) + kSlotHeaderBytes; }
-  uint32_t slots() const noexcept { return header()->slots; }
-  size_t max_inline() const noexcept { return header()->slot_bytes - kSlotHeaderBytes; }
+  uint32_t slots() const noexcept { return slots_; }
+  size_t max_inline() const noexcept { return slot_bytes_ - kSlotHeaderBytes; }
+  /// Geometry a segment may have: 1..kMaxSlots slots of 128..kMaxSlotBytes
+  /// bytes, a multiple of 64 (what create() accepts and open() checks).
+  static constexpr uint32_t kMaxSlots = 1u << 16;
+  static constexpr uint32_t kMaxSlotBytes = 1u << 24;
+  static bool valid_geometry(uint32_t slots, uint32_t slot_bytes) noexcept {
+    return slots >= 1 && slots <= kMaxSlots && slot_bytes >= 128 && slot_bytes <= kMaxSlotBytes && slot_bytes % 64 == 0;
+  }
   const std::string& name() const noexcept { return name_; }
 
  private:
   uint8_t* base_ = nullptr;
   size_t bytes_ = 0;
+  uint32_t slots_ = 1, slot_bytes_ = 128;
   std::string name_;
 };
 
