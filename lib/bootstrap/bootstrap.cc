@@ -16,8 +16,11 @@ namespace {
 
 constexpr int64_t kShutdownGraceMs = 5'000;
 
-// Timeouts beyond kForeverMs mean "never" (-1), so deadlines cannot overflow.
-int64_t no_overflow(int64_t timeout_ms) { return timeout_ms > detail::store::kForeverMs ? -1 : timeout_ms; }
+// Timeouts beyond kForeverMs (35 years) are kForeverMs, "never", so deadlines
+// cannot overflow; a negative one (the store refuses those) is never too.
+int64_t no_overflow(int64_t timeout_ms) {
+  return timeout_ms < 0 || timeout_ms > detail::store::kForeverMs ? detail::store::kForeverMs : timeout_ms;
+}
 
 // A wildcard listen address is not something to connect to; use loopback.
 std::string connectable(const std::string& host) {

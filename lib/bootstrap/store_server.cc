@@ -24,7 +24,6 @@ namespace grex {
 namespace detail::store {
 namespace {
 
-constexpr int64_t kAuthTimeoutMs = 10'000;
 constexpr int64_t kAcceptPauseMs = 100;       // after EMFILE: let descriptors free up
 constexpr size_t kReadChunkBytes = 256 << 10;
 constexpr size_t kMaxReadPerWakeBytes = 8 << 20;  // fairness between connections
@@ -110,7 +109,8 @@ void StoreServerImpl::run() noexcept {
     pfds.push_back({wake_fd_, POLLIN, 0});
     pfds.push_back({accept_paused_until_ns_ > now ? -1 : listen_fd_, POLLIN, 0});
     for (auto& [id, c] : conns_) {
-      short ev = POLLIN;
+      // Backpressure: a client that does not read its replies is not read either.
+      short ev = c->backlog() > kMaxBacklogBytes ? 0 : POLLIN;
       if (c->out.size() > c->out_off) ev |= POLLOUT;
       pfds.push_back({c->fd, ev, 0});
       polled.push_back(c.get());
@@ -127,7 +127,7 @@ void StoreServerImpl::run() noexcept {
     for (size_t i = 0; rc > 0 && i < polled.size(); ++i) {
       Conn& c = *polled[i];
       short rev = pfds[i + 2].revents;
-      if (rev & (POLLIN | POLLHUP | POLLERR)) read_from(c);
+      if (!c.dead && (rev & (POLLIN | POLLHUP | POLLERR))) read_from(c);
       if (!c.dead && (rev & POLLOUT)) flush(c);
     }
     expire(now_ns());
@@ -135,7 +135,7 @@ void StoreServerImpl::run() noexcept {
     do {
       resumed_ = false;
       for (auto& [id, c] : conns_)
-        if (!c->dead && !c->waiting && !c->in.empty()) decode_frames(*c);
+        if (!c->dead && !c->waiting && !c->in.empty() && c->backlog() <= kMaxBacklogBytes) decode_frames(*c);
     } while (resumed_);
     sweep();
   }
@@ -153,7 +153,23 @@ void StoreServerImpl::accept_all(uint64_t now) {
       }
       return;  // EAGAIN, or a connection that died in the backlog
     }
+    if (conns_.size() >= kMaxConnections) {  // fds are rank 0's too: never all of them
+      ::close(fd);
+      if (!warned_full_) GREX_WARN("bootstrap", "store %s: %zu connections; refusing more", where_.c_str(), conns_.size());
+      warned_full_ = true;
+      continue;
+    }
+    if (unauthed_ >= kMaxUnauthenticated) {
+      // A flood of connections that never authenticate: the oldest goes. A
+      // real client answers the challenge within a round trip, so it is
+      // never the oldest for long.
+      Conn* oldest = nullptr;
+      for (auto& [id, x] : conns_)
+        if (!x->authed && !x->dead && (oldest == nullptr || x->id < oldest->id)) oldest = x.get();
+      if (oldest != nullptr) drop(*oldest, "too many unauthenticated connections");  // closed by sweep()
+    }
     tune_socket(fd);
+    keepalive_socket(fd);
     auto c = std::make_unique<Conn>();
     c->id = next_id_++;
     c->fd = fd;
@@ -161,6 +177,7 @@ void StoreServerImpl::accept_all(uint64_t now) {
     c->auth_deadline_ns = now + kAuthTimeoutMs * 1'000'000ull;
     Conn& ref = *c;
     conns_.emplace(c->id, std::move(c));
+    ++unauthed_;
     GREX_DEBUG("bootstrap", "store %s: connection from %s", where_.c_str(), ref.peer.c_str());
     greet(ref);
   }
@@ -168,10 +185,21 @@ void StoreServerImpl::accept_all(uint64_t now) {
 
 void StoreServerImpl::read_from(Conn& c) {
   size_t total = 0;
-  while (total < kMaxReadPerWakeBytes) {
+  // Before the handshake a client may send one small frame, no more.
+  const size_t limit = c.authed ? kMaxReadPerWakeBytes : kFrameHeaderBytes + kMaxAuthFrameBytes;
+  while (total < limit) {
+    // The frame's length is checked as soon as its header is in, before its body is read.
+    if (c.in.size() >= kFrameHeaderBytes) {
+      const uint32_t n = decode_u32(c.in.data());
+      if (n == 0 || n > (c.authed ? kMaxFrameBytes : kMaxAuthFrameBytes)) {
+        GREX_WARN("bootstrap", "store %s: a %u-byte frame from %s; closing it", where_.c_str(), n, c.peer.c_str());
+        drop(c, "oversized frame");
+        return;
+      }
+    }
     size_t old = c.in.size();
     c.in.resize(old + kReadChunkBytes);
-    ssize_t r = ::recv(c.fd, c.in.data() + old, kReadChunkBytes, 0);
+    ssize_t r = ::recv(c.fd, c.in.data() + old, std::min(kReadChunkBytes, limit - total), 0);
     c.in.resize(old + (r > 0 ? static_cast<size_t>(r) : 0));
     if (r > 0) {
       total += static_cast<size_t>(r);
@@ -214,7 +242,10 @@ void StoreServerImpl::drop(Conn& c, const char* why) {
   if (c.dead) return;
   GREX_DEBUG("bootstrap", "store %s: closing connection from %s: %s", where_.c_str(), c.peer.c_str(), why);
   c.dead = true;
-  if (c.authed) clients_.fetch_sub(1, std::memory_order_acq_rel);
+  if (c.authed)
+    clients_.fetch_sub(1, std::memory_order_acq_rel);
+  else
+    --unauthed_;
   if (c.waiting) unwatch(c);
   c.waiting = false;
 }

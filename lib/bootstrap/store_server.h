@@ -40,7 +40,16 @@ struct Conn {
   std::vector<std::string> wait_keys;
   size_t wait_missing = 0;
   uint64_t wait_deadline_ns = UINT64_MAX;
+  size_t backlog() const noexcept { return out.size() - out_off; }
 };
+
+/// What one store holds and serves at most (issue 28: a store that holds under floods).
+inline constexpr size_t kMaxConnections = 16384;   ///< beyond: new connections are closed at once
+inline constexpr size_t kMaxUnauthenticated = 128;  ///< beyond: the oldest unauthenticated one is closed
+inline constexpr int64_t kAuthTimeoutMs = 5'000;    ///< to answer the challenge
+inline constexpr size_t kMaxBacklogBytes = 16 << 20;  ///< unsent replies: past this a client's requests wait
+inline constexpr size_t kMaxStoredBytes = size_t{2} << 30;  ///< keys and values together
+inline constexpr size_t kMaxKeys = 1 << 20;
 
 class StoreServerImpl final : public StoreServer {
  public:
@@ -72,6 +81,7 @@ class StoreServerImpl final : public StoreServer {
   bool handle_auth(Conn& c, std::string_view body);
   bool handle_request(Conn& c, std::string_view body);
   bool handle_add(Conn& c, FrameReader& r);
+  bool room_for(Conn& c, std::string_view key, size_t value_bytes);
   void park(Conn& c, Op op, std::vector<std::string> keys, int64_t timeout_ms);
   void finish_wait(Conn& c, bool timed_out);
   void unwatch(Conn& c);
@@ -91,8 +101,11 @@ class StoreServerImpl final : public StoreServer {
   uint64_t next_id_ = 1;
   uint64_t accept_paused_until_ns_ = 0;
   bool resumed_ = false;  ///< a parked wait ended during this loop turn
+  bool warned_full_ = false;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   std::unordered_map<std::string, std::string> kv_;
+  size_t stored_bytes_ = 0;   ///< keys and values in kv_
+  size_t unauthed_ = 0;       ///< connections still in the handshake
   /// key -> ids of connections parked on it (the key does not exist yet).
   std::unordered_map<std::string, std::vector<uint64_t>> watchers_;
 };

@@ -43,7 +43,9 @@ void StoreServerImpl::greet(Conn& c) {
 
 void StoreServerImpl::decode_frames(Conn& c) {
   size_t pos = 0;
-  while (!c.dead && !c.waiting && !c.close_after_flush && c.in.size() - pos >= kFrameHeaderBytes) {
+  // Backpressure: past kMaxBacklogBytes of unsent replies the rest waits in c.in.
+  while (!c.dead && !c.waiting && !c.close_after_flush && c.backlog() <= kMaxBacklogBytes &&
+         c.in.size() - pos >= kFrameHeaderBytes) {
     uint32_t n = decode_u32(c.in.data() + pos);
     size_t max = c.authed ? kMaxFrameBytes : kMaxAuthFrameBytes;
     if (n == 0 || n > max) {
@@ -80,6 +82,7 @@ bool StoreServerImpl::handle_auth(Conn& c, std::string_view body) {
     return true;
   }
   c.authed = true;
+  --unauthed_;
   clients_.fetch_add(1, std::memory_order_acq_rel);
   FrameWriter w(Op::kAuthOk);
   w.put_raw(server_proof(token_, client_nonce));
@@ -95,7 +98,10 @@ bool StoreServerImpl::handle_request(Conn& c, std::string_view body) {
     case Op::kSet: {
       std::string_view key, value;
       if (!r.get_str(kMaxKeyBytes, &key) || !r.get_str(kMaxValueBytes, &value) || !r.at_end()) return false;
+      if (!room_for(c, key, value.size())) return true;
       auto [it, created] = kv_.try_emplace(std::string(key));
+      stored_bytes_ += value.size() + (created ? key.size() : 0);
+      stored_bytes_ -= it->second.size();
       it->second.assign(value);
       send_frame(c, ok_frame());
       if (created) key_created(it->first);
@@ -105,6 +111,10 @@ bool StoreServerImpl::handle_request(Conn& c, std::string_view body) {
       std::string_view key;
       int64_t timeout_ms = 0;
       if (!r.get_str(kMaxKeyBytes, &key) || !r.get_i64(&timeout_ms) || !r.at_end()) return false;
+      if (timeout_ms < 0) {
+        reply_error(c, Errc::kInvalidArgument, "GET with a negative timeout (" + std::to_string(timeout_ms) + " ms)");
+        return true;
+      }
       park(c, Op::kGet, {std::string(key)}, timeout_ms);
       return true;
     }
@@ -123,6 +133,10 @@ bool StoreServerImpl::handle_request(Conn& c, std::string_view body) {
       int64_t timeout_ms = 0;
       std::vector<std::string> keys;
       if (!r.get_i64(&timeout_ms) || !get_keys(r, &keys) || !r.at_end()) return false;
+      if (timeout_ms < 0) {
+        reply_error(c, Errc::kInvalidArgument, "WAIT with a negative timeout (" + std::to_string(timeout_ms) + " ms)");
+        return true;
+      }
       park(c, Op::kWait, std::move(keys), timeout_ms);
       return true;
     }
@@ -135,7 +149,9 @@ bool StoreServerImpl::handle_add(Conn& c, FrameReader& r) {
   std::string_view key;
   int64_t delta = 0;
   if (!r.get_str(kMaxKeyBytes, &key) || !r.get_i64(&delta) || !r.at_end()) return false;
+  if (kv_.count(std::string(key)) == 0 && !room_for(c, key, 20)) return true;
   auto [it, created] = kv_.try_emplace(std::string(key), "0");
+  if (created) stored_bytes_ += key.size() + 1;
   int64_t cur = 0;
   const std::string& v = it->second;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), cur);
@@ -148,11 +164,27 @@ bool StoreServerImpl::handle_add(Conn& c, FrameReader& r) {
     reply_error(c, Errc::kInvalidArgument, "ADD on key '" + it->first + "' overflows int64");
     return true;
   }
+  stored_bytes_ -= it->second.size();
   it->second = std::to_string(next);
+  stored_bytes_ += it->second.size();
   FrameWriter w(Op::kReplyInt);
   w.put_i64(next);
   send_frame(c, w.take());
   if (created) key_created(it->first);
+  return true;
+}
+
+// The key space is bounded: a SET or a new ADD key that would pass
+// kMaxKeys or kMaxStoredBytes gets an error (the store keeps serving).
+bool StoreServerImpl::room_for(Conn& c, std::string_view key, size_t value_bytes) {
+  auto it = kv_.find(std::string(key));
+  const size_t now = stored_bytes_ - (it != kv_.end() ? it->second.size() : 0);
+  const bool new_key = it == kv_.end();
+  if ((new_key && kv_.size() >= kMaxKeys) || now + value_bytes + (new_key ? key.size() : 0) > kMaxStoredBytes) {
+    reply_error(c, Errc::kNoMemory, "the store is full (" + std::to_string(kv_.size()) + " keys, " +
+                                        std::to_string(stored_bytes_ >> 20) + " MiB)");
+    return false;
+  }
   return true;
 }
 

@@ -98,6 +98,16 @@ void tune_socket(int fd) noexcept {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+void keepalive_socket(int fd) noexcept {
+  int on = 1, idle = 10, intvl = 5, cnt = 3;
+  unsigned user_timeout_ms = 30'000;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+}
+
 Result<int> listen_tcp(const std::string& host, uint16_t port) {
   AddrInfoPtr ai = GREX_TRY(resolve(host, port, /*passive=*/true));
   int last_err = 0;
@@ -151,6 +161,7 @@ Result<int> connect_tcp_once(const std::string& host, uint16_t port, const Deadl
     }
     if (rc == 0) {
       tune_socket(fd);
+      keepalive_socket(fd);
       return fd;
     }
     last_err = errno;

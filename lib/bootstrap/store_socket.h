@@ -29,6 +29,10 @@ Result<int> connect_tcp_once(const std::string& host, uint16_t port, const Deadl
 
 /// Makes fd non-blocking and sets TCP_NODELAY (best effort).
 void tune_socket(int fd) noexcept;
+/// TCP keepalive (probes after 10 s idle, every 5 s, 3 lost: a dead peer in
+/// about 25 s) and a 30 s limit on unacknowledged data (TCP_USER_TIMEOUT): a
+/// peer whose link went down without a reset ends in an error, not a hang.
+void keepalive_socket(int fd) noexcept;
 
 /// Writes all of data before the deadline. kTimeout or kConnectionFailed (peer gone).
 Result<void> send_all(int fd, std::string_view data, const Deadline& deadline);

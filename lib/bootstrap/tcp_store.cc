@@ -184,6 +184,9 @@ Result<void> TcpStore::set(std::string_view key, std::string_view value) {
 Result<std::string> TcpStore::get(std::string_view key, int64_t timeout_ms) {
   if (key.size() > kMaxKeyBytes)
     return Error(Errc::kInvalidArgument, "store: GET key of " + std::to_string(key.size()) + " bytes is too long");
+  if (timeout_ms < 0)
+    return Error(Errc::kInvalidArgument, "store: GET with a negative timeout (" + std::to_string(timeout_ms) + " ms)")
+        .hint("a wait that never ends is a hang: give a timeout (up to 2^40 ms)");
   FrameWriter w(Op::kGet);
   w.put_str(key);
   w.put_i64(timeout_ms);
@@ -236,6 +239,9 @@ Result<std::vector<bool>> TcpStore::check(std::span<const std::string> keys) {
 }
 
 Result<void> TcpStore::wait(std::span<const std::string> keys, int64_t timeout_ms) {
+  if (timeout_ms < 0)
+    return Error(Errc::kInvalidArgument, "store: WAIT with a negative timeout (" + std::to_string(timeout_ms) + " ms)")
+        .hint("a wait that never ends is a hang: give a timeout (up to 2^40 ms)");
   if (keys.size() > kMaxKeysPerRequest) return Store::wait(keys, timeout_ms);
   FrameWriter w(Op::kWait);
   w.put_i64(timeout_ms);
