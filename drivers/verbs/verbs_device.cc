@@ -19,8 +19,14 @@
 #include "core/log.h"
 #include "drivers/verbs/verbs.h"
 #include "drivers/verbs/verbs_gid.h"
+#include "transport/wire_auth.h"
 
 namespace grex::verbs {
+
+// Registered user memory: written by peers (RDMA WRITE into posted receives
+// and by one-sided writes), never read by them: grex issues no RDMA READ, so
+// no region grants it (issue 28).
+constexpr int kRegionAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 namespace {
 
 constexpr const char* kSubsys = "verbs";
@@ -82,7 +88,7 @@ Result<std::unique_ptr<MemoryRegion>> VerbsDevice::do_register(void* addr, size_
   // Zero bytes need no memory registration (ibv_reg_mr refuses them): zero-
   // length sends and writes carry no scatter entry and no key is checked.
   if (length == 0) return std::unique_ptr<MemoryRegion>(new VerbsRegion(nullptr, addr, 0, domain));
-  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  int access = kRegionAccess;
   ibv_mr* mr = ibv_reg_mr(pd_, addr, length, access);
   if (mr == nullptr) {
     int err = errno;
@@ -99,7 +105,7 @@ Result<std::unique_ptr<MemoryRegion>> VerbsDevice::register_dmabuf(int fd, uint6
     return Error(Errc::kNotSupported, name() + " cannot register dma-buf memory (ibv_reg_dmabuf_mr: EOPNOTSUPP)")
         .device(name())
         .hint("a NIC and kernel with dma-buf support (mlx5, kernel >= 5.12), or nvidia_peermem");
-  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  int access = kRegionAccess;
   ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, offset, len, reinterpret_cast<uint64_t>(va), fd, access);
   if (mr == nullptr)
     return Error::from_errno("ibv_reg_dmabuf_mr of " + std::to_string(len) + " bytes", errno).device(name());
@@ -111,7 +117,7 @@ Result<std::unique_ptr<MemoryRegion>> VerbsDevice::register_dmabuf(int fd, uint6
 Result<std::unique_ptr<MemoryRegion>> VerbsDevice::register_gpu(void* addr, size_t length) {
   gpu::GpuRegPlan plan = gpu::plan_gpu_registration(gpu::host_facts(dmabuf_), name());
   std::string failures;
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  const int access = kRegionAccess;
   for (gpu::GpuRegPath path : plan.order) {
     if (path == gpu::GpuRegPath::kDmaBuf) {
       auto buf = gpu::export_dmabuf(addr, length);
@@ -278,6 +284,16 @@ Result<void> VerbsDevice::pick_address() {
 
 Result<void> VerbsDevice::init() {
   GREX_TRY(parse_options());
+  // The tag a connect request must carry: keyed by the job key, so neither
+  // another job nor a stranger who read the job id can make one (issue 28).
+  {
+    const std::string key = opts_.job_key.size() == wire::kJobKeyBytes ? opts_.job_key
+                                                                       : wire::derive_job_key(opts_.job_id, opts_.job_id);
+    uint8_t tag[8];
+    if (key.empty() || !wire::hkdf_sha256(key.data(), key.size(), nullptr, 0, "grex verbs hello v1", tag, sizeof(tag)))
+      return Error(Errc::kInternal, "cannot derive the connection tag (libcrypto)").device("verbs");
+    std::memcpy(&hello_tag_, tag, sizeof(tag));
+  }
   GREX_TRY(pick_device());
   if (vo_.rate_limit == VerbsOptions::RateLimit::kNic && rc_rate_limits().max_kbps == 0)
     return Error(Errc::kNotSupported,
@@ -400,7 +416,7 @@ std::vector<std::pair<std::string, uint64_t>> VerbsDevice::counters() const {
           {"bytes_sent", stats.bytes_sent.get()},   {"bytes_received", stats.bytes_received.get()},
           {"adverts", stats.adverts.get()},         {"inline_sends", stats.inline_sends.get()},
           {"wc_errors", stats.wc_errors.get()},     {"async_events", stats.async_events.get()},
-          {"cm_events", stats.cm_events.get()},     {"cq_events", stats.cq_events.get()},
+          {"cm_events", stats.cm_events.get()}, {"rejected_requests", stats.rejected_requests.get()},     {"cq_events", stats.cq_events.get()},
           {"dmabuf_supported", dmabuf_ ? 1u : 0u},
           {"gpu_dmabuf_regs", stats.gpu_dmabuf_regs.get()}, {"gpu_peermem_regs", stats.gpu_peermem_regs.get()},
           {"eager_sends", stats.eager_sends.get()}, {"eager_recvs", stats.eager_recvs.get()},
@@ -498,15 +514,7 @@ Result<rdma_cm_event*> VerbsDevice::wait_event(rdma_cm_id* id, int64_t deadline_
     rdma_cm_event* ev = nullptr;
     if (rdma_get_cm_event(ec_, &ev) == 0) {
       stats.cm_events.add();
-      if (want_request && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-        int from = -1;
-        if (ev->param.conn.private_data != nullptr && ev->param.conn.private_data_len >= 8) {
-          uint32_t w[2];
-          std::memcpy(w, ev->param.conn.private_data, 8);
-          if (w[0] == 0x67726578u) from = static_cast<int>(w[1]);  // "grex"
-        }
-        if (from == peer) return ev;
-      }
+      if (want_request && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && claimed_rank(ev) == peer) return ev;
       if (!want_request && ev->id == id) return ev;
       handle_stray(ev);
       continue;
@@ -523,17 +531,17 @@ Result<rdma_cm_event*> VerbsDevice::wait_event(rdma_cm_id* id, int64_t deadline_
 // connect() comes later (kept), or a disconnect of a live endpoint.
 void VerbsDevice::handle_stray(rdma_cm_event* ev) noexcept {
   if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-    int from = -1;
-    if (ev->param.conn.private_data != nullptr && ev->param.conn.private_data_len >= 8) {
-      uint32_t w[2];
-      std::memcpy(w, ev->param.conn.private_data, 8);
-      if (w[0] == 0x67726578u) from = static_cast<int>(w[1]);
-    }
-    if (from >= 0 && from < opts_.world_size) {
+    // The job's tag first, then the rank it claims; one waiting request per
+    // rank at most, so the queue is bounded by the world size.
+    const int from = claimed_rank(ev);
+    const bool queued = std::any_of(requests_.begin(), requests_.end(), [&](const auto& r) { return r.first == from; });
+    if (from >= 0 && !queued && requests_.size() < static_cast<size_t>(opts_.world_size)) {
       requests_.emplace_back(from, ev);  // acknowledged when claimed
       return;
     }
-    GREX_WARN(kSubsys, "%s: rejected a connection request without a grex rank", name().c_str());
+    stats.rejected_requests.add();
+    GREX_WARN(kSubsys, "%s: rejected a connection request (%s)", name().c_str(),
+              from < 0 ? "not this job's, or no grex rank" : "a second one for the same rank");
     rdma_reject(ev->id, nullptr, 0);
     rdma_cm_id* id = ev->id;
     rdma_ack_cm_event(ev);

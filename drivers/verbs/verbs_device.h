@@ -356,7 +356,7 @@ class VerbsDevice final : public Device {
   struct Stats {
     Counter wr_posted, wc_polled, sends, recvs, writes, remote_writes, bytes_sent, bytes_received, adverts,
         inline_sends, wc_errors, async_events, cm_events, cq_events, gpu_dmabuf_regs, gpu_peermem_regs, eager_sends,
-        eager_recvs, unexpected, wants, credits;
+        eager_recvs, unexpected, wants, credits, rejected_requests;
   };
   Stats stats;
 
@@ -393,6 +393,9 @@ class VerbsDevice final : public Device {
   std::vector<VerbsEndpoint*> eps_;                   // by endpoint id (never reused)
   std::unordered_map<uint32_t, VerbsEndpoint*> qps_;  // qp_num -> endpoint
   std::vector<std::pair<int, rdma_cm_event*>> requests_;  // connect requests not yet claimed, by rank
+  uint64_t hello_tag_ = 0;  // what this job's connect requests carry (init)
+  /// The rank a connect request claims, if it carries this job's tag; else -1.
+  int claimed_rank(const rdma_cm_event* ev) const noexcept;
   std::vector<Ctrl> srq_slots_;   // shared receive queue buffers (srq=1)
   ibv_mr* srq_mr_ = nullptr;
   Ring<Completion> done_;  // completions made outside a CQ entry

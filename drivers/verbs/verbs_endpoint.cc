@@ -22,16 +22,11 @@ struct Hello {
   uint32_t rank = 0;
   uint32_t mtu = 0;  // active MTU of the sender's port
   uint32_t pad = 0;
-  uint64_t job = 0;  // FNV-1a of the job id: a stray request from another job is refused
+  uint64_t job = 0;  // the job's tag (VerbsDevice::hello_tag_, keyed by the job key): others are refused
   EagerRing eager;   // where the peer may write eager messages (slots 0: nowhere)
 };
 static_assert(sizeof(Hello) <= 56, "RC private data limit of a connect request");
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 uint32_t pow2_at_least(uint32_t x) {
   uint32_t p = 1;
@@ -55,6 +50,14 @@ std::string cm_hint(rdma_cm_event_type t) {
 }
 
 }  // namespace
+
+int VerbsDevice::claimed_rank(const rdma_cm_event* ev) const noexcept {
+  if (ev->param.conn.private_data == nullptr || ev->param.conn.private_data_len < sizeof(Hello)) return -1;
+  Hello h;
+  std::memcpy(&h, ev->param.conn.private_data, sizeof(h));
+  if (h.magic != kMagic || h.job != hello_tag_ || h.rank >= static_cast<uint32_t>(opts_.world_size)) return -1;
+  return static_cast<int>(h.rank);
+}
 
 VerbsEndpoint::VerbsEndpoint(VerbsDevice* dev, int peer, uint16_t id) : Endpoint(peer), dev_(dev), id_(id) {}
 
@@ -150,7 +153,7 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
   Hello mine;
   mine.rank = static_cast<uint32_t>(opts_.rank);
   mine.mtu = caps_.mtu_bytes;
-  mine.job = fnv1a(opts_.job_id);
+  mine.job = hello_tag_;
   EagerRing theirs_ring;  // the peer's offer, from its connect request or reply
   rdma_conn_param cp{};
   cp.private_data = &mine;

@@ -20,7 +20,8 @@ export GREX_RANK=$GREX_HOST_INDEX GREX_WORLD_SIZE=2 GREX_BACKEND=verbs GREX_JOB_
 if [ "$GREX_HOST_INDEX" = 0 ]; then store=$GREX_RXE_IP; else store=$GREX_PEER_IP; fi
 export GREX_STORE_ADDR=$store:29517
 "$0" allreduce -b 8 -e 1M -f 8 -n 3 -w 1 -c 1 && "$0" send_bw -s 65536 -n 100 || exit 1
-unset GREX_RANK GREX_WORLD_SIZE GREX_STORE_ADDR GREX_JOB_TOKEN
+unset GREX_RANK GREX_WORLD_SIZE GREX_STORE_ADDR
+export GREX_JOB_TOKEN=grex-two-hosts-pair  # the pair modes have no default token any more (issue 28)
 if [ "$GREX_HOST_INDEX" = 0 ]; then server=; else server=$GREX_PEER_IP; fi
 "$0" write_bw -s 65536 -n 200 -q 2 -p 18515 $server && "$0" write_lat -a -e 4096 -n 100 -p 18516 $server || exit 1
 # Two ranks per guest (issue 27): shm inside a guest, verbs between them, hierarchical collectives.

@@ -19,6 +19,8 @@
 
 #ifdef GREX_HAVE_VERBS
 #include <infiniband/verbs.h>
+
+#include "drivers/verbs/verbs_device.h"
 #endif
 
 namespace grex::test {
@@ -223,6 +225,175 @@ uint32_t rc_pacing_max_kbps(const std::string& device) {
   return max;
 }
 #endif
+
+#ifdef GREX_HAVE_VERBS
+// Two RC queue pairs in grex's own protection domain, connected to each other
+// on one port: a connected peer that posts what grex itself never would.
+struct LoopPair {
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp[2] = {nullptr, nullptr};
+  ~LoopPair() {
+    for (ibv_qp* q : qp)
+      if (q != nullptr) ibv_destroy_qp(q);
+    if (cq != nullptr) ibv_destroy_cq(cq);
+  }
+};
+
+bool make_loop_pair(ibv_pd* pd, uint8_t port, int gid_index, LoopPair* lp) {
+  ibv_port_attr pa{};
+  ibv_gid gid{};
+  if (ibv_query_port(pd->context, port, &pa) != 0 || ibv_query_gid(pd->context, port, gid_index, &gid) != 0) return false;
+  if ((lp->cq = ibv_create_cq(pd->context, 16, nullptr, nullptr, 0)) == nullptr) return false;
+  for (auto& q : lp->qp) {
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = lp->cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    if ((q = ibv_create_qp(pd, &ia)) == nullptr) return false;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = port;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;  // the MR decides
+    if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) return false;
+  }
+  for (int i = 0; i < 2; ++i) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = pa.active_mtu;
+    a.dest_qp_num = lp->qp[1 - i]->qp_num;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = gid;
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
+    a.ah_attr.grh.hop_limit = 1;
+    a.ah_attr.port_num = port;
+    if (ibv_modify_qp(lp->qp[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+      return false;
+    ibv_qp_attr r{};
+    r.qp_state = IBV_QPS_RTS;
+    r.timeout = 14;
+    r.retry_cnt = 7;
+    r.rnr_retry = 7;
+    r.max_rd_atomic = 1;
+    if (ibv_modify_qp(lp->qp[i], &r, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                         IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+      return false;
+  }
+  return true;
+}
+
+// Posts one RDMA READ or WRITE of `len` bytes from qp[0] to (addr, rkey); the completion's status.
+int one_sided(LoopPair& lp, ibv_mr* local, bool read, uint64_t addr, uint32_t rkey, uint32_t len) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(local->addr), len, local->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = 1;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = addr;
+  wr.wr.rdma.rkey = rkey;
+  if (ibv_post_send(lp.qp[0], &wr, &bad) != 0) return -1;
+  ibv_wc wc{};
+  Deadline dl = Deadline::after_ms(10'000);
+  while (!dl.expired()) {
+    int n = ibv_poll_cq(lp.cq, 1, &wc);
+    if (n < 0) return -1;
+    if (n == 1) return wc.status;
+  }
+  return -2;
+}
+#endif
+
+// Issue 28, least privilege: a region grex registered may be written by a
+// connected peer (posted receives and one-sided writes land that way), within
+// its bounds, but never read: grex issues no RDMA READ, so no region grants
+// REMOTE_READ. The "peer" is a queue pair in the device's protection domain.
+TEST(VerbsDriver, PeersMayWriteButNeverReadRegisteredMemory) {
+  REQUIRE_VERBS();
+  if (!testing_verbs()) GTEST_SKIP() << "verbs-only checks; the driver under test is " << verbs_driver();
+#ifdef GREX_HAVE_VERBS
+  auto res = run_ranks(1, [](Rank& r) -> int {
+    DeviceOptions o = verbs_options();
+    o.job_id = "vpriv-" + std::to_string(::getpid());
+    o.rank = r.rank;
+    auto d = Device::open(o);
+    RANK_OK(d);
+    auto* vd = dynamic_cast<verbs::VerbsDevice*>(d->get());
+    RANK_CHECK(vd != nullptr);
+    std::vector<uint8_t> target(4096, 0x11), local(4096, 0x22);
+    auto mr = (*d)->register_memory(target.data(), target.size());
+    RANK_OK(mr);
+    const RemoteRegion rr = (*mr)->remote();
+    ibv_mr* lmr = ibv_reg_mr(vd->pd(), local.data(), local.size(), IBV_ACCESS_LOCAL_WRITE);
+    RANK_CHECK(lmr != nullptr);
+    const int gid = std::atoi(env_or("GREX_IB_GID_INDEX", "1").c_str());
+    const uint8_t port = 1;
+    {
+      LoopPair lp;
+      RANK_CHECK(make_loop_pair(vd->pd(), port, gid, &lp));
+      const int st = one_sided(lp, lmr, /*read=*/true, rr.addr, static_cast<uint32_t>(rr.rkey), 64);
+      std::fprintf(stderr, "RDMA READ of a registered region: %s\n", ibv_wc_status_str(static_cast<ibv_wc_status>(st)));
+      RANK_CHECK(st == IBV_WC_REM_ACCESS_ERR);
+      RANK_CHECK(local[0] == 0x22);  // nothing came back
+    }
+    {
+      LoopPair lp;  // a fresh pair: the refused READ left the last one in error
+      RANK_CHECK(make_loop_pair(vd->pd(), port, gid, &lp));
+      RANK_CHECK(one_sided(lp, lmr, /*read=*/false, rr.addr, static_cast<uint32_t>(rr.rkey), 64) == IBV_WC_SUCCESS);
+      RANK_CHECK(target[0] == 0x22 && target[63] == 0x22 && target[64] == 0x11);
+    }
+    {
+      LoopPair lp;  // past the region's end
+      RANK_CHECK(make_loop_pair(vd->pd(), port, gid, &lp));
+      RANK_CHECK(one_sided(lp, lmr, false, rr.addr + rr.length - 32, static_cast<uint32_t>(rr.rkey), 64) ==
+                 IBV_WC_REM_ACCESS_ERR);
+    }
+    ibv_dereg_mr(lmr);
+    return 0;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+#endif
+}
+
+// Issue 28: a connect request must carry the tag keyed by this job's key
+// before the rank it claims counts. A rank of "another job" (the same job id,
+// another key: a stranger who read the id) is refused, and counted; the
+// refused side (rank 0, which connects actively) hears so at once.
+TEST(VerbsDriver, ConnectRequestsOfAnotherKeyAreRefused) {
+  REQUIRE_VERBS();
+  if (!testing_verbs()) GTEST_SKIP() << "verbs-only checks; the driver under test is " << verbs_driver();
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto ids = r.bootstrap->all_gather("vkey/id", std::to_string(::getpid()));
+    RANK_OK(ids);
+    DeviceOptions o = verbs_options();
+    o.rank = r.rank;
+    o.world_size = 2;
+    o.job_id = "vkey-" + (*ids)[0];
+    o.job_key = derive_job_key(r.rank == 0 ? "the job's token" : "a stranger's guess", o.job_id);
+    o.connect_timeout_ms = 3000;
+    auto d = Device::open(o);
+    RANK_OK(d);
+    auto addrs = r.bootstrap->all_gather("vkey/addr", (*d)->local_address().value());
+    RANK_OK(addrs);
+    auto ep = (*d)->connect(1 - r.rank, (*addrs)[static_cast<size_t>(1 - r.rank)]);
+    RANK_CHECK(!ep.ok());
+    std::fprintf(stderr, "rank %d: %s\n", r.rank, ep.error().message().c_str());
+    if (r.rank == 1) {  // the passive side (the higher rank) saw the request and refused it
+      uint64_t rejected = 0;
+      for (auto& [k, v] : (*d)->counters())
+        if (k == "rejected_requests") rejected = v;
+      RANK_CHECK(rejected >= 1);
+    }
+    RANK_OK(r.bootstrap->barrier("vkey/done"));
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
 
 // GREX_IB_RATE_LIMIT: "nic" opens only where the device offers a per-QP rate
 // limit for RC (Soft-RoCE offers none; neither does upstream mlx5, which
