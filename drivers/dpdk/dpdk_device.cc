@@ -17,6 +17,7 @@
 #include "core/host.h"
 #include "core/log.h"
 #include "drivers/dpdk/dpdk.h"
+#include "drivers/dpdk/dpdk_address.h"
 #include "drivers/dpdk/dpdk_eal.h"
 
 namespace grex::dpdk {
@@ -375,11 +376,18 @@ void DpdkDevice::close_endpoint(DpdkEndpoint* ep) noexcept {
 }
 
 Result<std::string> DpdkDevice::local_address() {
-  Mac mac = ports_.empty() ? Mac{} : ports_[0]->mac();
-  return "dpdk:" + dopts_.mode + ":" + mac_hex(mac) + ":" + std::to_string(ip_) + ":" +
-         std::to_string(dopts_.udp_port) + ":" + std::to_string(::getpid()) + ":" + (shares_memory_ ? "1" : "0") +
-         ":" + wire::to_hex(nonce_, sizeof(nonce_)) + ":" + std::to_string(max_payload_) + ":" +
-         wire::auth_mode_name(dopts_.auth) + ":" + host_id_;
+  PeerAddress me;
+  me.mode = dopts_.mode;
+  me.mac = ports_.empty() ? Mac{} : ports_[0]->mac();
+  me.ip = ip_;
+  me.udp_port = dopts_.udp_port;
+  me.pid = static_cast<uint32_t>(::getpid());
+  me.shares_memory = shares_memory_;
+  std::memcpy(me.nonce, nonce_, sizeof(nonce_));
+  me.max_payload = max_payload_;
+  me.auth = dopts_.auth;
+  me.host_id = host_id_;
+  return format_address(me);
 }
 
 // memif: one port per pair; the lower rank is the server of the pair's socket.
@@ -455,39 +463,28 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   auto err = [&](Errc c, std::string m) { return Error(c, std::move(m)).rank(opts_.rank).peer(peer).device("dpdk"); };
   if (peer < 0 || peer >= opts_.world_size || peer == opts_.rank)
     return err(Errc::kInvalidArgument, "cannot connect to rank " + std::to_string(peer));
-  // "dpdk:<mode>:<mac>:<ip>:<udp>:<pid>:<shares memory 0|1>:<nonce>:<max payload>:<auth>:<host id>"
-  constexpr size_t kFields = 10;
-  std::vector<std::string> f;
-  std::string a(address);
-  for (size_t i = 0, j; f.size() < kFields && (j = a.find(':', i)) != std::string::npos; i = j + 1) {
-    f.push_back(a.substr(i, j - i));
-    if (f.size() == kFields) f.push_back(a.substr(j + 1));
-  }
-  uint8_t peer_nonce[wire::kNonceBytes];
-  wire::AuthMode peer_auth{};
-  if (f.size() != kFields + 1 || f[0] != "dpdk" || f[2].size() != 12 || (f[6] != "0" && f[6] != "1") ||
-      !wire::from_hex(f[7], peer_nonce, sizeof(peer_nonce)) || f[8].empty() || f[8].size() > 5 ||
-      f[8].find_first_not_of("0123456789") != std::string::npos || !wire::parse_auth_mode(f[9], &peer_auth))
-    return err(Errc::kProtocol, "'" + a + "' is not a dpdk address");
-  if (f[1] != dopts_.mode)
-    return err(Errc::kMismatch, "peer runs dpdk mode " + f[1] + ", this rank " + dopts_.mode)
+  PeerAddress pa;
+  const std::string a(address);
+  if (!parse_address(address, &pa)) return err(Errc::kProtocol, "'" + a + "' is not a dpdk address");
+  if (pa.mode != dopts_.mode)
+    return err(Errc::kMismatch, "peer runs dpdk mode " + pa.mode + ", this rank " + dopts_.mode)
         .hint("set the same GREX_DPDK_MODE on every rank");
-  if (peer_auth != dopts_.auth)
-    return err(Errc::kMismatch, std::string("peer's wire authentication is ") + wire::auth_mode_name(peer_auth) +
+  if (pa.auth != dopts_.auth)
+    return err(Errc::kMismatch, std::string("peer's wire authentication is ") + wire::auth_mode_name(pa.auth) +
                                     ", this rank's " + wire::auth_mode_name(dopts_.auth))
         .hint("set the same GREX_WIRE_AUTH and GREX_WIRE_CRYPT on every rank");
-  const uint32_t peer_payload = static_cast<uint32_t>(std::stoul(f[8]));
-  if (peer_payload < 64) return err(Errc::kProtocol, "'" + a + "' is not a dpdk address");
-  if (dopts_.mode == "memif" && f[10] != host_id_)
+  const uint32_t peer_payload = pa.max_payload;
+  const uint8_t* peer_nonce = pa.nonce;
+  if (dopts_.mode == "memif" && pa.host_id != host_id_)
     return err(Errc::kNotSupported, "memif connects ranks of one host only")
         .hint("across hosts use GREX_DPDK_MODE=port with a NIC or af_xdp port");
   FrameAddr fa;
   fa.src_ip = ip_;
   fa.src_port = dopts_.udp_port;
-  fa.dst_ip = static_cast<uint32_t>(std::stoul(f[3]));
-  fa.dst_port = static_cast<uint16_t>(std::stoul(f[4]));
-  for (int i = 0; i < 6; ++i) fa.dst_mac[static_cast<size_t>(i)] = static_cast<uint8_t>(std::stoul(f[2].substr(static_cast<size_t>(2 * i), 2), nullptr, 16));
-  Port* port = GREX_TRY(port_for(peer, f[6] == "1"));
+  fa.dst_ip = pa.ip;
+  fa.dst_port = pa.udp_port;
+  fa.dst_mac = pa.mac;
+  Port* port = GREX_TRY(port_for(peer, pa.shares_memory));
   fa.src_mac = port->mac();
   if (dopts_.mode == "memif") fa.dst_mac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};  // point to point
   // Registrations made before the first port existed get their EAL mapping now.

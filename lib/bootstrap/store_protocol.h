@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <utility>
 
 namespace grex::detail::store {
@@ -125,5 +126,51 @@ class FrameReader {
  private:
   std::string_view rest_;
 };
+
+/// A decoded request; the views point into the frame body.
+struct Request {
+  Op op = Op::kSet;
+  std::string_view key, value;         ///< kSet, kGet, kAdd
+  int64_t timeout_ms = 0;              ///< kGet, kWait (negative: refused by the server)
+  int64_t delta = 0;                   ///< kAdd
+  std::vector<std::string_view> keys;  ///< kCheck, kWait
+};
+
+/// Decodes a request body (the server's only parser, and a fuzz target):
+/// false for an unknown op, a length past the end, a key or value over its
+/// limit, too many keys, or trailing bytes. Memory it takes is bounded by the
+/// body's size, whatever counts the body claims.
+inline bool parse_request(std::string_view body, Request* out) {
+  FrameReader r(body);
+  uint8_t op = 0;
+  if (!r.get_u8(&op)) return false;
+  out->op = static_cast<Op>(op);
+  out->keys.clear();
+  auto keys = [&]() {
+    uint32_t n = 0;
+    if (!r.get_u32(&n) || n > kMaxKeysPerRequest || n > body.size() / 4) return false;  // 4 bytes a key at least
+    out->keys.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string_view k;
+      if (!r.get_str(kMaxKeyBytes, &k)) return false;
+      out->keys.push_back(k);
+    }
+    return true;
+  };
+  switch (out->op) {
+    case Op::kSet:
+      return r.get_str(kMaxKeyBytes, &out->key) && r.get_str(kMaxValueBytes, &out->value) && r.at_end();
+    case Op::kGet:
+      return r.get_str(kMaxKeyBytes, &out->key) && r.get_i64(&out->timeout_ms) && r.at_end();
+    case Op::kAdd:
+      return r.get_str(kMaxKeyBytes, &out->key) && r.get_i64(&out->delta) && r.at_end();
+    case Op::kCheck:
+      return keys() && r.at_end();
+    case Op::kWait:
+      return r.get_i64(&out->timeout_ms) && keys() && r.at_end();
+    default:
+      return false;
+  }
+}
 
 }  // namespace grex::detail::store

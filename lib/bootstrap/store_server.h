@@ -80,7 +80,7 @@ class StoreServerImpl final : public StoreServer {
   void decode_frames(Conn& c);
   bool handle_auth(Conn& c, std::string_view body);
   bool handle_request(Conn& c, std::string_view body);
-  bool handle_add(Conn& c, FrameReader& r);
+  bool handle_add(Conn& c, std::string_view key, int64_t delta);
   bool room_for(Conn& c, std::string_view key, size_t value_bytes);
   void park(Conn& c, Op op, std::vector<std::string> keys, int64_t timeout_ms);
   void finish_wait(Conn& c, bool timed_out);

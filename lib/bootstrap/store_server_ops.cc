@@ -12,17 +12,6 @@ namespace grex::detail::store {
 namespace {
 
 // Reads u32 n then n keys; false on a malformed list.
-bool get_keys(FrameReader& r, std::vector<std::string>* keys) {
-  uint32_t n = 0;
-  if (!r.get_u32(&n) || n > kMaxKeysPerRequest) return false;
-  keys->reserve(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    std::string_view k;
-    if (!r.get_str(kMaxKeyBytes, &k)) return false;
-    keys->emplace_back(k);
-  }
-  return true;
-}
 
 std::string ok_frame() { return FrameWriter(Op::kReplyOk).take(); }
 
@@ -91,53 +80,39 @@ bool StoreServerImpl::handle_auth(Conn& c, std::string_view body) {
 }
 
 bool StoreServerImpl::handle_request(Conn& c, std::string_view body) {
-  FrameReader r(body);
-  uint8_t op = 0;
-  if (!r.get_u8(&op)) return false;
-  switch (static_cast<Op>(op)) {
+  Request q;
+  if (!parse_request(body, &q)) return false;
+  switch (q.op) {
     case Op::kSet: {
-      std::string_view key, value;
-      if (!r.get_str(kMaxKeyBytes, &key) || !r.get_str(kMaxValueBytes, &value) || !r.at_end()) return false;
-      if (!room_for(c, key, value.size())) return true;
-      auto [it, created] = kv_.try_emplace(std::string(key));
-      stored_bytes_ += value.size() + (created ? key.size() : 0);
+      if (!room_for(c, q.key, q.value.size())) return true;
+      auto [it, created] = kv_.try_emplace(std::string(q.key));
+      stored_bytes_ += q.value.size() + (created ? q.key.size() : 0);
       stored_bytes_ -= it->second.size();
-      it->second.assign(value);
+      it->second.assign(q.value);
       send_frame(c, ok_frame());
       if (created) key_created(it->first);
       return true;
     }
-    case Op::kGet: {
-      std::string_view key;
-      int64_t timeout_ms = 0;
-      if (!r.get_str(kMaxKeyBytes, &key) || !r.get_i64(&timeout_ms) || !r.at_end()) return false;
-      if (timeout_ms < 0) {
-        reply_error(c, Errc::kInvalidArgument, "GET with a negative timeout (" + std::to_string(timeout_ms) + " ms)");
+    case Op::kGet:
+    case Op::kWait: {
+      if (q.timeout_ms < 0) {
+        reply_error(c, Errc::kInvalidArgument, std::string(q.op == Op::kGet ? "GET" : "WAIT") +
+                                                   " with a negative timeout (" + std::to_string(q.timeout_ms) + " ms)");
         return true;
       }
-      park(c, Op::kGet, {std::string(key)}, timeout_ms);
+      std::vector<std::string> keys;
+      if (q.op == Op::kGet) keys.emplace_back(q.key);
+      for (std::string_view k : q.keys) keys.emplace_back(k);
+      park(c, q.op, std::move(keys), q.timeout_ms);
       return true;
     }
     case Op::kAdd:
-      return handle_add(c, r);
+      return handle_add(c, q.key, q.delta);
     case Op::kCheck: {
-      std::vector<std::string> keys;
-      if (!get_keys(r, &keys) || !r.at_end()) return false;
       FrameWriter w(Op::kReplyBits);
-      w.put_u32(static_cast<uint32_t>(keys.size()));
-      for (const auto& k : keys) w.put_u8(kv_.count(k) != 0 ? 1 : 0);
+      w.put_u32(static_cast<uint32_t>(q.keys.size()));
+      for (std::string_view k : q.keys) w.put_u8(kv_.count(std::string(k)) != 0 ? 1 : 0);
       send_frame(c, w.take());
-      return true;
-    }
-    case Op::kWait: {
-      int64_t timeout_ms = 0;
-      std::vector<std::string> keys;
-      if (!r.get_i64(&timeout_ms) || !get_keys(r, &keys) || !r.at_end()) return false;
-      if (timeout_ms < 0) {
-        reply_error(c, Errc::kInvalidArgument, "WAIT with a negative timeout (" + std::to_string(timeout_ms) + " ms)");
-        return true;
-      }
-      park(c, Op::kWait, std::move(keys), timeout_ms);
       return true;
     }
     default:
@@ -145,10 +120,7 @@ bool StoreServerImpl::handle_request(Conn& c, std::string_view body) {
   }
 }
 
-bool StoreServerImpl::handle_add(Conn& c, FrameReader& r) {
-  std::string_view key;
-  int64_t delta = 0;
-  if (!r.get_str(kMaxKeyBytes, &key) || !r.get_i64(&delta) || !r.at_end()) return false;
+bool StoreServerImpl::handle_add(Conn& c, std::string_view key, int64_t delta) {
   if (kv_.count(std::string(key)) == 0 && !room_for(c, key, 20)) return true;
   auto [it, created] = kv_.try_emplace(std::string(key), "0");
   if (created) stored_bytes_ += key.size() + 1;

@@ -10,9 +10,14 @@ fuzzer=$1 seeds=$2 artifacts=$3
 shift 3
 work=$(mktemp -d "${TMPDIR:-/tmp}/grex-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+set -o pipefail
 mkdir -p "$artifacts"
-"$fuzzer" -artifact_prefix="$artifacts/" -print_final_stats=1 "$@" "$work" "$seeds"
-rc=$?
+"$fuzzer" -artifact_prefix="$artifacts/" -print_final_stats=1 "$@" "$work" "$seeds" 2>&1 | tee "$work/log"
+rc=${PIPESTATUS[0]}
+# One summary line: how much was tried, for the log and CI.
+execs=$(awk '/stat::number_of_executed_units:/ {print $2}' "$work/log" | tail -1)
+edges=$(grep -oE 'cov: [0-9]+' "$work/log" | tail -1 | awk '{print $2}')
+echo "fuzz: $(basename "$fuzzer"): ${execs:-0} executions, ${edges:-0} coverage edges, exit $rc"
 if ((rc != 0)); then
   echo "FAIL: $fuzzer exited $rc; reproducer (crash-*, timeout-*, oom-*) in $artifacts;"
   echo "replay with: GREX_FUZZ_TRACE=1 $fuzzer $artifacts/crash-<hash>"

@@ -6,13 +6,15 @@
 set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config python3 libssl-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
       dpdk-dev libdpdk-dev libibverbs-dev librdmacm-dev ibverbs-providers gnuplot-nox openmpi-bin
-      python3-venv python3-dev nlohmann-json3-dev libcli11-dev)
+      python3-venv python3-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-dev)
 # gnuplot-nox draws grex-perf --plot and the benchmark plots (its test checks the PNG);
 # openmpi-bin runs the C API under mpirun (capi_mpirun); the PyTorch backend builds
 # against torch 2 from tests/scripts/venv.sh (its headers carry pybind11) with python3-dev's
 # headers; python3-venv gives that venv, and test python_pip the venv
 # that `pip install .` goes into; nlohmann-json3-dev and libcli11-dev
-# give the tools their JSON writer and command-line parser.
+# give the tools their JSON writer and command-line parser; clang and
+# libclang-rt-dev (libFuzzer) build the fuzz targets in tests/fuzz, which
+# would otherwise silently not exist on a fresh machine.
 # The verbs suite's Soft-RoCE VM (tests/scripts/softroce.sh) installs qemu,
 # busybox and the kernel it boots itself, only when it needs them.
 for arg in "$@"; do

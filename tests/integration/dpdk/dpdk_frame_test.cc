@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Ethernet/IPv4/UDP header writing and validation (drivers/dpdk/dpdk_frame.h); needs no DPDK.
 #include "drivers/dpdk/dpdk_frame.h"
+#include "drivers/dpdk/dpdk_address.h"
 
 #include <gtest/gtest.h>
 
@@ -225,6 +226,45 @@ TEST(DpdkFrame, ParseMac) {
   for (const char* bad : {"", "02:ab:0c:d0:ef", "02:ab:0c:d0:ef:10:", "02-ab-0c-d0-ef-10", "02:ab:0c:d0:ef:1",
                           "02:ab:0c:d0:ef:1g", "2:ab:0c:d0:ef:10", "02:ab:0c:d0:ef:100"})
     EXPECT_FALSE(parse_mac(bad, &m)) << bad;
+}
+
+// The address peers exchange through the store (issue 28): every field is
+// checked, nothing throws (std::stoul did on a forged IP field), and the host
+// id keeps its colons.
+TEST(Address, ParsesWhatItFormatsAndRefusesTheRest) {
+  PeerAddress a;
+  a.mode = "port";
+  a.mac = {0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee};
+  a.ip = 0x0a610001;
+  a.udp_port = 47000;
+  a.pid = 4242;
+  a.shares_memory = true;
+  for (size_t i = 0; i < sizeof(a.nonce); ++i) a.nonce[i] = static_cast<uint8_t>(i * 17);
+  a.max_payload = 8832;
+  a.auth = wire::AuthMode::kFull;
+  a.host_id = "host/boot:id:net:[4026531840]";
+  const std::string s = format_address(a);
+  PeerAddress b;
+  ASSERT_TRUE(parse_address(s, &b)) << s;
+  EXPECT_EQ(format_address(b), s);
+  EXPECT_EQ(b.host_id, a.host_id);
+  EXPECT_EQ(b.ip, a.ip);
+  EXPECT_TRUE(std::equal(b.nonce, b.nonce + sizeof(b.nonce), a.nonce));
+  auto field = [&](int k, const std::string& v) {  // s with field k replaced
+    std::string out, rest = s;
+    for (int i = 0; i < k; ++i) {
+      out += rest.substr(0, rest.find(':') + 1);
+      rest = rest.substr(rest.find(':') + 1);
+    }
+    return out + v + rest.substr(rest.find(':'));
+  };
+  for (const std::string& bad :
+       {std::string(""), std::string("dpdk"), s.substr(0, s.find(":full:") + 6), field(0, "shm"), field(1, "tap"),
+        field(2, "02aabbccddzz"), field(3, "ten"), field(3, "99999999999"), field(4, "0"), field(4, "70000"),
+        field(5, "-1"), field(6, "2"), field(7, "00"), field(8, "63"), field(8, "8832x"), field(9, "on")}) {
+    PeerAddress x;
+    EXPECT_FALSE(parse_address(bad, &x)) << bad;
+  }
 }
 
 }  // namespace
