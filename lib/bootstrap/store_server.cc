@@ -233,6 +233,7 @@ void StoreServerImpl::flush(Conn& c) {
 
 void StoreServerImpl::send_frame(Conn& c, std::string frame) {
   if (c.dead) return;
+  if (c.session.active()) frame = c.session.seal(std::move(frame));
   if (c.out.empty()) c.out = std::move(frame);
   else c.out += frame;
   flush(c);

@@ -6,6 +6,7 @@
 // except stopping_ and the wake eventfd.
 #pragma once
 
+#include "bootstrap/store_auth.h"
 #include "bootstrap/store_protocol.h"
 
 #include <grex/bootstrap.h>
@@ -28,6 +29,7 @@ struct Conn {
   std::string peer;            ///< "ip:port" for logs
   bool authed = false;
   std::string server_nonce;    ///< the challenge sent on accept
+  Session session;             ///< after kAuthOk: every frame tagged both ways
   uint64_t auth_deadline_ns = 0;
   std::string in;              ///< received bytes not yet decoded
   std::string out;             ///< encoded replies not yet sent

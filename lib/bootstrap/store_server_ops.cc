@@ -46,6 +46,16 @@ void StoreServerImpl::decode_frames(Conn& c) {
     if (c.in.size() - pos - kFrameHeaderBytes < n) break;  // incomplete
     std::string_view body(c.in.data() + pos + kFrameHeaderBytes, n);
     pos += kFrameHeaderBytes + n;
+    if (c.authed) {
+      std::string_view inner;
+      if (!c.session.open(body, &inner)) {
+        GREX_WARN("bootstrap", "store %s: a frame from %s failed its session tag (forged, altered or replayed); closing it",
+                  where_.c_str(), c.peer.c_str());
+        drop(c, "bad session tag");
+        break;
+      }
+      body = inner;
+    }
     bool good = c.authed ? handle_request(c, body) : handle_auth(c, body);
     if (!good) {
       GREX_WARN("bootstrap", "store %s: malformed %s from %s; closing it", where_.c_str(),
@@ -76,6 +86,7 @@ bool StoreServerImpl::handle_auth(Conn& c, std::string_view body) {
   FrameWriter w(Op::kAuthOk);
   w.put_raw(server_proof(token_, client_nonce));
   send_frame(c, w.take());
+  c.session = Session(token_, c.server_nonce, client_nonce, /*is_server=*/true);  // every later frame is tagged
   return true;
 }
 

@@ -45,6 +45,7 @@ struct TcpStore::Impl {
   std::mutex mu;      // one request/reply in flight
   int fd = -1;
   bool broken = false;
+  Session session;  // from the handshake on: every frame tagged both ways
 
   ~Impl() {
     if (fd >= 0) ::close(fd);
@@ -66,9 +67,14 @@ struct TcpStore::Impl {
       return Error(Errc::kConnectionFailed, "store " + where + ": connection is closed after an earlier error")
           .hint("create a new TcpStore");
     }
-    if (auto s = send_all(fd, frame, deadline); !s.ok()) return lost(std::move(s).error());
-    auto reply = recv_frame(fd, deadline, kMaxFrameBytes);
-    if (!reply.ok()) return lost(std::move(reply).error());
+    if (auto s = send_all(fd, session.seal(frame), deadline); !s.ok()) return lost(std::move(s).error());
+    auto tagged = recv_frame(fd, deadline, kMaxFrameBytes);
+    if (!tagged.ok()) return lost(std::move(tagged).error());
+    std::string_view inner;
+    if (!session.open(*tagged, &inner))
+      return lost(Error(Errc::kProtocol, "a reply failed its session tag (forged or altered on the way)"));
+    tagged->resize(inner.size());  // the body is the tag's prefix: no copy of a large value
+    Result<std::string> reply = std::move(*tagged);
     if (static_cast<uint8_t>((*reply)[0]) == static_cast<uint8_t>(Op::kReplyError)) {
       FrameReader r(std::string_view(*reply).substr(1));
       uint32_t code = 0;
@@ -117,6 +123,7 @@ struct TcpStore::Impl {
       return Error(Errc::kAuthFailed, "store at " + where + " could not prove it holds the job token")
           .hint(kTokenHint);
     }
+    session = Session(token, server_nonce, client_nonce, /*is_server=*/false);
     return ok();
   }
 };

@@ -4,6 +4,8 @@
 // once (direct's descriptors, the flat and staged slots' signatures) and
 // names both calls in a kMismatch; the others name them after the timeout.
 #include <gtest/gtest.h>
+
+#include <signal.h>
 // The test below swaps in a failing RAND_METHOD, an API OpenSSL 3 deprecates.
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/rand.h>
@@ -225,6 +227,42 @@ TEST(Errors, MalformedGpuVariableIsNamed) {
     auto w = c->allreduce(v, v, 4, DataType::kFloat32, ReduceOp::kSum, GpuStream{});
     RANK_CHECK(!w.ok());
     RANK_CHECK(w.error().message().find("GREX_GPU_CHUNK_BYTES") != std::string::npos);
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Issue 28: a rank stopped with SIGSTOP (alive, silent: not a crash the
+// transport sees) is named by the others' timeout. Rank 0 then wakes it.
+TEST(Errors, StoppedRankIsNamedByTheTimeout) {
+  auto res = run_ranks(3, [](Rank& r) -> int {
+    CommOptions o = opts_for("ring");
+    o.timeout_ms = 2'000;
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    auto pids = r.bootstrap->all_gather("stop/pid", std::to_string(::getpid()));
+    RANK_OK(pids);
+    std::vector<float> v(1 << 16, 1.0f);
+    RANK_OK(c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum));  // everyone is up
+    RANK_OK(r.bootstrap->barrier("stop/ready"));
+    if (r.rank == 2) {
+      ::raise(SIGSTOP);  // until rank 0 sends SIGCONT
+      return 0;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Rank 2 takes no part in a barrier while stopped: the survivors meet by key.
+    if (r.rank == 0) {
+      RANK_OK(r.bootstrap->store().get("stop/failed1", 20'000));  // rank 1 is past its error too
+      ::kill(static_cast<pid_t>(std::stol((*pids)[2])), SIGCONT);
+    } else {
+      RANK_OK(r.bootstrap->store().set("stop/failed1", "1"));
+    }
+    RANK_CHECK(!e);
+    std::fprintf(stderr, "rank %d after %.3f s: %s\n", r.rank, s, e.error().message().c_str());
+    RANK_CHECK(s < 2 * 2.0 + 1);  // within twice the timeout
+    RANK_CHECK(e.error().message().find("rank 2") != std::string::npos);
     return 0;
   }, 60);
   EXPECT_TRUE(res.all_ok()) << res.describe();

@@ -36,7 +36,10 @@ inline uint16_t free_port() {
 
 /// Connects a raw socket to the store; if `authenticate`, completes the handshake with `token`.
 /// Returns the fd (or -1).
-inline int raw_connect(uint16_t port, bool authenticate, const std::string& token = kToken) {
+/// With `session`, the handshake's session (store_auth.h) for sealing what
+/// the caller sends and opening what it reads (seal()/open() below).
+inline int raw_connect(uint16_t port, bool authenticate, const std::string& token = kToken,
+                       detail::store::Session* session = nullptr) {
   using namespace detail::store;  // NOLINT
   auto fd = connect_tcp_once("127.0.0.1", port, Deadline::after_ms(2000));
   if (!fd.ok()) return -1;
@@ -50,7 +53,24 @@ inline int raw_connect(uint16_t port, bool authenticate, const std::string& toke
   if (!send_all(*fd, w.take(), Deadline::after_ms(2000)).ok()) return -1;
   auto answer = recv_frame(*fd, Deadline::after_ms(2000), kMaxAuthFrameBytes);
   if (!answer.ok() || static_cast<uint8_t>((*answer)[0]) != static_cast<uint8_t>(Op::kAuthOk)) return -1;
+  if (session != nullptr) *session = Session(token, std::string_view(*challenge).substr(1), client_nonce, false);
   return *fd;
+}
+
+/// Sends frames (FrameWriter::take() each) sealed in the session.
+inline bool send_sealed(int fd, detail::store::Session& s, std::initializer_list<std::string> frames) {
+  std::string all;
+  for (const auto& f : frames) all += s.seal(f);
+  return detail::store::send_all(fd, all, Deadline::after_ms(2000)).ok();
+}
+
+/// Reads one reply and opens it; the body without its tag, or an error.
+inline Result<std::string> recv_opened(int fd, detail::store::Session& s, int64_t timeout_ms = 2000) {
+  auto r = detail::store::recv_frame(fd, Deadline::after_ms(timeout_ms), detail::store::kMaxFrameBytes);
+  if (!r.ok()) return std::move(r).error();
+  std::string_view inner;
+  if (!s.open(*r, &inner)) return Error(Errc::kProtocol, "a reply failed its session tag");
+  return std::string(inner);
 }
 
 /// True when the server closed fd (EOF or reset) within 2 s; frames it sent first are skipped.

@@ -95,7 +95,8 @@ TEST(StoreFlood, AClientThatNeverReadsIsNotQueuedWithoutBound) {
   ASSERT_TRUE(good.ok());
   ASSERT_TRUE((*good)->set("big", std::string(8 << 20, 'b')).ok());
   const size_t before = rss_bytes();
-  int raw = raw_connect(s.port, /*authenticate=*/true);
+  detail::store::Session session;
+  int raw = raw_connect(s.port, /*authenticate=*/true, kToken, &session);
   ASSERT_GE(raw, 0);
   int small = 4096;  // a small receive buffer: it fills fast
   ::setsockopt(raw, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -104,7 +105,7 @@ TEST(StoreFlood, AClientThatNeverReadsIsNotQueuedWithoutBound) {
     FrameWriter w(Op::kGet);
     w.put_str("big");
     w.put_i64(1000);
-    burst += w.take();
+    burst += session.seal(w.take());
   }
   ASSERT_TRUE(detail::store::send_all(raw, burst, Deadline::after_ms(2000)).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -150,13 +151,14 @@ TEST(StoreFlood, NegativeTimeoutsAreRefusedNotWaitedForever) {
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.error().code(), Errc::kInvalidArgument);
   // A client that sends one anyway gets an error reply, not a wait.
-  int raw = raw_connect(s.port, /*authenticate=*/true);
+  detail::store::Session session;
+  int raw = raw_connect(s.port, /*authenticate=*/true, kToken, &session);
   ASSERT_GE(raw, 0);
   FrameWriter fw(Op::kGet);
   fw.put_str("never");
   fw.put_i64(-1);
-  ASSERT_TRUE(detail::store::send_all(raw, fw.take(), Deadline::after_ms(1000)).ok());
-  auto reply = detail::store::recv_frame(raw, Deadline::after_ms(2000), detail::store::kMaxFrameBytes);
+  ASSERT_TRUE(send_sealed(raw, session, {fw.take()}));
+  auto reply = recv_opened(raw, session);
   ASSERT_TRUE(reply.ok()) << reply.error().message();
   EXPECT_EQ(static_cast<uint8_t>((*reply)[0]), static_cast<uint8_t>(Op::kReplyError));
   ::close(raw);

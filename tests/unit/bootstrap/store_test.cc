@@ -260,34 +260,58 @@ TEST(StoreTest, MalformedFramesCloseOnlyThatConnection) {
   EXPECT_TRUE(closed_by_server(raw));
   close(raw);
 
-  // After the handshake: an unknown opcode.
-  raw = raw_connect(s.port, /*authenticate=*/true);
+  // After the handshake (frames sealed in the session, so the parser sees them): an unknown opcode.
+  detail::store::Session session;
+  raw = raw_connect(s.port, /*authenticate=*/true, kToken, &session);
   ASSERT_GE(raw, 0);
   FrameWriter junk(static_cast<Op>(0x7f));
   junk.put_u32(12345);
-  ASSERT_TRUE(detail::store::send_all(raw, junk.take(), Deadline::after_ms(1000)).ok());
+  ASSERT_TRUE(send_sealed(raw, session, {junk.take()}));
   EXPECT_TRUE(closed_by_server(raw));
   close(raw);
 
   // After the handshake: a SET whose key length runs past the frame.
-  raw = raw_connect(s.port, /*authenticate=*/true);
+  raw = raw_connect(s.port, /*authenticate=*/true, kToken, &session);
   ASSERT_GE(raw, 0);
   FrameWriter lying(Op::kSet);
   lying.put_u32(1000);
   lying.put_raw("short");
-  ASSERT_TRUE(detail::store::send_all(raw, lying.take(), Deadline::after_ms(1000)).ok());
+  ASSERT_TRUE(send_sealed(raw, session, {lying.take()}));
   EXPECT_TRUE(closed_by_server(raw));
   close(raw);
 
   // After the handshake: a key over the 4 KiB limit.
-  raw = raw_connect(s.port, /*authenticate=*/true);
+  raw = raw_connect(s.port, /*authenticate=*/true, kToken, &session);
   ASSERT_GE(raw, 0);
   FrameWriter long_key(Op::kSet);
   long_key.put_str(std::string(detail::store::kMaxKeyBytes + 1, 'k'));
   long_key.put_str("v");
-  ASSERT_TRUE(detail::store::send_all(raw, long_key.take(), Deadline::after_ms(1000)).ok());
+  ASSERT_TRUE(send_sealed(raw, session, {long_key.take()}));
   EXPECT_TRUE(closed_by_server(raw));
   close(raw);
+
+  // After the handshake: a valid request without its session tag (what an
+  // attacker on the path, who has no key, could inject), and one replayed.
+  raw = raw_connect(s.port, /*authenticate=*/true, kToken, &session);
+  ASSERT_GE(raw, 0);
+  FrameWriter unsealed(Op::kSet);
+  unsealed.put_str("injected");
+  unsealed.put_str("1");
+  ASSERT_TRUE(detail::store::send_all(raw, unsealed.take(), Deadline::after_ms(1000)).ok());
+  EXPECT_TRUE(closed_by_server(raw));
+  close(raw);
+  raw = raw_connect(s.port, /*authenticate=*/true, kToken, &session);
+  ASSERT_GE(raw, 0);
+  FrameWriter once(Op::kAdd);
+  once.put_str("replayed");
+  once.put_i64(1);
+  const std::string sealed = session.seal(once.take());
+  ASSERT_TRUE(detail::store::send_all(raw, sealed + sealed, Deadline::after_ms(1000)).ok());
+  EXPECT_TRUE(closed_by_server(raw));  // the first ADD is answered, the copy closes the connection
+  close(raw);
+  EXPECT_EQ(good->get("replayed", 100).value(), "1");
+  std::vector<std::string> injected = {"injected"};
+  EXPECT_EQ(good->check(injected).value(), std::vector<bool>{false});
 
   // A half-sent frame from a client that then vanishes.
   raw = raw_connect(s.port, /*authenticate=*/true);
@@ -306,7 +330,8 @@ TEST(StoreTest, MalformedFramesCloseOnlyThatConnection) {
 
 TEST(StoreTest, RequestsQueuedBehindAWaitAreServedInOrder) {
   Served s = serve();
-  int raw = raw_connect(s.port, /*authenticate=*/true);
+  detail::store::Session session;
+  int raw = raw_connect(s.port, /*authenticate=*/true, kToken, &session);
   ASSERT_GE(raw, 0);
   FrameWriter get(Op::kGet);
   get.put_str("later");
@@ -314,17 +339,17 @@ TEST(StoreTest, RequestsQueuedBehindAWaitAreServedInOrder) {
   FrameWriter set(Op::kSet);
   set.put_str("queued");
   set.put_str("yes");
-  ASSERT_TRUE(detail::store::send_all(raw, get.take() + set.take(), Deadline::after_ms(1000)).ok());
+  ASSERT_TRUE(send_sealed(raw, session, {get.take(), set.take()}));
   auto other = client(s.port);
   ASSERT_TRUE(other);
   std::vector<std::string> queued = {"queued"};
   EXPECT_EQ(other->check(queued).value(), std::vector<bool>{false}) << "the SET must wait behind the GET";
   ASSERT_TRUE(other->set("later", "now").ok());
-  auto first = detail::store::recv_frame(raw, Deadline::after_ms(2000), detail::store::kMaxFrameBytes);
+  auto first = recv_opened(raw, session);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(static_cast<uint8_t>((*first)[0]), static_cast<uint8_t>(Op::kReplyValue));
   EXPECT_NE(first->find("now"), std::string::npos);
-  auto second = detail::store::recv_frame(raw, Deadline::after_ms(2000), detail::store::kMaxFrameBytes);
+  auto second = recv_opened(raw, session);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(static_cast<uint8_t>((*second)[0]), static_cast<uint8_t>(Op::kReplyOk));
   EXPECT_EQ(other->get("queued", 1000).value(), "yes");
