@@ -285,9 +285,9 @@ Result<MemoryRegion*> ShmDevice::allocate(size_t length) {
 }
 
 Result<std::unique_ptr<ShmRegion>> ShmDevice::allocate_memfd(size_t len) {
-  int fd = ::memfd_create("grex-shm", MFD_CLOEXEC);
+  int fd = ::memfd_create("grex-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Error::from_errno("memfd_create", errno).device("shm");
-  if (::ftruncate(fd, static_cast<off_t>(len)) != 0) {
+  if (::ftruncate(fd, static_cast<off_t>(len)) != 0 || !seal_size(fd)) {  // sealed: see SharedHeap::reserve
     int e = errno;
     ::close(fd);
     return Error::from_errno("ftruncate(memfd, " + std::to_string(len) + ")", e).device("shm");

@@ -21,7 +21,7 @@ SharedHeap::~SharedHeap() {
 bool SharedHeap::reserve(uint64_t bytes) noexcept {
   const long pg = ::sysconf(_SC_PAGESIZE);
   page_ = pg > 0 ? static_cast<uint64_t>(pg) : 4096;
-  fd_ = ::memfd_create("grex-shm-heap", MFD_CLOEXEC);
+  fd_ = ::memfd_create("grex-shm-heap", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd_ < 0) return false;
   // A sparse file of the whole size: a peer's access anywhere inside it
   // finds a page (never SIGBUS), and only written pages hold memory.
@@ -31,6 +31,13 @@ bool SharedHeap::reserve(uint64_t bytes) noexcept {
     if (p == MAP_FAILED) continue;
     // Core files take only the pieces handed out (take() marks them).
     ::madvise(p, len, MADV_DONTDUMP);
+    // Sealed at this size: no process (a peer holding it through
+    // /proc/<pid>/fd, or this one) can shrink it under a mapping, which
+    // would turn the peer's next access into SIGBUS. map_peer_fd checks it.
+    if (!seal_size(fd_)) {
+      ::munmap(p, len);
+      break;
+    }
     base_ = static_cast<uint8_t*>(p);
     bytes_ = len;
     free_.emplace(0, len);
@@ -80,6 +87,10 @@ void SharedHeap::give_back(uint64_t offset, uint64_t len) noexcept {
   free_.emplace_hint(next, offset, len);
 }
 
+bool seal_size(int fd) noexcept {
+  return ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0;
+}
+
 uint8_t* map_peer_fd(pid_t pid, int fd, uint64_t offset, uint64_t* len, bool shrink) noexcept {
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(pid), fd);
@@ -88,8 +99,13 @@ uint8_t* map_peer_fd(pid_t pid, int fd, uint64_t offset, uint64_t* len, bool shr
   // The file must hold what we map: a page past its end would SIGBUS on access.
   struct stat st {};
   void* p = MAP_FAILED;
+  const int seals = ::fcntl(lfd, F_GET_SEALS);
   if (::fstat(lfd, &st) != 0) {
     // errno from fstat
+  } else if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    // The peer could shrink it under our mapping (SIGBUS here): not mapped;
+    // its memory is copied with CMA instead.
+    errno = EPERM;
   } else if (*len == 0 || offset > static_cast<uint64_t>(st.st_size) ||
              *len > static_cast<uint64_t>(st.st_size) - offset) {
     errno = EINVAL;

@@ -72,11 +72,17 @@ struct PeerMapping {
   int fd = -1;          ///< the peer's memfd number
 };
 
+/// Seals a memfd at its size (no shrink, no grow, no more seals): what a peer
+/// maps of it stays backed. False if the kernel refuses.
+bool seal_size(int fd) noexcept;
+
 /// Maps `len` bytes at `offset` of the peer's fd `fd` (opened through
 /// /proc/<pid>/fd, which needs only read access to the process, not ptrace
 /// attach as process_vm_readv does), read-write. With `shrink`, halves `len`
 /// while mmap() refuses it, down to SharedHeap::kMinHeapBytes, and stores
-/// the length mapped back into it. nullptr with errno set on failure.
+/// the length mapped back into it. Only a file sealed against shrinking
+/// (seal_size) is mapped, within its real size (fstat), never what the peer
+/// claims. nullptr with errno set on failure (EPERM: not sealed).
 uint8_t* map_peer_fd(pid_t pid, int fd, uint64_t offset, uint64_t* len, bool shrink) noexcept;
 
 }  // namespace grex::shm

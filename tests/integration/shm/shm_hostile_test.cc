@@ -17,6 +17,7 @@
 #include <new>
 #include <vector>
 
+#include "drivers/shm/shm_heap.h"
 #include "drivers/shm/shm_segment.h"
 #include "harness.h"
 
@@ -163,6 +164,35 @@ TEST(ShmHostile, SegmentsAreMadeForTheirOwnerOnly) {
   ::shm_unlink(name.c_str());
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.error().message().find("mode 644"), std::string::npos) << o.error().message();
+}
+
+// A peer's memory is mapped only where the peer cannot pull it away: a memfd
+// sealed against shrinking (a shrink under our mapping would be SIGBUS in this
+// process). The driver's own memfds are sealed so.
+TEST(ShmHostile, OnlyPeerMemorySealedAgainstShrinkingIsMapped) {
+  constexpr uint64_t kBytes = 1 << 20;
+  int open_fd = ::memfd_create("grex-test-unsealed", MFD_CLOEXEC);
+  ASSERT_GE(open_fd, 0);
+  ASSERT_EQ(::ftruncate(open_fd, kBytes), 0);
+  uint64_t len = kBytes;
+  errno = 0;
+  EXPECT_EQ(shm::map_peer_fd(::getpid(), open_fd, 0, &len, false), nullptr);
+  EXPECT_EQ(errno, EPERM);
+  ::close(open_fd);
+
+  int fd = ::memfd_create("grex-test-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, kBytes), 0);
+  ASSERT_TRUE(shm::seal_size(fd));
+  len = kBytes;
+  uint8_t* p = shm::map_peer_fd(::getpid(), fd, 0, &len, false);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(::ftruncate(fd, 4096), 0);  // the peer (anyone) can no longer shrink it
+  p[kBytes - 1] = 1;                    // still backed
+  len = 2 * kBytes;                     // more than the file holds: refused
+  EXPECT_EQ(shm::map_peer_fd(::getpid(), fd, 0, &len, false), nullptr);
+  ::munmap(p, kBytes);
+  ::close(fd);
 }
 
 }  // namespace
