@@ -540,7 +540,8 @@ Result<void> DpdkDevice::handshake(DpdkEndpoint* ep) {
           .device("dpdk")
           .hint(ep->port()->link_up() ? "the link is up: is the peer connecting to this rank too (it answers once it "
                                         "has), with the same UDP port, mode and job key?"
-                                      : "the link is down: is the peer running (memif socket) or the interface up?");
+                                      : "the link is down: is the peer running with this job's key (memif: its socket and secret), "
+                                        "or the interface up?");
     if (!ep->port()->link_up()) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return ok();

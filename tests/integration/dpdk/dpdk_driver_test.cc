@@ -111,6 +111,35 @@ TEST(DpdkDriver, SizesUpTo256MiB) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// Issue 28: a memif socket is abstract (no file permissions guard it), so its
+// secret, derived from the job key, decides who gets in. A rank with another
+// key (same job id) never gets its link up, and says so; with the same key the
+// pair connects (SizesUpTo256MiB and every other case here).
+TEST(DpdkDriver, MemifPeerWithAnotherKeyIsKeptOut) {
+  REQUIRE_DPDK();
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto ids = r.bootstrap->all_gather("mkey/id", std::to_string(::getpid()));
+    RANK_OK(ids);
+    DeviceOptions o = dpdk_opts();
+    o.rank = r.rank;
+    o.world_size = 2;
+    o.job_id = "mkey-" + (*ids)[0];
+    o.job_key = derive_job_key(r.rank == 0 ? "the job's token" : "a stranger's guess", o.job_id);
+    o.connect_timeout_ms = 3000;
+    auto d = Device::open(o);
+    RANK_OK(d);
+    auto addrs = r.bootstrap->all_gather("mkey/addr", (*d)->local_address().value());
+    RANK_OK(addrs);
+    auto ep = (*d)->connect(1 - r.rank, (*addrs)[static_cast<size_t>(1 - r.rank)]);
+    RANK_CHECK(!ep.ok());
+    std::fprintf(stderr, "rank %d: %s\n", r.rank, ep.error().message().c_str());
+    RANK_CHECK(ep.error().code() == Errc::kTimeout);
+    RANK_OK(r.bootstrap->barrier("mkey/done"));
+    return 0;
+  }, 60);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 // The smallest TX hand-off (GREX_DPDK_TX_BACKLOG=2: a flow may queue two
 // packets for the PMD per pass) still moves everything, with some loss.
 TEST(DpdkDriver, SmallestTxBacklogStillMovesEverything) {
