@@ -59,12 +59,6 @@ Result<FaultConfig> parse_faults(std::string_view spec) {
   return f;
 }
 
-std::string mac_hex(const Mac& m) {
-  char b[13];
-  std::snprintf(b, sizeof(b), "%02x%02x%02x%02x%02x%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-  return b;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- regions

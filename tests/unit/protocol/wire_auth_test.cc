@@ -4,6 +4,8 @@
 // per direction, rank, nonce and mode, the replay window.
 #include <gtest/gtest.h>
 
+#include <openssl/evp.h>
+
 #include <cstring>
 #include <vector>
 
@@ -96,6 +98,41 @@ TEST(WireAuth, EveryFlippedBitOfATaggedPacketIsRefused) {
   // The same bytes under another counter (a replayed tag on a new seq) fail too.
   EXPECT_FALSE(p.rx.open(h.seq + 1, pkt.data(), kTaggedHeaderBytes, pkt.data() + kHeaderBytes, 256, nullptr,
                          pkt.data() + kTagOffset));
+}
+
+// Tags without encryption take Sealer's fast path (GCM128 with AES-NI where
+// the CPU has it): they must equal OpenSSL's EVP AES-128-GCM, for any split
+// of header and payload lengths (GHASH carries partial blocks across them).
+TEST(WireAuth, TagOnlyPathMatchesEvpGcm) {
+  Pair p;
+  uint8_t iv[12];
+  std::memcpy(iv, p.keys.salt, 4);
+  EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
+  ASSERT_TRUE(c != nullptr && EVP_EncryptInit_ex(c, EVP_aes_128_gcm(), nullptr, p.keys.key, nullptr) == 1);
+  std::vector<uint8_t> bytes(9000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
+  uint64_t seq = 1;
+  for (size_t alen : {0, 1, 15, 16, 17, 88}) {
+    for (size_t plen : {0, 1, 8, 24, 100, 4096, 8832}) {
+      ++seq;
+      for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(seq >> (8 * i));
+      uint8_t want[16], got[16];
+      int n = 0;
+      ASSERT_EQ(EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv), 1);
+      if (alen > 0) {
+        ASSERT_EQ(EVP_EncryptUpdate(c, nullptr, &n, bytes.data(), static_cast<int>(alen)), 1);
+      }
+      if (plen > 0) {
+        ASSERT_EQ(EVP_EncryptUpdate(c, nullptr, &n, bytes.data() + 100, static_cast<int>(plen)), 1);
+      }
+      ASSERT_EQ(EVP_EncryptFinal_ex(c, want, &n), 1);
+      ASSERT_EQ(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, want), 1);
+      ASSERT_TRUE(p.tx.seal(seq, bytes.data(), alen, bytes.data() + 100, plen, nullptr, got));
+      EXPECT_EQ(to_hex(got, 16), to_hex(want, 16)) << "aad " << alen << " payload " << plen;
+      EXPECT_TRUE(p.rx.open(seq, bytes.data(), alen, bytes.data() + 100, plen, nullptr, want));
+    }
+  }
+  EVP_CIPHER_CTX_free(c);
 }
 
 TEST(WireAuth, EncryptionHidesAndRestoresThePayload) {
