@@ -192,6 +192,13 @@ bool Sealer::init(const DirectionKeys& k, bool sealing) noexcept {
   return true;
 }
 
+bool Sealer::hash_fast(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len) noexcept {
+  uint8_t n12[12];
+  iv(seq, n12);
+  CRYPTO_gcm128_setiv(gcm_, n12, sizeof(n12));
+  return CRYPTO_gcm128_aad(gcm_, aad, aad_len) == 0 && (len == 0 || CRYPTO_gcm128_aad(gcm_, payload, len) == 0);
+}
+
 void Sealer::iv(uint64_t seq, uint8_t out[12]) const noexcept {
   std::memcpy(out, salt_, 4);
   for (int i = 0; i < 8; ++i) out[4 + i] = static_cast<uint8_t>(seq >> (8 * i));
@@ -208,11 +215,7 @@ bool Sealer::seal(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_
                   uint8_t tag[kTagBytes]) noexcept {
   if (ctx_ == nullptr || !sealing_) return false;
   if (gcm_ != nullptr && out == nullptr) {  // a tag only: the fast path
-    uint8_t n12[12];
-    iv(seq, n12);
-    CRYPTO_gcm128_setiv(gcm_, n12, sizeof(n12));
-    if (CRYPTO_gcm128_aad(gcm_, aad, aad_len) != 0 || (len > 0 && CRYPTO_gcm128_aad(gcm_, payload, len) != 0))
-      return false;
+    if (!hash_fast(seq, aad, aad_len, payload, len)) return false;
     CRYPTO_gcm128_tag(gcm_, tag, kTagBytes);
     return true;
   }
@@ -234,14 +237,8 @@ bool Sealer::seal(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_
 bool Sealer::open(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len, uint8_t* out,
                   const uint8_t tag[kTagBytes]) noexcept {
   if (ctx_ == nullptr || sealing_) return false;
-  if (gcm_ != nullptr && out == nullptr) {  // a tag only: the fast path (constant-time compare in finish)
-    uint8_t n12[12];
-    iv(seq, n12);
-    CRYPTO_gcm128_setiv(gcm_, n12, sizeof(n12));
-    if (CRYPTO_gcm128_aad(gcm_, aad, aad_len) != 0 || (len > 0 && CRYPTO_gcm128_aad(gcm_, payload, len) != 0))
-      return false;
-    return CRYPTO_gcm128_finish(gcm_, tag, kTagBytes) == 0;
-  }
+  if (gcm_ != nullptr && out == nullptr)  // a tag only: the fast path (constant-time compare in finish)
+    return hash_fast(seq, aad, aad_len, payload, len) && CRYPTO_gcm128_finish(gcm_, tag, kTagBytes) == 0;
   if (!start(seq)) return false;
   int n = 0;
   if (EVP_DecryptUpdate(ctx_, nullptr, &n, aad, static_cast<int>(aad_len)) != 1) return false;

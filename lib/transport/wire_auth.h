@@ -101,6 +101,8 @@ class Sealer {
  private:
   bool start(uint64_t seq) noexcept;
   void iv(uint64_t seq, uint8_t out[12]) const noexcept;
+  /// The fast path's nonce and GHASH over aad then payload (gcm_ set).
+  bool hash_fast(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len) noexcept;
   EVP_CIPHER_CTX* ctx_ = nullptr;
   GCM128_CONTEXT* gcm_ = nullptr;  // the tag-only path (nullptr: no AES-NI)
   struct alignas(16) RoundKeys {

@@ -82,4 +82,21 @@ inline bool closed_by_server(int fd) {
   }
 }
 
+/// A store server on a free loopback port, with the test token.
+struct Served {
+  std::unique_ptr<StoreServer> server;
+  uint16_t port = 0;
+};
+
+inline Served serve() {
+  auto s = StoreServer::start("127.0.0.1", 0, kToken);
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
+  Served out;
+  if (s.ok()) {
+    out.server = std::move(*s);
+    out.port = out.server->port();
+  }
+  return out;
+}
+
 }  // namespace grex::testing

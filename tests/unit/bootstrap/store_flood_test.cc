@@ -20,22 +20,6 @@ namespace {
 using detail::store::FrameWriter;
 using detail::store::Op;
 
-struct Served {
-  std::unique_ptr<StoreServer> server;
-  uint16_t port = 0;
-};
-
-Served serve() {
-  auto s = StoreServer::start("127.0.0.1", 0, kToken);
-  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
-  Served out;
-  if (s.ok()) {
-    out.server = std::move(*s);
-    out.port = out.server->port();
-  }
-  return out;
-}
-
 size_t rss_bytes() {
   long pages = 0, resident = 0;
   if (FILE* f = std::fopen("/proc/self/statm", "r")) {

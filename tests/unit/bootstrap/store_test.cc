@@ -16,22 +16,6 @@ namespace {
 using detail::store::FrameWriter;
 using detail::store::Op;
 
-struct Served {
-  std::unique_ptr<StoreServer> server;
-  uint16_t port = 0;
-};
-
-Served serve() {
-  auto s = StoreServer::start("127.0.0.1", 0, kToken);
-  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
-  Served out;
-  if (s.ok()) {
-    out.server = std::move(*s);
-    out.port = out.server->port();
-  }
-  return out;
-}
-
 std::unique_ptr<TcpStore> client(uint16_t port, int64_t timeout_ms = 2000) {
   auto c = TcpStore::connect("127.0.0.1", port, kToken, timeout_ms);
   EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message());
