@@ -2,6 +2,7 @@
 // HKDF, AES-128-GCM tags and the replay window of wire_auth.h (OpenSSL libcrypto).
 #include "transport/wire_auth.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/modes.h>
@@ -10,7 +11,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
-#include <wmmintrin.h>
+#include <immintrin.h>
 #endif
 
 namespace grex::wire {
@@ -59,6 +60,88 @@ __attribute__((target("aes,sse4.1"))) void aes128_block(const unsigned char in[1
   for (int i = 1; i < 10; ++i) b = _mm_aesenc_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rk[i])));
   b = _mm_aesenclast_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rk[10])));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), b);
+}
+
+// GHASH (SP 800-38D) with PCLMULQDQ. Blocks are byte-reversed on load, so
+// GCM's bit order (x^0 is the first byte's top bit) becomes fully reversed
+// polynomials: their carry-less product is the reversed product one bit
+// short, hence the shift left by one before reducing modulo
+// x^128 + x^7 + x^2 + x + 1 (folding the low half into the high half).
+#define GREX_GHASH_TARGET __attribute__((target("aes,pclmul,sse4.1,ssse3")))
+
+struct Wide {
+  __m128i lo, hi;
+};
+
+GREX_GHASH_TARGET inline __m128i bswap128(__m128i x) {
+  return _mm_shuffle_epi8(x, _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+}
+
+GREX_GHASH_TARGET inline Wide clmul_wide(__m128i a, __m128i b) {
+  const __m128i mid = _mm_xor_si128(_mm_clmulepi64_si128(a, b, 0x01), _mm_clmulepi64_si128(a, b, 0x10));
+  return {_mm_xor_si128(_mm_clmulepi64_si128(a, b, 0x00), _mm_slli_si128(mid, 8)),
+          _mm_xor_si128(_mm_clmulepi64_si128(a, b, 0x11), _mm_srli_si128(mid, 8))};
+}
+
+GREX_GHASH_TARGET inline __m128i shr128(__m128i v, int n) {
+  return _mm_or_si128(_mm_srli_epi64(v, n), _mm_slli_epi64(_mm_srli_si128(v, 8), 64 - n));
+}
+
+GREX_GHASH_TARGET inline __m128i reduce(Wide w) {
+  const __m128i lc = _mm_srli_epi64(w.lo, 63), hc = _mm_srli_epi64(w.hi, 63);
+  __m128i lo = _mm_or_si128(_mm_slli_epi64(w.lo, 1), _mm_slli_si128(lc, 8));
+  const __m128i hi =
+      _mm_or_si128(_mm_or_si128(_mm_slli_epi64(w.hi, 1), _mm_slli_si128(hc, 8)), _mm_srli_si128(lc, 8));
+  const __m128i t = _mm_xor_si128(_mm_xor_si128(_mm_slli_epi64(lo, 63), _mm_slli_epi64(lo, 62)), _mm_slli_epi64(lo, 57));
+  lo = _mm_xor_si128(lo, _mm_slli_si128(t, 8));
+  return _mm_xor_si128(hi, _mm_xor_si128(lo, _mm_xor_si128(shr128(lo, 1), _mm_xor_si128(shr128(lo, 2), shr128(lo, 7)))));
+}
+
+GREX_GHASH_TARGET inline __m128i aes128(__m128i b, const uint8_t (*rk)[16]) {
+  b = _mm_xor_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rk[0])));
+  for (int i = 1; i < 10; ++i) b = _mm_aesenc_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rk[i])));
+  return _mm_aesenclast_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rk[10])));
+}
+
+// H, H^2 .. H^8 (byte-reversed) for a key's round keys.
+GREX_GHASH_TARGET void ghash_powers(const uint8_t (*rk)[16], uint8_t (*out)[16]) {
+  const __m128i h = bswap128(aes128(_mm_setzero_si128(), rk));
+  __m128i p = h;
+  for (int i = 0; i < 8; ++i) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[i]), p);
+    p = reduce(clmul_wide(p, h));
+  }
+}
+
+// The GCM tag over associated data `a` (n <= kSmallAad bytes, no ciphertext)
+// for nonce iv: every block (and the length block) times its power of H,
+// summed unreduced, one reduction; E_K(J0) runs beside it.
+constexpr size_t kSmallAad = 7 * 16;
+GREX_GHASH_TARGET void gmac_small(const uint8_t (*rk)[16], const uint8_t (*hp)[16], const uint8_t iv[12],
+                                  const uint8_t* a, size_t n, uint8_t tag[16]) {
+  alignas(16) uint8_t j0[16] = {};
+  std::memcpy(j0, iv, 12);
+  j0[15] = 1;
+  const __m128i ek = aes128(_mm_load_si128(reinterpret_cast<const __m128i*>(j0)), rk);
+  const size_t blocks = (n + 15) / 16 + 1;  // with the length block
+  auto power = [&](size_t j) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(hp[blocks - j - 1])); };
+  Wide acc{_mm_setzero_si128(), _mm_setzero_si128()};
+  size_t j = 0;
+  for (; 16 * (j + 1) <= n; ++j) {
+    const Wide p = clmul_wide(bswap128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 16 * j))), power(j));
+    acc = {_mm_xor_si128(acc.lo, p.lo), _mm_xor_si128(acc.hi, p.hi)};
+  }
+  if (16 * j < n) {
+    alignas(16) uint8_t last[16] = {};
+    std::memcpy(last, a + 16 * j, n - 16 * j);
+    const Wide p = clmul_wide(bswap128(_mm_load_si128(reinterpret_cast<const __m128i*>(last))), power(j));
+    acc = {_mm_xor_si128(acc.lo, p.lo), _mm_xor_si128(acc.hi, p.hi)};
+    ++j;
+  }
+  // [bits of A]64 || [bits of C = 0]64, big-endian: byte-reversed, A's bits are the high lane.
+  const Wide p = clmul_wide(_mm_set_epi64x(static_cast<long long>(n * 8), 0), power(j));
+  acc = {_mm_xor_si128(acc.lo, p.lo), _mm_xor_si128(acc.hi, p.hi)};
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(tag), _mm_xor_si128(bswap128(reduce(acc)), ek));
 }
 
 bool have_aesni() noexcept {
@@ -186,10 +269,32 @@ bool Sealer::init(const DirectionKeys& k, bool sealing) noexcept {
   gcm_ = nullptr;
   if (have_aesni()) {
     aes128_schedule(k.key, keys_.rk);
+    ghash_powers(keys_.rk, keys_.hpow);
     gcm_ = CRYPTO_gcm128_new(keys_.rk, reinterpret_cast<block128_f>(aes128_block));  // nullptr: EVP only
   }
 #endif
   return true;
+}
+
+bool Sealer::small_tag(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len,
+                       uint8_t tag[kTagBytes]) const noexcept {
+#if defined(__x86_64__)
+  if (gcm_ == nullptr || aad_len + len > kSmallAad) return false;
+  uint8_t n12[12];
+  iv(seq, n12);
+  if (len == 0) {
+    gmac_small(keys_.rk, keys_.hpow, n12, aad, aad_len, tag);
+  } else {  // an advert's header and entries: one string, as GCM hashes it
+    uint8_t joined[kSmallAad];
+    std::memcpy(joined, aad, aad_len);
+    std::memcpy(joined + aad_len, payload, len);
+    gmac_small(keys_.rk, keys_.hpow, n12, joined, aad_len + len, tag);
+  }
+  return true;
+#else
+  (void)seq, (void)aad, (void)aad_len, (void)payload, (void)len, (void)tag;
+  return false;
+#endif
 }
 
 bool Sealer::hash_fast(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len) noexcept {
@@ -214,6 +319,7 @@ bool Sealer::start(uint64_t seq) noexcept {
 bool Sealer::seal(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len, uint8_t* out,
                   uint8_t tag[kTagBytes]) noexcept {
   if (ctx_ == nullptr || !sealing_) return false;
+  if (out == nullptr && small_tag(seq, aad, aad_len, payload, len, tag)) return true;
   if (gcm_ != nullptr && out == nullptr) {  // a tag only: the fast path
     if (!hash_fast(seq, aad, aad_len, payload, len)) return false;
     CRYPTO_gcm128_tag(gcm_, tag, kTagBytes);
@@ -237,6 +343,8 @@ bool Sealer::seal(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_
 bool Sealer::open(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len, uint8_t* out,
                   const uint8_t tag[kTagBytes]) noexcept {
   if (ctx_ == nullptr || sealing_) return false;
+  if (uint8_t want[kTagBytes]; out == nullptr && small_tag(seq, aad, aad_len, payload, len, want))
+    return CRYPTO_memcmp(want, tag, kTagBytes) == 0;
   if (gcm_ != nullptr && out == nullptr)  // a tag only: the fast path (constant-time compare in finish)
     return hash_fast(seq, aad, aad_len, payload, len) && CRYPTO_gcm128_finish(gcm_, tag, kTagBytes) == 0;
   if (!start(seq)) return false;

@@ -112,8 +112,13 @@ TEST(WireAuth, TagOnlyPathMatchesEvpGcm) {
   std::vector<uint8_t> bytes(9000);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
   uint64_t seq = 1;
-  for (size_t alen : {0, 1, 15, 16, 17, 88}) {
-    for (size_t plen : {0, 1, 8, 24, 100, 4096, 8832}) {
+  std::vector<std::pair<size_t, size_t>> splits;
+  for (size_t alen : {0, 1, 15, 16, 17, 88})
+    for (size_t plen : {0, 1, 8, 24, 100, 4096, 8832}) splits.emplace_back(alen, plen);
+  for (size_t total = 0; total <= 130; ++total)  // around the 112-byte edge of the header path
+    splits.emplace_back(total * 7 % (total + 1), total - total * 7 % (total + 1));
+  for (auto [alen, plen] : splits) {
+    {
       ++seq;
       for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(seq >> (8 * i));
       uint8_t want[16], got[16];
