@@ -140,13 +140,18 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
     GREX_TRACE("dpdk", "%s: dropped a packet: %s", port->name().c_str(), wire::reject_name(r));
     return;
   }
-  auto it = by_flow_.find(h.flow);
-  if (it == by_flow_.end() || it->second->port() != port) {
+  DpdkEndpoint* ep = nullptr;
+  for (auto [it, end] = by_flow_.equal_range(h.flow); it != end; ++it) {
+    DpdkEndpoint* e = it->second;
+    if (e->port() != port) continue;
+    ep = e;  // the one whose peer sent it, if ids collide; admit() checks the source either way
+    if (p.addr.src_ip == e->addr().dst_ip && p.addr.src_port == e->addr().dst_port) break;
+  }
+  if (ep == nullptr) {
     stats.rx_unknown_flow.add();
     GREX_TRACE("dpdk", "%s: packet type %d for unknown flow %u", port->name().c_str(), static_cast<int>(h.type), h.flow);
     return;
   }
-  DpdkEndpoint* ep = it->second;
   if (!admit(ep, p, h)) return;
   if (h.type == wire::Type::kConnect) {
     wire::Header a;

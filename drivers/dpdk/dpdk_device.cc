@@ -183,6 +183,7 @@ Result<void> DpdkDevice::parse_options() {
       return Error(Errc::kInvalidArgument, "GREX_WIRE_CRYPT=aes-gcm needs GREX_WIRE_AUTH=full (or auto)");
     d.auth = wire::AuthMode::kEncrypt;
   }
+  d.flow_id_bits = static_cast<int>(GREX_TRY(detail::param_int(opts_, "flow_id_bits", "GREX_DPDK_FLOW_ID_BITS", 1, 32, 32)));
   // The CRC is checked before decryption, so it cannot cover a ciphertext's plaintext.
   if (d.auth == wire::AuthMode::kEncrypt) d.payload_crc = false;
   d.cc = GREX_TRY(detail::param_cc(opts_));
@@ -488,20 +489,21 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   // packet's offset against its PSN (reliable_rx.cc), so both must agree.
   reliable::Config cfg = flow_cfg_;
   cfg.max_payload = std::min(cfg.max_payload, peer_payload);
-  const wire::DirectionKeys tx =
-      wire::derive_direction(job_key_, "dpdk", nonce_, peer_nonce, opts_.rank, peer, dopts_.auth);
-  const wire::DirectionKeys rx =
-      wire::derive_direction(job_key_, "dpdk", peer_nonce, nonce_, peer, opts_.rank, dopts_.auth);
+  wire::DirectionKeys tx = wire::derive_direction(job_key_, "dpdk", nonce_, peer_nonce, opts_.rank, peer, dopts_.auth);
+  wire::DirectionKeys rx = wire::derive_direction(job_key_, "dpdk", peer_nonce, nonce_, peer, opts_.rank, dopts_.auth);
+  if (dopts_.flow_id_bits < 32) {  // both ends keep the same bits; ids that collide are told apart by source
+    const uint32_t keep = (1u << dopts_.flow_id_bits) - 1;
+    tx.flow_id = (tx.flow_id & keep) | 1;
+    rx.flow_id = (rx.flow_id & keep) | 1;
+  }
   if (tx.flow_id == 0 || rx.flow_id == 0) return err(Errc::kInternal, "cannot derive the wire keys (libcrypto)");
-  if (by_flow_.count(rx.flow_id) != 0)
-    return err(Errc::kInternal, "two peers' flows drew the same id").hint("open the device again");
   auto ep = std::make_unique<DpdkEndpoint>(this, peer, port, fa, cfg, tx, rx);
   if (!ep->sealer().ready() || !ep->opener().ready()) return err(Errc::kInternal, "cannot key AES-GCM (libcrypto)");
   by_rank_[static_cast<size_t>(peer)] = ep.get();
-  by_flow_[rx.flow_id] = ep.get();
+  by_flow_.emplace(rx.flow_id, ep.get());
   if (auto h = handshake(ep.get()); !h) {
     by_rank_[static_cast<size_t>(peer)] = nullptr;
-    by_flow_.erase(rx.flow_id);
+    remove_flow(rx.flow_id, ep.get());
     return std::move(h).error();
   }
   GREX_DEBUG(kSubsys, "connected to %s", ep->describe_peer().c_str());
@@ -541,10 +543,18 @@ Result<void> DpdkDevice::handshake(DpdkEndpoint* ep) {
   return ok();
 }
 
+void DpdkDevice::remove_flow(uint32_t id, DpdkEndpoint* ep) noexcept {
+  for (auto [it, end] = by_flow_.equal_range(id); it != end; ++it)
+    if (it->second == ep) {
+      by_flow_.erase(it);
+      return;
+    }
+}
+
 void DpdkDevice::remove_endpoint(DpdkEndpoint* ep) noexcept {
   for (auto& e : by_rank_)
     if (e == ep) e = nullptr;
-  if (auto it = by_flow_.find(ep->rx_flow_id()); it != by_flow_.end() && it->second == ep) by_flow_.erase(it);
+  remove_flow(ep->rx_flow_id(), ep);
 }
 
 Result<std::unique_ptr<MemoryRegion>> DpdkDevice::do_register(void* addr, size_t length, MemoryDomain domain) {

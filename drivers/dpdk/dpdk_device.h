@@ -59,6 +59,8 @@ struct DpdkOptions {
   bool payload_crc = false;
   /// What each packet's tag covers [GREX_WIRE_AUTH=full|control|off, GREX_WIRE_CRYPT=aes-gcm]
   wire::AuthMode auth = wire::AuthMode::kFull;
+  /// Bits of a flow id kept (tests: 1 makes every flow of a port collide) [GREX_DPDK_FLOW_ID_BITS]
+  int flow_id_bits = 32;
   FaultConfig faults;
   const cc::Algorithm* cc = nullptr;  ///< congestion control per flow; nullptr: none
   double line_gbps = 100;             ///< the controllers' line rate
@@ -139,6 +141,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
 
   // Used by endpoints and regions.
   void remove_endpoint(DpdkEndpoint* ep) noexcept;
+  void remove_flow(uint32_t id, DpdkEndpoint* ep) noexcept;
   void close_endpoint(DpdkEndpoint* ep) noexcept;
   void flush(DpdkEndpoint* ep) noexcept;
   void forget_region(uint32_t id) noexcept;
@@ -217,7 +220,10 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   std::vector<int> port_peer_;               // memif: the peer of ports_[i]
   std::vector<char> port_dead_;              // memif: the link went down after it was up
   std::vector<DpdkEndpoint*> by_rank_;       // endpoint for each peer rank
-  std::unordered_map<uint32_t, DpdkEndpoint*> by_flow_;  // by the flow id peers address us with
+  // By the flow id peers address us with. Ids are 32 random bits per flow, so
+  // two peers of a large job may draw the same one (1024 ranks: about one
+  // device in ten); the peer's port and address tell them apart.
+  std::unordered_multimap<uint32_t, DpdkEndpoint*> by_flow_;
   std::string job_key_;                      // 32 bytes (DeviceOptions::job_key, or from the job id)
   uint8_t nonce_[wire::kNonceBytes] = {};    // this device's, in its address: fresh keys per instance
   std::vector<std::vector<rte_mbuf*>> txq_;  // per port: built, not yet taken by the PMD
