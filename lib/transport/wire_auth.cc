@@ -113,16 +113,36 @@ GREX_GHASH_TARGET void ghash_powers(const uint8_t (*rk)[16], uint8_t (*out)[16])
   }
 }
 
+// E_K(J0) for the nonces salt || seq .. salt || seq + kPads - 1 (J0 = nonce
+// || 0x00000001), eight AES-NI pipelines at once: a packet's tag then needs
+// no AES of its own (counters mostly come in order, both ways).
+constexpr int kPads = 8;
+GREX_GHASH_TARGET void gcm_pads(const uint8_t (*rk)[16], const uint8_t salt[4], uint64_t seq, uint8_t (*out)[16]) {
+  __m128i b[kPads];
+  for (int i = 0; i < kPads; ++i) {
+    alignas(16) uint8_t j0[16] = {};
+    std::memcpy(j0, salt, 4);
+    const uint64_t s = seq + static_cast<uint64_t>(i);
+    for (int k = 0; k < 8; ++k) j0[4 + k] = static_cast<uint8_t>(s >> (8 * k));
+    j0[15] = 1;
+    b[i] = _mm_xor_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(j0)),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(rk[0])));
+  }
+  for (int r = 1; r < 10; ++r) {
+    const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rk[r]));
+    for (auto& x : b) x = _mm_aesenc_si128(x, k);
+  }
+  const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rk[10]));
+  for (int i = 0; i < kPads; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(out[i]), _mm_aesenclast_si128(b[i], k));
+}
+
 // The GCM tag over associated data `a` (n <= kSmallAad bytes, no ciphertext)
-// for nonce iv: every block (and the length block) times its power of H,
-// summed unreduced, one reduction; E_K(J0) runs beside it.
+// given E_K(J0) of its nonce: every block (and the length block) times its
+// power of H, summed unreduced, one reduction.
 constexpr size_t kSmallAad = 7 * 16;
-GREX_GHASH_TARGET void gmac_small(const uint8_t (*rk)[16], const uint8_t (*hp)[16], const uint8_t iv[12],
-                                  const uint8_t* a, size_t n, uint8_t tag[16]) {
-  alignas(16) uint8_t j0[16] = {};
-  std::memcpy(j0, iv, 12);
-  j0[15] = 1;
-  const __m128i ek = aes128(_mm_load_si128(reinterpret_cast<const __m128i*>(j0)), rk);
+GREX_GHASH_TARGET void gmac_small(const uint8_t (*hp)[16], const uint8_t ek_bytes[16], const uint8_t* a, size_t n,
+                                  uint8_t tag[16]) {
+  const __m128i ek = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ek_bytes));
   const size_t blocks = (n + 15) / 16 + 1;  // with the length block
   auto power = [&](size_t j) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(hp[blocks - j - 1])); };
   Wide acc{_mm_setzero_si128(), _mm_setzero_si128()};
@@ -256,6 +276,7 @@ bool Sealer::init(const DirectionKeys& k, bool sealing) noexcept {
   if (ctx_ == nullptr && (ctx_ = EVP_CIPHER_CTX_new()) == nullptr) return false;
   sealing_ = sealing;
   std::memcpy(salt_, k.salt, sizeof(salt_));
+  pads_valid_ = false;
   // Keyed once here (the AES key schedule and GHASH key); start() sets only the nonce.
   const int r = sealing ? EVP_EncryptInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, k.key, nullptr)
                         : EVP_DecryptInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, k.key, nullptr);
@@ -277,18 +298,22 @@ bool Sealer::init(const DirectionKeys& k, bool sealing) noexcept {
 }
 
 bool Sealer::small_tag(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len,
-                       uint8_t tag[kTagBytes]) const noexcept {
+                       uint8_t tag[kTagBytes]) noexcept {
 #if defined(__x86_64__)
   if (gcm_ == nullptr || aad_len + len > kSmallAad) return false;
-  uint8_t n12[12];
-  iv(seq, n12);
+  if (!pads_valid_ || seq - pads_first_ >= static_cast<uint64_t>(kPads)) {
+    gcm_pads(keys_.rk, salt_, seq, pads_);
+    pads_first_ = seq;
+    pads_valid_ = true;
+  }
+  const uint8_t* ek = pads_[seq - pads_first_];
   if (len == 0) {
-    gmac_small(keys_.rk, keys_.hpow, n12, aad, aad_len, tag);
+    gmac_small(keys_.hpow, ek, aad, aad_len, tag);
   } else {  // an advert's header and entries: one string, as GCM hashes it
     uint8_t joined[kSmallAad];
     std::memcpy(joined, aad, aad_len);
     std::memcpy(joined + aad_len, payload, len);
-    gmac_small(keys_.rk, keys_.hpow, n12, joined, aad_len + len, tag);
+    gmac_small(keys_.hpow, ek, joined, aad_len + len, tag);
   }
   return true;
 #else
