@@ -39,15 +39,16 @@ PARAMS = [pytest.param(ex, opts, n, id=f"{ex}{''.join(opts).replace('--hook', '-
 
 def run(example, opts, ranks, backend, launcher="torchrun"):
     """Rank 0's losses for one launch; fails with the ranks' output otherwise.
-    The gloo reference gets a second launch: torch 2.11's gloo rarely aborts a
-    rank at exit, after the last step ("terminate called without an active
-    exception", seen once in about 30 launches), which says nothing of grex."""
-    try:
-        return launch(example, opts, ranks, backend, launcher)
-    except AssertionError:
-        if backend != "gloo":
-            raise
-        return launch(example, opts, ranks, backend, launcher)
+    The gloo reference gets up to three launches: torch 2.11's gloo rarely
+    aborts a rank at exit, after the last step ("terminate called without an
+    active exception", seen once in about 30 launches, and twice in a row once
+    in session 6's last full run), which says nothing of grex."""
+    for attempt in range(3 if backend == "gloo" else 1):
+        try:
+            return launch(example, opts, ranks, backend, launcher)
+        except AssertionError:
+            if backend != "gloo" or attempt == 2:
+                raise
 
 
 def launch(example, opts, ranks, backend, launcher):
