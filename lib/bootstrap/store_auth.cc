@@ -65,7 +65,9 @@ std::string Session::tag(char dir, uint64_t n, std::string_view body) const {
   for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<unsigned char>(n >> (8 * i));
   unsigned char mac[EVP_MAX_MD_SIZE];
   size_t len = 0;
-  EVP_MAC* m = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  // The algorithm is looked up once per process, not per frame (a provider
+  // search); a context per frame is what HMAC's key setup needs anyway.
+  static EVP_MAC* const m = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
   EVP_MAC_CTX* c = m != nullptr ? EVP_MAC_CTX_new(m) : nullptr;
   char digest[] = "SHA256";
   OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
@@ -75,7 +77,6 @@ std::string Session::tag(char dir, uint64_t n, std::string_view body) const {
                   EVP_MAC_update(c, reinterpret_cast<const unsigned char*>(body.data()), body.size()) == 1 &&
                   EVP_MAC_final(c, mac, &len, sizeof(mac)) == 1 && len >= kSessionTagBytes;
   EVP_MAC_CTX_free(c);
-  EVP_MAC_free(m);
   return ok ? std::string(reinterpret_cast<const char*>(mac), kSessionTagBytes) : std::string();
 }
 
