@@ -144,8 +144,8 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
   for (auto [it, end] = by_flow_.equal_range(h.flow); it != end; ++it) {
     DpdkEndpoint* e = it->second;
     if (e->port() != port) continue;
-    ep = e;  // the one whose peer sent it, if ids collide; admit() checks the source either way
-    if (p.addr.src_ip == e->addr().dst_ip && p.addr.src_port == e->addr().dst_port) break;
+    ep = e;  // the one whose peer sent it, if ids collide; admit() refuses any other source
+    if (from_peer(e, p)) break;
   }
   if (ep == nullptr) {
     stats.rx_unknown_flow.add();
@@ -168,11 +168,15 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
   ep->flow().on_packet(h, p.payload + wire::kHeaderBytes, now);
 }
 
-bool DpdkDevice::admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h) noexcept {
+bool DpdkDevice::from_peer(const DpdkEndpoint* ep, const Parsed& p) const noexcept {
   const FrameAddr& a = ep->addr();
   // memif links are point to point (the port is the peer's); a shared port
   // must see the peer's MAC too.
-  if (p.addr.src_ip != a.dst_ip || p.addr.src_port != a.dst_port || (port_mode_ && p.addr.src_mac != a.dst_mac)) {
+  return p.addr.src_ip == a.dst_ip && p.addr.src_port == a.dst_port && (!port_mode_ || p.addr.src_mac == a.dst_mac);
+}
+
+bool DpdkDevice::admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h) noexcept {
+  if (!from_peer(ep, p)) {
     stats.rx_bad_source.add();
     return false;
   }

@@ -194,6 +194,8 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   /// Checks a packet's source, tag and counter for `ep` and decrypts its
   /// payload in place; false (counted) when it is not from the peer.
   bool admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h) noexcept;
+  /// Whether a frame comes from ep's peer: its IP and UDP port (and MAC on a shared port).
+  bool from_peer(const DpdkEndpoint* ep, const Parsed& p) const noexcept;
   /// Writes the counter and tag into an encoded header (hdr: the grex header),
   /// encrypting the payload into `enc` where the mode says so.
   bool seal(DpdkEndpoint* ep, uint8_t* hdr, const wire::Header& h, const uint8_t* payload, uint8_t* enc) noexcept;

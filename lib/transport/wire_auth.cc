@@ -353,13 +353,8 @@ bool Sealer::seal(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_
   if (!start(seq)) return false;
   int n = 0;
   if (EVP_EncryptUpdate(ctx_, nullptr, &n, aad, static_cast<int>(aad_len)) != 1) return false;
-  if (len > 0) {
-    if (out == nullptr) {
-      if (EVP_EncryptUpdate(ctx_, nullptr, &n, payload, static_cast<int>(len)) != 1) return false;
-    } else if (EVP_EncryptUpdate(ctx_, out, &n, payload, static_cast<int>(len)) != 1) {
-      return false;
-    }
-  }
+  // Without `out` the payload is hashed as associated data; with it, encrypted into out.
+  if (len > 0 && EVP_EncryptUpdate(ctx_, out, &n, payload, static_cast<int>(len)) != 1) return false;
   uint8_t fin[16];
   if (EVP_EncryptFinal_ex(ctx_, fin, &n) != 1) return false;
   return EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, kTagBytes, tag) == 1;
@@ -375,13 +370,8 @@ bool Sealer::open(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_
   if (!start(seq)) return false;
   int n = 0;
   if (EVP_DecryptUpdate(ctx_, nullptr, &n, aad, static_cast<int>(aad_len)) != 1) return false;
-  if (len > 0) {
-    if (out == nullptr) {
-      if (EVP_DecryptUpdate(ctx_, nullptr, &n, payload, static_cast<int>(len)) != 1) return false;
-    } else if (EVP_DecryptUpdate(ctx_, out, &n, payload, static_cast<int>(len)) != 1) {
-      return false;
-    }
-  }
+  // Without `out` the payload is hashed as associated data; with it, decrypted into out.
+  if (len > 0 && EVP_DecryptUpdate(ctx_, out, &n, payload, static_cast<int>(len)) != 1) return false;
   if (EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, kTagBytes, const_cast<uint8_t*>(tag)) != 1) return false;
   uint8_t fin[16];
   return EVP_DecryptFinal_ex(ctx_, fin, &n) == 1;
