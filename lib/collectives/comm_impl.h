@@ -27,6 +27,7 @@
 #include "collectives/shared_area.h"
 #include "collectives/work_queue.h"
 #include "core/counters.h"
+#include "gpu/ipc_flags.h"
 #include "gpu/kernels.h"
 #include "gpu/stream_ops.h"
 
@@ -59,7 +60,15 @@ struct Communicator::Impl {
     uint32_t last_ticket = 0;           // the previous call's last: scratch free again once released
     bool has_last = false;
     std::vector<gpu::CUdeviceptr> at;   // [rank]: its scratch as this rank maps it
-    void release() noexcept;  // frees this rank's scratch, unmaps the peers'
+    // Barriers on the GPUs (the default): the host's barrier page, registered
+    // with CUDA; each barrier's epoch is one more than the last enqueued.
+    bool stream_sync = false;
+    gpu::IpcFlags flags;
+    gpu::CUdeviceptr flags_dev = 0;     // the page as the GPU sees it (0: not registered)
+    uint32_t epoch = 0;                 // the last barrier enqueued (caller's thread)
+    uint32_t last_epoch = 0;            // the previous call's last barrier
+    gpu::CUdeviceptr slot_dev(int r) const noexcept { return flags_dev + gpu::IpcFlags::offset(r); }
+    void release() noexcept;  // frees this rank's scratch, unmaps the peers' and the barrier page
     ~GpuIpc();
   };
   /// The GREX_GPU_* variables, read at the first stream-ordered call
@@ -68,9 +77,11 @@ struct Communicator::Impl {
     bool loaded = false;
     bool sync = false;       // GREX_GPU_SYNC: the caller waits
     bool staging = false;    // GREX_GPU_STAGING: never GPU to GPU
-    bool ipc_all = false;    // GREX_GPU_IPC_ALL: every collective GPU to GPU
+    bool ipc_all = true;     // GREX_GPU_IPC_ALL=0: only allreduce GPU to GPU
+    bool ipc_host_sync = false;       // GREX_GPU_IPC_SYNC=host: barriers on the worker, not the GPUs
     uint64_t chunk = 4u << 20;        // GREX_GPU_CHUNK_BYTES
     uint64_t ipc_bytes = 64u << 20;   // GREX_GPU_IPC_BYTES
+    uint64_t ipc_min_bytes = 0;       // GREX_GPU_IPC_MIN_BYTES: smaller calls stage
   } gpu_env;
   Result<void> load_gpu_env();
   uint64_t gpu_direct_calls = 0;     // counted on the caller's thread (CommStats)
@@ -114,9 +125,9 @@ struct Communicator::Impl {
   /// The GPU-to-GPU allreduce; nullopt where the staging path runs instead.
   std::optional<Result<WorkPtr>> gpu_ipc_allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                                                    ReduceOp op, GpuStream stream);
-  /// The other collectives GPU to GPU, only with GREX_GPU_IPC_ALL=1 (not yet
-  /// run on a GPU); nullopt where they stage. count: per rank for
-  /// reduce_scatter, allgather and alltoall; the vector's for the others.
+  /// The other collectives GPU to GPU (unless GREX_GPU_IPC_ALL=0); nullopt
+  /// where they stage. count: per rank for reduce_scatter, allgather and
+  /// alltoall; the vector's for the others.
   std::optional<Result<WorkPtr>> gpu_ipc_other(detail::Coll coll, const void* sendbuf, void* recvbuf, size_t count,
                                                DataType type, ReduceOp op, int root, GpuStream stream);
   /// What a plan queues on the caller's stream.
@@ -124,6 +135,7 @@ struct Communicator::Impl {
     gpu::Stager& st;
     gpu::StagedCall& call;
     const gpu::Kernels* kernels;
+    GpuIpc& ipc;
     Result<void> copy(void* dst, const void* src, size_t bytes);
     /// Ends a phase: the stream waits until every rank reached it.
     Result<void> barrier();
@@ -131,7 +143,13 @@ struct Communicator::Impl {
   };
   Result<WorkPtr> gpu_ipc_run(const char* what, GpuStream stream, const void* any_buffer,
                               const std::function<Result<void>(IpcQueue&)>& plan);
-  bool ipc_all() const;                 // GREX_GPU_IPC_ALL=1
+  /// The job that completes a call whose barriers meet on the GPUs: waits
+  /// for its `done`, names the ranks behind after the timeout or a peer's
+  /// death, and after any failure lets every stream drain.
+  detail::JobFn gpu_ipc_watch(std::shared_ptr<gpu::StagedCall> call, uint32_t first, uint32_t last,
+                              std::optional<Error> failed, const char* what);
+  /// Whether a call of `bytes` (its largest buffer) goes GPU to GPU at all.
+  bool ipc_wanted(size_t bytes, bool all) const;
   uint8_t* scratch(size_t r) const;     // rank r's scratch, as this rank maps it
   /// Ends a stream-ordered call that failed after it put work on the stream
   /// (gpu_calls.cc): returns `e`; the worker marks the communicator broken.

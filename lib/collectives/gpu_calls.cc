@@ -23,6 +23,13 @@ Result<void> Communicator::Impl::load_gpu_env() {
   GREX_TRY(config::env_bool("GREX_GPU_IPC_ALL", &e.ipc_all));
   GREX_TRY(config::env_size("GREX_GPU_CHUNK_BYTES", &e.chunk, 4096, uint64_t{1} << 40));
   GREX_TRY(config::env_size("GREX_GPU_IPC_BYTES", &e.ipc_bytes, 1 << 20, uint64_t{1} << 40));
+  GREX_TRY(config::env_size("GREX_GPU_IPC_MIN_BYTES", &e.ipc_min_bytes, 0, uint64_t{1} << 40));
+  std::string sync = "gpu";
+  GREX_TRY(config::env_string("GREX_GPU_IPC_SYNC", &sync));
+  if (sync != "gpu" && sync != "host")
+    return Error(Errc::kInvalidArgument, "GREX_GPU_IPC_SYNC='" + sync + "'")
+        .hint("gpu (the GPU-to-GPU barriers meet on the GPUs, the default) or host (on the communicator's worker)");
+  e.ipc_host_sync = sync == "host";
   e.loaded = true;
   gpu_env = e;
   return ok();

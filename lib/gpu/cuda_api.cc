@@ -92,6 +92,7 @@ Loaded load() {
   // Since CUDA 11.7 (the v2 memory operations); without it a GPU collective
   // makes the caller's thread wait instead of the stream (stream_ops.cc).
   bind(l.handle, "cuStreamWaitValue32_v2", a.cuStreamWaitValue32);
+  bind(l.handle, "cuStreamWriteValue32_v2", a.cuStreamWriteValue32);
   bind(l.handle, "cuStreamIsCapturing", a.cuStreamIsCapturing);
   if (CUresult r = a.cuInit(0); r != 0) {
     l.error = Error(Errc::kNotSupported, "cuInit failed: " + a.describe(r)).hint("is a GPU present and the driver loaded?");

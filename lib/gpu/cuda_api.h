@@ -85,6 +85,9 @@ struct CudaApi {
   CUresult (*cuMemHostUnregister)(void*) = nullptr;
   /// cuStreamWaitValue32_v2; null on drivers without stream memory operations.
   CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, uint32_t, unsigned) = nullptr;
+  /// cuStreamWriteValue32_v2 (flags 0: a system-wide fence before the write);
+  /// null where missing (the GPU-to-GPU barriers then meet on the host).
+  CUresult (*cuStreamWriteValue32)(CUstream, CUdeviceptr, uint32_t, unsigned) = nullptr;
   // For tests and tools that need device memory of their own.
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;  // cuMemAlloc_v2

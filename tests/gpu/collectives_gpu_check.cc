@@ -18,6 +18,7 @@
 // Then, with --bench, the time of a GPU-buffer allreduce against the same
 // allreduce on host buffers (median of 7, min-max).
 #include <grex/communicator.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -296,14 +297,65 @@ int check_all(test::Rank& rk) {
     std::printf("  rank 0: %" PRIu64 " calls GPU to GPU, %" PRIu64 " staged\n", st.gpu_direct, st.gpu_staged);
     std::fflush(stdout);
   }
-  // reduce_scatter, allgather, ... stage unless GREX_GPU_IPC_ALL=1 sends them GPU to GPU too.
-  const bool all_direct = !staged_only && std::getenv("GREX_GPU_IPC_ALL") != nullptr;
-  RANK_CHECK(all_direct ? st.gpu_staged == 0 : st.gpu_staged > 0);
-  RANK_CHECK(staged_only ? st.gpu_direct == 0 : st.gpu_direct > 0);
+  // With GREX_GPU_IPC_MIN_BYTES=0 every call goes GPU to GPU, unless
+  // GREX_GPU_IPC_ALL=0 keeps all but allreduce staged; the defaults let the
+  // small calls stage.
+  auto env_is = [](const char* v, const char* want) { const char* e = std::getenv(v); return e != nullptr && std::strcmp(e, want) == 0; };
+  if (staged_only) {
+    RANK_CHECK(st.gpu_direct == 0 && st.gpu_staged > 0);
+  } else if (env_is("GREX_GPU_IPC_MIN_BYTES", "0")) {
+    RANK_CHECK(st.gpu_direct > 0);
+    RANK_CHECK(env_is("GREX_GPU_IPC_ALL", "0") ? st.gpu_staged > 0 : st.gpu_staged == 0);
+  } else {
+    RANK_CHECK(st.gpu_direct + st.gpu_staged > 0);
+  }
   // An empty allreduce completes too.
   auto w = c.allreduce(nullptr, nullptr, 0, DataType::kFloat32, ReduceOp::kSum, GpuStream{g.s1});
   RANK_OK(w);
   RANK_OK((*w)->wait());
+  return 0;
+}
+
+// A rank that stops in the middle of GPU-to-GPU calls (their barriers meet on
+// the GPUs, so no host collective notices): after one allreduce together, the
+// last rank exits (`exits`) or stays alive but calls nothing. Every other
+// rank's next allreduce fails, naming that rank, well within twice the
+// timeout, and its stream drains (no stream waits for ever on a barrier).
+int check_stuck(test::Rank& rk, bool exits) {
+  Gpu g;
+  if (open_gpu(g)) return 1;
+  CommOptions o;
+  o.backend = g_backend;
+  o.timeout_ms = 2000;
+  auto comm = Communicator::create(rk.bootstrap, o);
+  RANK_OK(comm);
+  Communicator& c = **comm;
+  const size_t n = 1 << 20;
+  DevBuf d;
+  if (dev_alloc(d, n * 4)) return 1;
+  auto w = c.allreduce(d.ptr(), d.ptr(), n, DataType::kFloat32, ReduceOp::kSum, GpuStream{g.s1});
+  RANK_OK(w);
+  CU_OK(A->cuStreamSynchronize(g.s1));
+  RANK_OK((*w)->wait());
+  RANK_CHECK(c.stats().gpu_direct == 1);
+  const int quitter = rk.size - 1;
+  if (rk.rank == quitter) {
+    if (exits) ::_exit(0);
+    ::usleep(6'000'000);  // alive, and in no collective
+    return 0;
+  }
+  const auto t0 = static_cast<double>(now_ns());
+  auto w2 = c.allreduce(d.ptr(), d.ptr(), n, DataType::kFloat32, ReduceOp::kSum, GpuStream{g.s1});
+  RANK_OK(w2);  // enqueued: the failure comes through the Work
+  auto r = (*w2)->wait();
+  const double waited_ms = (static_cast<double>(now_ns()) - t0) / 1e6;
+  RANK_CHECK(!r.ok());
+  const std::string m = r.error().message();
+  if (rk.rank == 0)
+    std::printf("  rank 0 after %.0f ms: %s\n", waited_ms, m.c_str());
+  RANK_CHECK(m.find("rank " + std::to_string(quitter)) != std::string::npos);
+  RANK_CHECK(waited_ms < 2 * 2000);
+  (void)A->cuStreamSynchronize(g.s1);  // returns: every barrier was released (the data does not count)
   return 0;
 }
 
@@ -411,27 +463,28 @@ int main(int argc, char** argv) {
   int failed = 0;
   struct Mode {
     const char* name;
-    const char* var;
-    const char* value;
+    std::vector<std::pair<const char*, const char*>> env;
   };
+  const char* kVars[] = {"GREX_GPU_IPC_BYTES", "GREX_GPU_STAGING", "GREX_GPU_SYNC", "GREX_GPU_IPC_ALL",
+                         "GREX_GPU_IPC_MIN_BYTES", "GREX_GPU_IPC_SYNC"};
   std::vector<Mode> modes;
+  const std::pair<const char*, const char*> every{"GREX_GPU_IPC_MIN_BYTES", "0"};  // small calls too
   if ((mode == "both" || mode == "stream") && g_backend != "shm") {
-    modes.push_back({"stream waits (staged: GPU to GPU needs shm)", nullptr, nullptr});
+    modes.push_back({"stream waits (staged: GPU to GPU needs shm)", {}});
   } else if (mode == "both" || mode == "stream") {
-    modes.push_back({"stream waits", nullptr, nullptr});
-    modes.push_back({"stream waits, GPU to GPU in 1 MiB pieces", "GREX_GPU_IPC_BYTES", "1048576"});
-    modes.push_back({"stream waits, staged (GREX_GPU_STAGING=1)", "GREX_GPU_STAGING", "1"});
-    modes.push_back({"stream waits, every collective GPU to GPU (GREX_GPU_IPC_ALL=1)", "GREX_GPU_IPC_ALL", "1"});
-    modes.push_back({"every collective GPU to GPU in 1 MiB pieces", "GREX_GPU_IPC_ALL", "1"});
+    modes.push_back({"stream waits, defaults", {}});
+    modes.push_back({"GPU to GPU, barriers on the GPUs", {every}});
+    modes.push_back({"GPU to GPU in 1 MiB pieces", {every, {"GREX_GPU_IPC_BYTES", "1048576"}}});
+    modes.push_back({"GPU to GPU, barriers on the host (GREX_GPU_IPC_SYNC=host)", {every, {"GREX_GPU_IPC_SYNC", "host"}}});
+    modes.push_back({"GPU to GPU, host barriers, 1 MiB pieces",
+                     {every, {"GREX_GPU_IPC_SYNC", "host"}, {"GREX_GPU_IPC_BYTES", "1048576"}}});
+    modes.push_back({"only allreduce GPU to GPU (GREX_GPU_IPC_ALL=0)", {every, {"GREX_GPU_IPC_ALL", "0"}}});
+    modes.push_back({"staged (GREX_GPU_STAGING=1)", {{"GREX_GPU_STAGING", "1"}}});
   }
-  if (mode == "both" || mode == "sync") modes.push_back({"caller waits (GREX_GPU_SYNC=1)", "GREX_GPU_SYNC", "1"});
+  if (mode == "both" || mode == "sync") modes.push_back({"caller waits (GREX_GPU_SYNC=1)", {{"GREX_GPU_SYNC", "1"}}});
   for (const Mode& md : modes) {
-    ::unsetenv("GREX_GPU_IPC_BYTES");
-    ::unsetenv("GREX_GPU_STAGING");
-    ::unsetenv("GREX_GPU_SYNC");
-    ::unsetenv("GREX_GPU_IPC_ALL");
-    if (md.var != nullptr) ::setenv(md.var, md.value, 1);
-    if (std::strstr(md.name, "1 MiB pieces") != nullptr) ::setenv("GREX_GPU_IPC_BYTES", "1048576", 1);
+    for (const char* v : kVars) ::unsetenv(v);
+    for (auto [var, value] : md.env) ::setenv(var, value, 1);
     const char* m = md.name;
     for (int n : ranks) {
       auto t0 = static_cast<double>(now_ns());
@@ -443,10 +496,22 @@ int main(int argc, char** argv) {
       failed += res.all_ok() ? 0 : 1;
     }
   }
-  ::unsetenv("GREX_GPU_SYNC");
-  ::unsetenv("GREX_GPU_IPC_BYTES");
-  ::unsetenv("GREX_GPU_STAGING");
-  ::unsetenv("GREX_GPU_IPC_ALL");
+  for (const char* v : kVars) ::unsetenv(v);
+  if (g_backend == "shm" && (mode == "both" || mode == "stream")) {
+    ::setenv("GREX_GPU_IPC_MIN_BYTES", "0", 1);
+    for (bool exits : {true, false})
+      for (int n : ranks) {
+        if (n < 2) continue;
+        auto res = test::run_ranks(n, [exits](test::Rank& rk) { return check_stuck(rk, exits); }, 60);
+        std::printf("%s: GPU to GPU, %d ranks, the last %s: %s\n", res.all_ok() ? "PASS" : "FAIL", n,
+                    exits ? "exits" : "stops calling",
+                    res.all_ok() ? "the others fail naming it, in time, and their streams drain"
+                                 : res.describe().c_str());
+        std::fflush(stdout);
+        failed += res.all_ok() ? 0 : 1;
+      }
+    ::unsetenv("GREX_GPU_IPC_MIN_BYTES");
+  }
   if (do_bench) {
     std::vector<const char*> paths{"GPU to GPU", "staged"};
     if (g_backend != "shm") paths = {"staged over dpdk"};

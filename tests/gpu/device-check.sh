@@ -15,9 +15,11 @@
 #   collectives_gpu_check GPU buffers in every collective (stream-ordered calls, 2 and 4
 #                         ranks): over shm in six modes (GPU to GPU, staged, caller
 #                         waits, ...), then over dpdk memif (staged); each followed by
-#                         GPU against host buffers at 4, 64 and 256 MiB
-#   grex-perf --use_cuda  allreduce, reduce_scatter, allgather, alltoall on GPU buffers,
-#                         checked, 1 to 64 MiB (2 ranks)
+#                         GPU against host buffers at 4, 64 and 256 MiB; a rank that
+#                         exits or stops calling mid-job is named in time
+#   grex-perf --use_cuda  allreduce, reduce_scatter, allgather, alltoall, broadcast on GPU
+#                         buffers, checked, 64 KiB to 64 MiB (2 and 4 ranks), allreduce to
+#                         1 GiB; then barriers on the host and staging, side by side
 #   torch_cuda_check.py   grex_torch on CUDA tensors under torchrun (2 ranks): every
 #                         op with a CUDA form, DDP against gloo, all_reduce timings
 # The last three need libgrex, which needs Debian packages the GPU image lacks:
@@ -75,12 +77,24 @@ if [[ -x $pre/collectives_gpu_check && -f $pre/libgrex.so.0 ]]; then
   rc=${PIPESTATUS[0]}
   ((rc == 0)) || { say "collectives_gpu_check --backend dpdk: exit $rc"; status=1; }
   if [[ -x $pre/grex-perf && -x $pre/grex-run ]]; then
-    say "--- grex-perf --use_cuda (2 ranks on GPU 0, shm, checked)"
-    for mode in allreduce reduce_scatter allgather alltoall; do
-      timeout 120 "$pre/grex-run" -n 2 "$pre/grex-perf" "$mode" --use_cuda -b 1M -e 64M -f 8 \
-        -n 10 -w 2 -c 1 2>&1 | grep -v '^#  Rank' | tee -a "$report"
+    # perf RANKS MODE MIN MAX [VAR=VALUE...]: one checked grex-perf run, rows only.
+    perf() {
+      local n=$1 mode=$2 lo=$3 hi=$4
+      shift 4
+      say "grex-perf $mode --use_cuda, $n ranks${*:+, $*}"
+      env "$@" timeout 120 "$pre/grex-run" -n "$n" "$pre/grex-perf" "$mode" --use_cuda -b "$lo" -e "$hi" -f 4 \
+        -n 10 -w 2 -c 1 2>&1 | grep -E '^\[0\] +[0-9]|wrong|Out of|rror' | tee -a "$report"
       rc=${PIPESTATUS[0]}
-      ((rc == 0)) || { say "grex-perf $mode --use_cuda: exit $rc"; status=1; }
+      ((rc == 0)) || { say "grex-perf $mode --use_cuda $*: exit $rc"; status=1; }
+    }
+    say "--- grex-perf --use_cuda (ranks on GPU 0, shm, checked): defaults, then the other paths"
+    for mode in allreduce reduce_scatter allgather alltoall broadcast; do perf 2 "$mode" 64K 64M; done
+    perf 2 allreduce 64M 1G
+    perf 4 allreduce 64K 64M
+    perf 4 alltoall 64K 64M
+    for mode in allreduce reduce_scatter; do
+      perf 2 "$mode" 64K 16M GREX_GPU_IPC_SYNC=host
+      perf 2 "$mode" 64K 16M GREX_GPU_STAGING=1
     done
   fi
   if [[ -n $py ]] && "$py" -c 'import torch, torch.distributed' > /dev/null 2>&1; then
