@@ -356,6 +356,29 @@ grex_result_t grex_alltoall_stream(grex_comm_t* c, const void* s, void* r, size_
   return enqueued(c->comm->alltoall(s, r, n, dt(t), grex::GpuStream{stream}), w);
 }
 
+grex_result_t grex_alltoallv_stream(grex_comm_t* c, const void* s, const size_t* sc, const size_t* sd, void* r,
+                                    const size_t* rc, const size_t* rd, grex_dtype_t t, void* stream,
+                                    grex_work_t** w) {
+  const char* fn = "grex_alltoallv_stream";
+  GREX_C_TRY(check_v(fn, c, sc, sd, rc, rd, t));
+  const auto n = static_cast<size_t>(c->comm->size());
+  return enqueued(c->comm->alltoallv(s, {sc, n}, {sd, n}, r, {rc, n}, {rd, n}, dt(t), grex::GpuStream{stream}), w);
+}
+
+grex_result_t grex_send_stream(grex_comm_t* c, const void* b, size_t bytes, int peer, uint32_t tag, void* stream,
+                               grex_work_t** w) {
+  GREX_C_TRY(need_comm("grex_send_stream", c));
+  GREX_C_TRY(need("grex_send_stream", b, bytes, "buf"));
+  return enqueued(c->comm->send(b, bytes, peer, tag, grex::GpuStream{stream}), w);
+}
+
+grex_result_t grex_recv_stream(grex_comm_t* c, void* b, size_t bytes, int peer, uint32_t tag, void* stream,
+                               grex_work_t** w) {
+  GREX_C_TRY(need_comm("grex_recv_stream", c));
+  GREX_C_TRY(need("grex_recv_stream", b, bytes, "buf"));
+  return enqueued(c->comm->recv(b, bytes, peer, tag, grex::GpuStream{stream}), w);
+}
+
 grex_result_t grex_work_wait(grex_work_t* w) {
   if (w == nullptr || !w->work) return invalid("grex_work_wait", "work is NULL");
   return done(w->work->wait());

@@ -407,6 +407,61 @@ Result<WorkPtr> Communicator::alltoall(const void* sendbuf, void* recvbuf, size_
   });
 }
 
+// Uneven alltoall: the send extent in, the job between the two halves of
+// the staging, each received block out on its own (the gaps of recvbuf
+// between blocks are the caller's and stay as they were).
+Result<WorkPtr> Communicator::alltoallv(const void* sendbuf, std::span<const size_t> send_counts,
+                                        std::span<const size_t> send_displs, void* recvbuf,
+                                        std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
+                                        DataType type, GpuStream stream) {
+  Impl& c = *impl_;
+  const auto n = static_cast<size_t>(c.size);
+  if (send_counts.size() != n || send_displs.size() != n || recv_counts.size() != n || recv_displs.size() != n)
+    return bad_arg(c.rank, "alltoallv", "counts and displacements need " + std::to_string(n) + " entries each");
+  const size_t es = dtype_size(type);
+  size_t sext = 0, rext = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (send_counts[i] > 0) sext = std::max(sext, (send_displs[i] + send_counts[i]) * es);
+    if (recv_counts[i] > 0) rext = std::max(rext, (recv_displs[i] + recv_counts[i]) * es);
+  }
+  if (GREX_TRY(host_buffers(c.rank, "alltoallv", {sext > 0 ? sendbuf : nullptr, rext > 0 ? recvbuf : nullptr})))
+    return host_call(c, "alltoallv", stream,
+                     alltoallv_job(c, sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs, type));
+  const size_t roff = std::max<size_t>(4096, (sext + 4095) & ~size_t{4095});  // never the same pointer as the send half
+  return c.gpu_call("alltoallv", stream, rext > 0 ? recvbuf : sendbuf, roff + rext,
+                    [&](uint8_t* pin) -> Result<std::vector<GpuPiece>> {
+                      std::vector<GpuPiece> pieces(1);
+                      GpuPiece& p = pieces[0];
+                      if (sext > 0) p.ins.push_back(GpuCopy{0, sendbuf, sext});
+                      for (size_t i = 0; i < n; ++i)
+                        if (recv_counts[i] > 0)
+                          p.outs.push_back(GpuCopy{roff + recv_displs[i] * es,
+                                                   static_cast<uint8_t*>(recvbuf) + recv_displs[i] * es,
+                                                   recv_counts[i] * es});
+                      p.job = GREX_TRY(alltoallv_job(c, pin, send_counts, send_displs, pin + roff, recv_counts,
+                                                     recv_displs, type));
+                      return pieces;
+                    });
+}
+
+// Point-to-point on a stream: staged through pinned memory as the
+// collectives are, the blocking send's or recv's job between the copies.
+Result<WorkPtr> Communicator::send(const void* buf, size_t bytes, int peer, uint32_t tag, GpuStream stream) {
+  Impl& c = *impl_;
+  if (GREX_TRY(host_buffers(c.rank, "send", {buf}))) return host_call(c, "send", stream, send_job(c, buf, bytes, peer, tag));
+  return c.gpu_call("send", stream, buf, bytes, [&](uint8_t* pin) {
+    return one_piece(GpuCopy{0, buf, bytes}, GpuCopy{0, nullptr, 0}, send_job(c, pin, bytes, peer, tag));
+  });
+}
+
+Result<WorkPtr> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag, GpuStream stream) {
+  Impl& c = *impl_;
+  if (GREX_TRY(host_buffers(c.rank, "recv", {buf}))) return host_call(c, "recv", stream, recv_job(c, buf, bytes, peer, tag));
+  return c.gpu_call("recv", stream, buf, bytes, [&](uint8_t* pin) {
+    return one_piece(GpuCopy{0, nullptr, 0}, GpuCopy{0, buf, bytes}, recv_job(c, pin, bytes, peer, tag));
+  });
+}
+
 std::string Communicator::allreduce_algorithm(size_t bytes) const {
   return detail::algo_name(impl_->allreduce_algo(bytes));
 }

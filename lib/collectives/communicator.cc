@@ -12,6 +12,7 @@
 #include <grex/probe.h>
 
 #include "collectives/comm_impl.h"
+#include "collectives/jobs.h"
 #include "collectives/placement.h"
 #include "collectives/reduce.h"
 #include "collectives/stream.h"
@@ -460,17 +461,16 @@ const CommOptions& Communicator::options() const noexcept { return impl_->opts; 
 std::string Communicator::topology() const { return impl_->topology; }
 
 Result<void> Communicator::Impl::check_p2p(const char* what, const void* buf, size_t bytes, int peer) const {
-  GREX_TRY(check_usable(what));
   if (peer < 0 || peer >= size || peer == rank)
     return bad_arg(rank, what, "peer " + std::to_string(peer) + " is not another rank of 0.." + std::to_string(size - 1));
   if (buf == nullptr && bytes > 0) return bad_arg(rank, what, "null buffer");
   return ok();
 }
 
-Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_t tag) {
-  Impl& c = *impl_;
-  return c.run([&]() -> Result<void> {
-    GREX_TRY(c.check_p2p("send", buf, bytes, peer));
+Result<detail::JobFn> send_job(Communicator::Impl& c, const void* buf, size_t bytes, int peer, uint32_t tag) {
+  GREX_TRY(c.check_p2p("send", buf, bytes, peer));
+  return detail::JobFn([&c, buf, bytes, peer, tag]() -> Result<void> {
+    GREX_TRY(c.check_usable("send"));
     // The registration ends (with its scope) before finish(), which releases
     // it on success, as a collective's does.
     Result<void> r = ok();
@@ -493,13 +493,13 @@ Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_
   });
 }
 
-Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag) {
-  Impl& c = *impl_;
-  return c.run([&]() -> Result<void> {
-    GREX_TRY(c.check_p2p("recv", buf, bytes, peer));
+Result<detail::JobFn> recv_job(Communicator::Impl& c, void* buf, size_t bytes, int peer, uint32_t tag) {
+  GREX_TRY(c.check_p2p("recv", buf, bytes, peer));
+  return detail::JobFn([&c, buf, bytes, peer, tag]() -> Result<void> {
+    GREX_TRY(c.check_usable("recv"));
     Result<void> r = ok();
     {
-      detail::ScopedRegistration reg(*c.bufs);  // ends before finish(), as in send()
+      detail::ScopedRegistration reg(*c.bufs);  // ends before finish(), as in send_job()
       GREX_TRY(reg.acquire(buf, bytes));
       r = [&]() -> Result<void> {
         if (c.p2p_chunked(bytes)) {
@@ -519,6 +519,14 @@ Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag)
     }
     return c.finish(std::move(r), "recv");
   });
+}
+
+Result<void> Communicator::send(const void* buf, size_t bytes, int peer, uint32_t tag) {
+  return impl_->run(GREX_TRY(send_job(*impl_, buf, bytes, peer, tag)));
+}
+
+Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag) {
+  return impl_->run(GREX_TRY(recv_job(*impl_, buf, bytes, peer, tag)));
 }
 
 // Device setup calls (allocate, register, free) go through run(), like a

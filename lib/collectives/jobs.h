@@ -13,5 +13,8 @@ Result<detail::JobFn> allreduce_job(Communicator::Impl& c, const void* sendbuf, 
                                     DataType type, ReduceOp op);
 Result<detail::JobFn> allgather_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
                                     DataType type);
+/// Point-to-point (communicator.cc): the blocking send and recv, as jobs.
+Result<detail::JobFn> send_job(Communicator::Impl& c, const void* buf, size_t bytes, int peer, uint32_t tag);
+Result<detail::JobFn> recv_job(Communicator::Impl& c, void* buf, size_t bytes, int peer, uint32_t tag);
 
 }  // namespace grex

@@ -6,10 +6,10 @@
     dist.init_process_group("grex")        # under torchrun, grex-run, mpirun (+ MASTER_ADDR/PORT) or srun
 
 A torch 2 c10d.Backend (torch 2.4 and later) registered for the devices
-"cpu" and "cuda". CUDA tensors go on torch's current stream for all_reduce,
-broadcast, reduce, all_gather, reduce_scatter (and their tensor and coalesced
-forms) and even all_to_all_single; the other operations raise an error naming
-grex for them (map cuda elsewhere for those: "cpu:grex,cuda:nccl").
+"cpu" and "cuda". CUDA tensors go on torch's current stream for every
+collective (gather, scatter and the all_to_all forms through host memory);
+send and recv of a CUDA tensor copy it through host memory, the send once the
+work queued on its stream is done, the receive before its Work completes.
 CPU tensors of float, double, half, bfloat16, int32, int64 and uint8; SUM,
 AVG, PRODUCT, MIN, MAX and PREMUL_SUM. Every collective torch sends a
 backend (allreduce and its coalesced form, reduce, broadcast, allgather,

@@ -42,13 +42,6 @@ GpuStream stream_of(const at::Tensor& t) {
   }
 }
 
-void cpu_only(const at::Tensor& t, const char* op) {
-  TORCH_CHECK(!t.device().is_cuda(), "grex: ", op, " on CUDA tensors is not supported yet (allreduce, broadcast, ",
-              "reduce, all_gather, all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, their coalesced ",
-              "forms and even all_to_all_single are); map cuda to another backend for it or move the tensors to ",
-              "the CPU");
-}
-
 DataType dtype_of(const at::Tensor& t, const char* op) {
   switch (t.scalar_type()) {
     case at::kFloat: return DataType::kFloat32;

@@ -50,7 +50,6 @@ bool on_cuda(const at::Tensor& t, const std::vector<at::Tensor>& others, const c
 /// torch's current stream on `t`'s CUDA device.
 GpuStream stream_of(const at::Tensor& t);
 /// Raises for an operation that has no CUDA form yet.
-void cpu_only(const at::Tensor& t, const char* op);
 /// grex's element type for `t`'s dtype; raises for types grex lacks.
 DataType dtype_of(const at::Tensor& t, const char* op);
 /// Checks that `t` is contiguous, of a grex dtype and on a device grex serves.
@@ -126,7 +125,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   /// Starts the thread (once, after construction).
   void start();
   /// Queues the send or receive of `t` (tag `tag`); `w` completes when it is done.
-  void post(const at::Tensor& t, int tag, c10::intrusive_ptr<GrexWork> w);
+  void post(const at::Tensor& t, int tag, c10::intrusive_ptr<GrexWork> w, at::Tensor dest = {});
   /// Fails what is queued with `message`; the op in flight ends by the timeout.
   void abort(const std::string& message);
   /// Stops the thread after what is queued; with `wait`, returns once it did
@@ -138,6 +137,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     at::Tensor tensor;
     int tag;
     c10::intrusive_ptr<GrexWork> work;
+    at::Tensor dest;  // a CUDA tensor a host receive is copied into before the Work completes
   };
   void loop();
   Result<void> run(Op& op);

@@ -315,11 +315,16 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::exchange(OpType type, const char* op
                                                     std::vector<size_t> send_counts, at::Tensor recv_flat,
                                                     std::vector<size_t> recv_counts, std::vector<at::Tensor> outputs,
                                                     std::function<void()> after) {
-  cpu_only(send_flat, op);
-  cpu_only(recv_flat, op);
   const auto sd = displacements(send_counts);
   const auto rd = displacements(recv_counts);
   Started s;
+  if (on_cuda(send_flat, {recv_flat}, op)) {
+    // On the tensors' current stream; the copies out (`after`) queue behind it.
+    s.push_back(comm(op).alltoallv(send_flat.data_ptr(), send_counts, sd, recv_flat.data_ptr(), recv_counts, rd,
+                                   dtype_of(send_flat, op), stream_of(send_flat)));
+    if (s.back() && after) after();
+    return submit(type, op, std::move(outputs), std::move(s), [send_flat, recv_flat] {});
+  }
   s.push_back(comm(op).alltoallv_async(send_flat.data_ptr(), send_counts, sd, recv_flat.data_ptr(), recv_counts, rd,
                                        dtype_of(send_flat, op)));
   return submit(type, op, std::move(outputs), std::move(s), [send_flat, recv_flat, after = std::move(after)] {

@@ -16,10 +16,10 @@ void Channel::start() {
   std::thread([self = shared_from_this()] { self->loop(); }).detach();
 }
 
-void Channel::post(const at::Tensor& t, int tag, c10::intrusive_ptr<GrexWork> w) {
+void Channel::post(const at::Tensor& t, int tag, c10::intrusive_ptr<GrexWork> w, at::Tensor dest) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ops_.push_back(Op{t, tag, std::move(w)});
+    ops_.push_back(Op{t, tag, std::move(w), std::move(dest)});
   }
   cv_.notify_all();
 }
@@ -60,7 +60,18 @@ void Channel::loop() {
       in_flight_ = op.work;
     }
     Result<void> r = run(op);
-    if (r) {
+    std::string copy_error;
+    if (r && op.dest.defined()) {
+      try {
+        op.dest.copy_(op.tensor);  // host to GPU, done before the Work completes
+      } catch (const std::exception& e) {
+        copy_error = e.what();
+      }
+    }
+    if (!copy_error.empty()) {
+      op.work->fail(core_->describe("recv from rank " + std::to_string(peer_) + ": copying into the CUDA tensor: " +
+                                    copy_error));
+    } else if (r) {
       op.work->piece_done(r);
     } else {
       op.work->fail(core_->describe(std::string(sending_ ? "send to" : "recv from") + " rank " +
@@ -107,24 +118,32 @@ Channel& GrexBackend::channel(int peer, bool sending) {
 c10::intrusive_ptr<c10d::Work> GrexBackend::send(std::vector<at::Tensor>& ts, int dst, int tag) {
   TORCH_CHECK(ts.size() == 1, "grex: send takes one tensor, got ", ts.size());
   check_tensor(ts[0], "send");
-  cpu_only(ts[0], "send");
   TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "grex: send to rank ", dst, ": not another rank of ",
               "this group of ", getSize());
   (void)comm("send");  // raises once aborted
   auto w = c10::make_intrusive<GrexWork>(getRank(), c10d::OpType::SEND, "send", std::vector<at::Tensor>{ts[0]});
-  channel(dst, true).post(ts[0], tag, w);
+  // A CUDA tensor goes through host memory: copied here, after the work
+  // queued on its stream (the caller waits for that copy), then sent as a
+  // CPU tensor by the channel's thread.
+  const bool gpu = path_of(ts[0], "send") == Path::kCuda;
+  channel(dst, true).post(gpu ? ts[0].to(at::kCPU) : ts[0], tag, w);
   return remember(w);
 }
 
 c10::intrusive_ptr<c10d::Work> GrexBackend::recv(std::vector<at::Tensor>& ts, int src, int tag) {
   TORCH_CHECK(ts.size() == 1, "grex: recv takes one tensor, got ", ts.size());
   check_tensor(ts[0], "recv");
-  cpu_only(ts[0], "recv");
   TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), "grex: recv from rank ", src,
               ": not another rank of this group of ", getSize());
   (void)comm("recv");
   auto w = c10::make_intrusive<GrexWork>(getRank(), c10d::OpType::RECV, "recv", std::vector<at::Tensor>{ts[0]});
-  channel(src, false).post(ts[0], tag, w);
+  // A CUDA tensor: received into host memory, copied into it by the channel's
+  // thread before the Work completes (wait() then sees it on any stream).
+  if (path_of(ts[0], "recv") == Path::kCuda) {
+    channel(src, false).post(at::empty_like(ts[0], ts[0].options().device(at::kCPU)), tag, w, ts[0]);
+  } else {
+    channel(src, false).post(ts[0], tag, w);
+  }
   return remember(w);
 }
 

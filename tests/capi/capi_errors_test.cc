@@ -58,6 +58,10 @@ TEST(CApi, NullHandlesReturnInvalidArgument) {
   EXPECT_EQ(grex_broadcast_stream(nullptr, f, 4, GREX_FLOAT32, 0, nullptr, &w), kInvalid);
   EXPECT_EQ(grex_reduce_stream(nullptr, f, f, 4, GREX_FLOAT32, GREX_SUM, 0, nullptr, &w), kInvalid);
   EXPECT_EQ(grex_alltoall_stream(nullptr, f, f, 1, GREX_FLOAT32, nullptr, &w), kInvalid);
+  EXPECT_EQ(grex_alltoallv_stream(nullptr, f, one, one, f, one, one, GREX_FLOAT32, nullptr, &w), kInvalid);
+  EXPECT_EQ(grex_send_stream(nullptr, f, 4, 1, 0, nullptr, &w), kInvalid);
+  EXPECT_NE(last().find("grex_send_stream: comm is NULL"), std::string::npos) << last();
+  EXPECT_EQ(grex_recv_stream(nullptr, f, 4, 1, 0, nullptr, &w), kInvalid);
   EXPECT_EQ(w, nullptr) << "no work handle on failure";
   EXPECT_EQ(grex_work_wait(nullptr), kInvalid);
   EXPECT_EQ(grex_work_wait_timeout(nullptr, 10), kInvalid);

@@ -239,9 +239,10 @@ class Communicator {
   /// and work enqueued after it sees the result; the Work completes once the
   /// result is in place. Runs in issue order with every other collective, so
   /// the stream of an earlier call must not wait for a later call's work.
-  /// Today every backend stages GPU buffers through pinned host memory,
-  /// pipelined in chunks for allreduce, broadcast and reduce
-  /// (docs/gpudirect.md). Without CUDA: kNotFound "no CUDA driver".
+  /// On one host over shm the collectives go GPU to GPU (CUDA IPC);
+  /// elsewhere GPU buffers are staged through pinned host memory, pipelined
+  /// in chunks for allreduce, broadcast and reduce (docs/gpudirect.md).
+  /// Without CUDA: kNotFound "no CUDA driver".
   Result<WorkPtr> allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
                             GpuStream stream);
   Result<WorkPtr> reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type, ReduceOp op,
@@ -251,6 +252,19 @@ class Communicator {
   Result<WorkPtr> reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op, int root,
                          GpuStream stream);
   Result<WorkPtr> alltoall(const void* sendbuf, void* recvbuf, size_t count, DataType type, GpuStream stream);
+  /// Uneven alltoall on a stream: one piece, staged; recvbuf's bytes outside
+  /// the received blocks are left alone.
+  Result<WorkPtr> alltoallv(const void* sendbuf, std::span<const size_t> send_counts,
+                            std::span<const size_t> send_displs, void* recvbuf, std::span<const size_t> recv_counts,
+                            std::span<const size_t> recv_displs, DataType type, GpuStream stream);
+  /// Point-to-point on a stream, staged through pinned host memory. Each is
+  /// the blocking call's job on the worker, in issue order with the
+  /// collectives: pair a rank's sends and receives as blocking ones would
+  /// be (a rank that sends a large message to a peer that sends to it first
+  /// waits, as with NCCL outside a group), or use one communicator per
+  /// direction as grex_torch does.
+  Result<WorkPtr> send(const void* buf, size_t bytes, int peer, uint32_t tag, GpuStream stream);
+  Result<WorkPtr> recv(void* buf, size_t bytes, int peer, uint32_t tag, GpuStream stream);
 
   /// The allreduce algorithm used for `bytes` ("ring", "rabenseifner", ...).
   std::string allreduce_algorithm(size_t bytes) const;

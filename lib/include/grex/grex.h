@@ -154,6 +154,15 @@ grex_result_t grex_reduce_stream(grex_comm_t* comm, const void* sendbuf, void* r
                                  grex_dtype_t dtype, grex_op_t op, int root, void* stream, grex_work_t** work);
 grex_result_t grex_alltoall_stream(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
                                    grex_dtype_t dtype, void* stream, grex_work_t** work);
+grex_result_t grex_alltoallv_stream(grex_comm_t* comm, const void* sendbuf, const size_t* sendcounts,
+                                    const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                    const size_t* rdispls, grex_dtype_t dtype, void* stream, grex_work_t** work);
+/* Point-to-point on a stream (staged through pinned host memory); each runs
+ * in issue order with the collectives, so pair them as blocking calls. */
+grex_result_t grex_send_stream(grex_comm_t* comm, const void* buf, size_t bytes, int peer, uint32_t tag,
+                               void* stream, grex_work_t** work);
+grex_result_t grex_recv_stream(grex_comm_t* comm, void* buf, size_t bytes, int peer, uint32_t tag, void* stream,
+                               grex_work_t** work);
 
 /** Blocks until the collective finished; its result. */
 grex_result_t grex_work_wait(grex_work_t* work);

@@ -209,6 +209,18 @@ TEST(Errors, GpuCallsWithoutCudaSayNoDriver) {
     RANK_CHECK(m.find("rank " + std::to_string(r.rank)) != std::string::npos);
     RANK_CHECK(!c->broadcast(v, 4, DataType::kFloat32, 0, GpuStream{}).ok());
     RANK_CHECK(!c->allgather(v, v, 1, DataType::kFloat32, GpuStream{}).ok());
+    const size_t cnt[2] = {1, 1}, disp[2] = {0, 1};
+    float out[2] = {0, 0};
+    auto av = c->alltoallv(v, cnt, disp, out, cnt, disp, DataType::kFloat32, GpuStream{});
+    RANK_CHECK(!av.ok() && av.error().code() == Errc::kNotFound);
+    RANK_CHECK(av.error().message().find("alltoallv") != std::string::npos);
+    auto sw = c->send(v, 4, 1 - r.rank, 0, GpuStream{});
+    RANK_CHECK(!sw.ok() && sw.error().code() == Errc::kNotFound && sw.error().message().find("send") != std::string::npos);
+    auto rw = c->recv(v, 4, 1 - r.rank, 0, GpuStream{});
+    RANK_CHECK(!rw.ok() && rw.error().code() == Errc::kNotFound && rw.error().message().find("recv") != std::string::npos);
+    // Arguments are checked first, CUDA or not.
+    auto bad = c->send(v, 4, r.rank, 0, GpuStream{});
+    RANK_CHECK(!bad.ok() && bad.error().code() == Errc::kInvalidArgument);
     RANK_OK(c->allreduce(v, 4, DataType::kFloat32, ReduceOp::kSum));
     RANK_CHECK(v[0] == 2 && v[3] == 8);
     return 0;
@@ -227,6 +239,14 @@ TEST(Errors, MalformedGpuVariableIsNamed) {
     auto w = c->allreduce(v, v, 4, DataType::kFloat32, ReduceOp::kSum, GpuStream{});
     RANK_CHECK(!w.ok());
     RANK_CHECK(w.error().message().find("GREX_GPU_CHUNK_BYTES") != std::string::npos);
+    ::unsetenv("GREX_GPU_CHUNK_BYTES");
+    ::setenv("GREX_GPU_IPC_SYNC", "sometimes", 1);
+    auto c2 = make_comm(r, opts_for("auto"));
+    RANK_CHECK(c2 != nullptr);
+    auto w2 = c2->allreduce(v, v, 4, DataType::kFloat32, ReduceOp::kSum, GpuStream{});
+    ::unsetenv("GREX_GPU_IPC_SYNC");
+    RANK_CHECK(!w2.ok());
+    RANK_CHECK(w2.error().message().find("GREX_GPU_IPC_SYNC='sometimes'") != std::string::npos);
     return 0;
   }, 60);
   EXPECT_TRUE(res.all_ok()) << res.describe();
