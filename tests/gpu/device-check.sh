@@ -7,6 +7,8 @@
 # OUT is set. Within 8 minutes of wall time. Where no GPU is found it says so
 # in one line and exits 0 at once.
 #   bash tests/gpu/device-check.sh
+# GREX_DEVICE_CHECK_QUICK=1 runs the checks without the benchmarks and
+# grex-perf (a rerun after a fix, in about a minute).
 # It runs (issue 26 grows it):
 #   reduce_gpu_check      grex's reduction kernels (lib/gpu/reduce_kernels.cuh) vs the
 #                         element arithmetic the CPU kernels are held to, bit for bit,
@@ -27,6 +29,9 @@
 # the device call carries (GREX_GPU_PREBUILT names another folder). The torch
 # extension is compiled here, against this machine's torch.
 set -uo pipefail
+quick=${GREX_DEVICE_CHECK_QUICK:-0}
+bench=--bench
+[[ $quick == 1 ]] && bench=
 root=$(cd "$(dirname "$0")/../.." && pwd)
 start=$(date +%s)
 if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L > /dev/null 2>&1; then
@@ -68,15 +73,15 @@ if [[ -x $pre/collectives_gpu_check && -f $pre/libgrex.so.0 ]]; then
   # (the image has no DPDK plugin folder, so only these load).
   export LD_LIBRARY_PATH="$pre/lib:$pre${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export GREX_DPDK_ARGS="-d $pre/lib/librte_bus_vdev.so.23 -d $pre/lib/librte_mempool_ring.so.23 -d $pre/lib/librte_net_memif.so.23"
-  say "--- collectives_gpu_check --bench (shm)"
-  timeout 240 "$pre/collectives_gpu_check" --bench --timeout 60 2>&1 | tee -a "$report"
+  say "--- collectives_gpu_check $bench (shm)"
+  timeout 240 "$pre/collectives_gpu_check" $bench --timeout 60 2>&1 | tee -a "$report"
   rc=${PIPESTATUS[0]}
   ((rc == 0)) || { say "collectives_gpu_check: exit $rc"; status=1; }
-  say "--- collectives_gpu_check --backend dpdk --bench (memif between the ranks, staged)"
-  timeout 150 "$pre/collectives_gpu_check" --backend dpdk --mode stream --bench --timeout 60 2>&1 | tee -a "$report"
+  say "--- collectives_gpu_check --backend dpdk $bench (memif between the ranks, staged)"
+  timeout 150 "$pre/collectives_gpu_check" --backend dpdk --mode stream $bench --timeout 60 2>&1 | tee -a "$report"
   rc=${PIPESTATUS[0]}
   ((rc == 0)) || { say "collectives_gpu_check --backend dpdk: exit $rc"; status=1; }
-  if [[ -x $pre/grex-perf && -x $pre/grex-run ]]; then
+  if [[ $quick != 1 && -x $pre/grex-perf && -x $pre/grex-run ]]; then
     # perf RANKS MODE MIN MAX [VAR=VALUE...]: one checked grex-perf run, rows only.
     perf() {
       local n=$1 mode=$2 lo=$3 hi=$4
@@ -116,10 +121,10 @@ f = getattr(e, "_get_pybind11_abi_build_flags", list); print(" ".join(a.replace(
     ln -sf "$pre/libgrex.so.0" "$ext/libgrex.so"
     if ((built)) && g++ -shared -o "$ext/_grex_torch${ti[4]}" "$ext"/*.o -L "$ext" -lgrex -L "${ti[1]}" \
          -Wl,-rpath,"${ti[1]}" -Wl,-rpath,"$pre" -Wl,-rpath,"$pre/lib" -Wl,-rpath-link,"$pre/lib" -ltorch_python -ltorch -ltorch_cpu -lc10 > "$ext/link.log" 2>&1; then
-      say "--- torch_cuda_check.py --bench (torchrun, 2 ranks on GPU 0)"
+      say "--- torch_cuda_check.py $bench (torchrun, 2 ranks on GPU 0)"
       PYTHONPATH="$root/python:$ext" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1 \
         timeout 300 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 \
-        "$root/tests/gpu/torch_cuda_check.py" --bench 2>&1 | tee -a "$report"
+        "$root/tests/gpu/torch_cuda_check.py" $bench 2>&1 | tee -a "$report"
       rc=${PIPESTATUS[0]}
       ((rc == 0)) || { say "torch_cuda_check: exit $rc"; status=1; }
     else
