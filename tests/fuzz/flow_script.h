@@ -39,26 +39,15 @@ std::vector<uint8_t> check_tx_packet(const reliable::TxPacket& p, const reliable
 ///
 /// In checked mode (config byte bit 7 clear), with no forged packets,
 /// failures or closes, it finally checks liveness: on a lossless wire every
-/// matched send/receive pair and every write completes, and every valid write
-/// with an immediate raises exactly one kRemoteWrite. Checked mode stays
-/// clear of five reliable::Flow bugs this fuzzer found (reproducers in the
-/// report that came with it); lift each limit when its bug is fixed:
-///  1. completions beyond the ring of 3 * queue_depth are dropped silently
-///     (retire_msgs, place_write, fail_all push only while there is room):
-///     the script polls after every step;
-///  2. a send whose advert arrives while the message ring is full is never
-///     matched afterwards (match_sends runs only on post_send / on_advert);
-///     since messages are reported out of order, ring entries stay taken
-///     behind an unfinished head even after their completions went out:
-///     checked mode posts fewer than 3 * queue_depth - 1 requests per side;
-///  3. a write with a bad key or range raises one kRemoteAccess completion
-///     per packet at the target: not asserted;
-///  4. writes whose msg_id are equal modulo queue_depth share one RxWrite
-///     slot: a retransmitted packet of the older one resets the newer one's
-///     count and an immediate is lost: checked mode posts write n only
-///     after write n - queue_depth completed;
-///  5. a send that fails locally (bad region) still consumes the peer's
-///     advert: the matching receive never completes: not expected to.
+/// matched send/receive pair and every write completes, every sent write
+/// with an immediate raises exactly one kRemoteWrite at the target (success,
+/// or one kRemoteAccess for a key the target does not know), and none
+/// without. Scripts post without limit and poll only at some steps, so the
+/// five reliable::Flow bugs this fuzzer once found (fixed in 41c5e67:
+/// completions dropped beyond the ring, a send and an advert both waiting
+/// for a message entry never matched, one kRemoteAccess per packet, write
+/// reassembly slots shared by writes in flight, a failed send consuming the
+/// peer's advert) stay covered.
 void run_flow_script(const uint8_t* data, size_t size);
 
 }  // namespace grex::fuzz
