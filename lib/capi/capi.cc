@@ -259,6 +259,14 @@ grex_result_t grex_recv(grex_comm_t* c, void* b, size_t bytes, int peer, uint32_
   return done(c->comm->recv(b, bytes, peer, tag));
 }
 
+grex_result_t grex_sendrecv(grex_comm_t* c, const void* sb, size_t sbytes, int dst, void* rb, size_t rbytes, int src,
+                            uint32_t tag) {
+  GREX_C_TRY(need_comm("grex_sendrecv", c));
+  GREX_C_TRY(need("grex_sendrecv", sb, sbytes, "sendbuf"));
+  GREX_C_TRY(need("grex_sendrecv", rb, rbytes, "recvbuf"));
+  return done(c->comm->sendrecv(sb, sbytes, dst, rb, rbytes, src, tag));
+}
+
 grex_result_t grex_allreduce_async(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t, grex_op_t o,
                                    grex_work_t** w) {
   const char* fn = "grex_allreduce_async";
@@ -377,6 +385,14 @@ grex_result_t grex_recv_stream(grex_comm_t* c, void* b, size_t bytes, int peer, 
   GREX_C_TRY(need_comm("grex_recv_stream", c));
   GREX_C_TRY(need("grex_recv_stream", b, bytes, "buf"));
   return enqueued(c->comm->recv(b, bytes, peer, tag, grex::GpuStream{stream}), w);
+}
+
+grex_result_t grex_sendrecv_stream(grex_comm_t* c, const void* sb, size_t sbytes, int dst, void* rb, size_t rbytes,
+                                   int src, uint32_t tag, void* stream, grex_work_t** w) {
+  GREX_C_TRY(need_comm("grex_sendrecv_stream", c));
+  GREX_C_TRY(need("grex_sendrecv_stream", sb, sbytes, "sendbuf"));
+  GREX_C_TRY(need("grex_sendrecv_stream", rb, rbytes, "recvbuf"));
+  return enqueued(c->comm->sendrecv(sb, sbytes, dst, rb, rbytes, src, tag, grex::GpuStream{stream}), w);
 }
 
 grex_result_t grex_work_wait(grex_work_t* w) {

@@ -462,6 +462,18 @@ Result<WorkPtr> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t t
   });
 }
 
+Result<WorkPtr> Communicator::sendrecv(const void* sendbuf, size_t sendbytes, int dst, void* recvbuf,
+                                       size_t recvbytes, int src, uint32_t tag, GpuStream stream) {
+  Impl& c = *impl_;
+  if (GREX_TRY(host_buffers(c.rank, "sendrecv", {sendbuf, recvbuf})))
+    return host_call(c, "sendrecv", stream, sendrecv_job(c, sendbuf, sendbytes, dst, recvbuf, recvbytes, src, tag));
+  const size_t roff = std::max<size_t>(4096, (sendbytes + 4095) & ~size_t{4095});
+  return c.gpu_call("sendrecv", stream, recvbuf, roff + recvbytes, [&](uint8_t* pin) {
+    return one_piece(GpuCopy{0, sendbuf, sendbytes}, GpuCopy{roff, recvbuf, recvbytes},
+                     sendrecv_job(c, pin, sendbytes, dst, pin + roff, recvbytes, src, tag));
+  });
+}
+
 std::string Communicator::allreduce_algorithm(size_t bytes) const {
   return detail::algo_name(impl_->allreduce_algo(bytes));
 }

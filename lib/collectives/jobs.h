@@ -16,5 +16,7 @@ Result<detail::JobFn> allgather_job(Communicator::Impl& c, const void* sendbuf, 
 /// Point-to-point (communicator.cc): the blocking send and recv, as jobs.
 Result<detail::JobFn> send_job(Communicator::Impl& c, const void* buf, size_t bytes, int peer, uint32_t tag);
 Result<detail::JobFn> recv_job(Communicator::Impl& c, void* buf, size_t bytes, int peer, uint32_t tag);
+Result<detail::JobFn> sendrecv_job(Communicator::Impl& c, const void* sendbuf, size_t sendbytes, int dst,
+                                   void* recvbuf, size_t recvbytes, int src, uint32_t tag);
 
 }  // namespace grex

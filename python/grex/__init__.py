@@ -77,6 +77,7 @@ for _name, _args in {
     "grex_reduce": [_p, _p, _p, _sz, _i, _i, _i], "grex_alltoall": [_p, _p, _p, _sz, _i],
     "grex_alltoallv": [_p, _p, _c.POINTER(_sz), _c.POINTER(_sz), _p, _c.POINTER(_sz), _c.POINTER(_sz), _i],
     "grex_barrier": [_p], "grex_send": [_p, _p, _sz, _i, _u32], "grex_recv": [_p, _p, _sz, _i, _u32],
+    "grex_sendrecv": [_p, _p, _sz, _i, _p, _sz, _i, _u32],
     "grex_allreduce_async": [_p, _p, _p, _sz, _i, _i, _c.POINTER(_p)],
     "grex_broadcast_async": [_p, _p, _sz, _i, _i, _c.POINTER(_p)],
     "grex_allgather_async": [_p, _p, _p, _sz, _i, _c.POINTER(_p)],
@@ -349,3 +350,11 @@ class Comm:
         b = _Buf(buf, "u8", writable=True)
         _check(_lib.grex_recv(self._handle(), b.ptr, b.nbytes, int(peer), int(tag)))
         return buf
+
+    def sendrecv(self, sendbuf, dst, recvbuf, src, tag=0):
+        """Sends sendbuf to dst while receiving recvbuf (its exact size) from
+        src: a ring of ranks each sending to the next never deadlocks."""
+        sb = _Buf(sendbuf, "u8", writable=False)
+        rb = _Buf(recvbuf, "u8", writable=True)
+        _check(_lib.grex_sendrecv(self._handle(), sb.ptr, sb.nbytes, int(dst), rb.ptr, rb.nbytes, int(src), int(tag)))
+        return recvbuf

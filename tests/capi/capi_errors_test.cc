@@ -62,6 +62,9 @@ TEST(CApi, NullHandlesReturnInvalidArgument) {
   EXPECT_EQ(grex_send_stream(nullptr, f, 4, 1, 0, nullptr, &w), kInvalid);
   EXPECT_NE(last().find("grex_send_stream: comm is NULL"), std::string::npos) << last();
   EXPECT_EQ(grex_recv_stream(nullptr, f, 4, 1, 0, nullptr, &w), kInvalid);
+  EXPECT_EQ(grex_sendrecv_stream(nullptr, f, 4, 1, f, 4, 1, 0, nullptr, &w), kInvalid);
+  EXPECT_EQ(grex_sendrecv(nullptr, f, 4, 1, f, 4, 1, 0), kInvalid);
+  EXPECT_NE(last().find("grex_sendrecv: comm is NULL"), std::string::npos) << last();
   EXPECT_EQ(w, nullptr) << "no work handle on failure";
   EXPECT_EQ(grex_work_wait(nullptr), kInvalid);
   EXPECT_EQ(grex_work_wait_timeout(nullptr, 10), kInvalid);

@@ -101,6 +101,10 @@ static void point_to_point(grex_comm_t* c, int rank, int size) {
     ++token;
     OK(grex_send(c, &token, sizeof token, (rank + 1) % size, 7));
   }
+  /* Every rank at once: send to the next, receive from the previous. */
+  int mine = 100 + rank, got = -1;
+  OK(grex_sendrecv(c, &mine, sizeof mine, (rank + 1) % size, &got, sizeof got, (rank + size - 1) % size, 8));
+  CHECK(got == 100 + (rank + size - 1) % size);
 }
 
 static void non_blocking(grex_comm_t* c, int rank, int size) {

@@ -67,6 +67,9 @@ def main():
                 c.recv(msg, (r - 1) % n, tag=3)
                 c.send(bytes([r] * 16), (r + 1) % n, tag=3)
             expect(msg == bytearray([(r - 1) % n] * 16), f"recv: {msg}")
+            ring = bytearray(3 << 20)  # chunked: each rank streams while it receives
+            c.sendrecv(bytes([r + 1] * (3 << 20)), (r + 1) % n, ring, (r - 1) % n, tag=4)
+            expect(ring == bytearray([(r - 1) % n + 1] * (3 << 20)), "sendrecv around the ring")
         # several async allreduces in flight, waited in reverse order
         bufs = [array.array("f", [float(i + r)] * 1000) for i in range(4)]
         works = [c.allreduce(buf, async_op=True) for buf in bufs]

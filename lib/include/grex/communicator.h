@@ -185,6 +185,12 @@ class Communicator {
   Result<void> send(const void* buf, size_t bytes, int peer, uint32_t tag = 0);
   /// Receives exactly `bytes` bytes from `peer` with `tag`.
   Result<void> recv(void* buf, size_t bytes, int peer, uint32_t tag = 0);
+  /// Sends `sendbytes` to `dst` while receiving exactly `recvbytes` from `src`
+  /// (MPI_Sendrecv): neither waits for the other, so ranks in a ring (each
+  /// sending to the next, receiving from the previous) never deadlock. `dst`
+  /// and `src` may be the same rank; the buffers must not overlap.
+  Result<void> sendrecv(const void* sendbuf, size_t sendbytes, int dst, void* recvbuf, size_t recvbytes, int src,
+                        uint32_t tag = 0);
   /// Returns on every rank after all ranks entered it.
   Result<void> barrier();
   /// Copies `count` elements from `root`'s buf to every rank's buf.
@@ -265,6 +271,8 @@ class Communicator {
   /// direction as grex_torch does.
   Result<WorkPtr> send(const void* buf, size_t bytes, int peer, uint32_t tag, GpuStream stream);
   Result<WorkPtr> recv(void* buf, size_t bytes, int peer, uint32_t tag, GpuStream stream);
+  Result<WorkPtr> sendrecv(const void* sendbuf, size_t sendbytes, int dst, void* recvbuf, size_t recvbytes, int src,
+                           uint32_t tag, GpuStream stream);
 
   /// The allreduce algorithm used for `bytes` ("ring", "rabenseifner", ...).
   std::string allreduce_algorithm(size_t bytes) const;

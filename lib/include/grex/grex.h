@@ -115,6 +115,10 @@ grex_result_t grex_barrier(grex_comm_t* comm);
 /** Blocking point-to-point of `bytes` bytes, matched by (peer, tag). */
 grex_result_t grex_send(grex_comm_t* comm, const void* buf, size_t bytes, int peer, uint32_t tag);
 grex_result_t grex_recv(grex_comm_t* comm, void* buf, size_t bytes, int peer, uint32_t tag);
+/** Sends to dst while receiving exactly recvbytes from src (MPI_Sendrecv): a
+ * ring of ranks, each sending to the next, never deadlocks. */
+grex_result_t grex_sendrecv(grex_comm_t* comm, const void* sendbuf, size_t sendbytes, int dst, void* recvbuf,
+                            size_t recvbytes, int src, uint32_t tag);
 
 /* Non-blocking collectives: *work is set on GREX_OK; the buffers belong to the
  * collective until grex_work_wait returned or grex_work_test set *done. Free
@@ -163,6 +167,9 @@ grex_result_t grex_send_stream(grex_comm_t* comm, const void* buf, size_t bytes,
                                void* stream, grex_work_t** work);
 grex_result_t grex_recv_stream(grex_comm_t* comm, void* buf, size_t bytes, int peer, uint32_t tag, void* stream,
                                grex_work_t** work);
+grex_result_t grex_sendrecv_stream(grex_comm_t* comm, const void* sendbuf, size_t sendbytes, int dst,
+                                   void* recvbuf, size_t recvbytes, int src, uint32_t tag, void* stream,
+                                   grex_work_t** work);
 
 /** Blocks until the collective finished; its result. */
 grex_result_t grex_work_wait(grex_work_t* work);

@@ -218,6 +218,8 @@ TEST(Errors, GpuCallsWithoutCudaSayNoDriver) {
     RANK_CHECK(!sw.ok() && sw.error().code() == Errc::kNotFound && sw.error().message().find("send") != std::string::npos);
     auto rw = c->recv(v, 4, 1 - r.rank, 0, GpuStream{});
     RANK_CHECK(!rw.ok() && rw.error().code() == Errc::kNotFound && rw.error().message().find("recv") != std::string::npos);
+    auto srw = c->sendrecv(v, 4, 1 - r.rank, out, 4, 1 - r.rank, 0, GpuStream{});
+    RANK_CHECK(!srw.ok() && srw.error().code() == Errc::kNotFound);
     // Arguments are checked first, CUDA or not.
     auto bad = c->send(v, 4, r.rank, 0, GpuStream{});
     RANK_CHECK(!bad.ok() && bad.error().code() == Errc::kInvalidArgument);
