@@ -27,6 +27,7 @@ constexpr ModeEntry kModeTable[] = {
     {Mode::kBroadcast, run_collective},
     {Mode::kReduce, run_collective},
     {Mode::kAlltoall, run_collective},
+    {Mode::kSendrecv, run_collective},
 };
 
 int fail(const Error& e, int code) {

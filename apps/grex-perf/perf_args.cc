@@ -18,7 +18,8 @@ namespace {
 // Bit per mode, for the option table.
 constexpr unsigned bit(Mode m) { return 1u << static_cast<unsigned>(m); }
 constexpr unsigned kColl = bit(Mode::kAllreduce) | bit(Mode::kReduceScatter) | bit(Mode::kAllgather) |
-                           bit(Mode::kBroadcast) | bit(Mode::kReduce) | bit(Mode::kAlltoall);
+                           bit(Mode::kBroadcast) | bit(Mode::kReduce) | bit(Mode::kAlltoall) |
+                           bit(Mode::kSendrecv);
 constexpr unsigned kRooted = bit(Mode::kBroadcast) | bit(Mode::kReduce);
 constexpr unsigned kBw = bit(Mode::kSendBw) | bit(Mode::kWriteBw);
 constexpr unsigned kLat = bit(Mode::kSendLat) | bit(Mode::kWriteLat);
@@ -63,13 +64,14 @@ constexpr std::array kOptions = {
     OptionSpec{"-h,--help", "-h", false, kAny},
 };
 
-constexpr std::array<std::pair<std::string_view, Mode>, 10> kModes = {{
+constexpr std::array<std::pair<std::string_view, Mode>, 11> kModes = {{
     {"allreduce", Mode::kAllreduce},
     {"reduce_scatter", Mode::kReduceScatter},
     {"allgather", Mode::kAllgather},
     {"broadcast", Mode::kBroadcast},
     {"reduce", Mode::kReduce},
     {"alltoall", Mode::kAlltoall},
+    {"sendrecv", Mode::kSendrecv},
     {"send_bw", Mode::kSendBw},
     {"send_lat", Mode::kSendLat},
     {"write_bw", Mode::kWriteBw},
@@ -77,7 +79,8 @@ constexpr std::array<std::pair<std::string_view, Mode>, 10> kModes = {{
 }};
 
 constexpr std::string_view kModeList =
-    "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall, send_bw, send_lat, write_bw, write_lat";
+    "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall, sendrecv, send_bw, send_lat, write_bw, "
+    "write_lat";
 
 Error bad(std::string msg) {
   return Error(Errc::kInvalidArgument, std::move(msg)).hint("see grex-perf --help");
@@ -201,6 +204,8 @@ Result<void> validate(const PerfArgs& a, const Seen& seen) {
     if (a.min_bytes > a.max_bytes)
       return bad("-b " + std::to_string(a.min_bytes) + " is larger than -e " + std::to_string(a.max_bytes));
     if (a.step_factor == 1 && a.step_bytes == 0) return bad("-f 1 needs a step of at least 1 byte (-i)");
+    if (a.mode == Mode::kSendrecv && a.placement == Placement::kInPlace)
+      return bad("sendrecv has no in-place form: its send and receive buffers must not overlap");
     return ok();
   }
   if (seen.size && a.all_sizes) return bad("-s and -a exclude each other");
@@ -385,6 +390,8 @@ std::string_view usage() noexcept {
          "  broadcast       broadcast_perf (from -r ROOT)\n"
          "  reduce          reduce_perf (to -r ROOT)\n"
          "  alltoall        alltoall_perf\n"
+         "  sendrecv        sendrecv_perf: every rank sends to the next and receives from the\n"
+         "                  previous at once (Communicator::sendrecv; out of place only)\n"
          "Point-to-point modes (perftest), between ranks 0 and 1 (others wait):\n"
          "  send_bw         ib_send_bw: rank 0 (the client) streams tagged messages to rank 1\n"
          "  write_bw        ib_write_bw: rank 0 (the client) writes into rank 1's registered buffer\n"

@@ -27,6 +27,7 @@ enum class Mode : uint8_t {
   kAlltoall = 7,       ///< nccl-tests alltoall_perf
   kWriteBw = 8,        ///< perftest ib_write_bw: one-sided writes, rank 0 into rank 1
   kWriteLat = 9,       ///< perftest ib_write_lat: ping-pong of one-sided writes
+  kSendrecv = 10,      ///< nccl-tests sendrecv_perf: each rank sends to the next, receives from the previous
 };
 
 /// True for the nccl-tests style modes (allreduce, reduce_scatter, ...).

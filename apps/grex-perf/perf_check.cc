@@ -176,6 +176,7 @@ size_t count_wrong_output(Mode mode, const CheckPattern& p, const void* out, siz
       for (int j = 0; j < p.nranks(); ++j)
         bad += p.count_wrong_input(j, bytes + static_cast<size_t>(j) * block, count, me * count);
       return bad;
+    case Mode::kSendrecv: return p.count_wrong_input((p.rank() + p.nranks() - 1) % p.nranks(), out, count);
     case Mode::kSendBw:
     case Mode::kWriteBw:
     case Mode::kWriteLat:

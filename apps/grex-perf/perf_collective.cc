@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The collective modes (allreduce, reduce_scatter, allgather, broadcast, reduce,
-// alltoall): nccl-tests style sweeps over sizes, types and operators, timing
+// alltoall, sendrecv): nccl-tests style sweeps over sizes, types and operators, timing
 // out-of-place and in-place calls and counting wrong elements.
 #include <unistd.h>
 
@@ -68,6 +68,7 @@ CallBuffers place(Mode mode, bool in_place, const Sweep& s, size_t block, int ro
     case Mode::kAllreduce:
     case Mode::kReduce:
     case Mode::kAlltoall:
+    case Mode::kSendrecv:
     case Mode::kSendBw:
     case Mode::kWriteBw:
     case Mode::kWriteLat:
@@ -87,6 +88,11 @@ Result<WorkPtr> call_stream(Communicator& comm, Mode mode, const CallBuffers& b,
     case Mode::kBroadcast: return comm.broadcast(b.recv, count, type, root, s);
     case Mode::kReduce: return comm.reduce(b.send, b.recv, count, type, op, root, s);
     case Mode::kAlltoall: return comm.alltoall(b.send, b.recv, count, type, s);
+    case Mode::kSendrecv: {
+      const int n = comm.size();
+      const size_t len = count * dtype_size(type);
+      return comm.sendrecv(b.send, len, (comm.rank() + 1) % n, b.recv, len, (comm.rank() + n - 1) % n, 0, s);
+    }
     case Mode::kSendBw:
     case Mode::kWriteBw:
     case Mode::kWriteLat:
@@ -104,6 +110,11 @@ Result<void> call(Communicator& comm, Mode mode, const CallBuffers& b, size_t co
     case Mode::kBroadcast: return comm.broadcast(b.recv, count, type, root);
     case Mode::kReduce: return comm.reduce(b.send, b.recv, count, type, op, root);
     case Mode::kAlltoall: return comm.alltoall(b.send, b.recv, count, type);
+    case Mode::kSendrecv: {
+      const int n = comm.size();
+      const size_t len = count * dtype_size(type);
+      return comm.sendrecv(b.send, len, (comm.rank() + 1) % n, b.recv, len, (comm.rank() + n - 1) % n, 0);
+    }
     case Mode::kSendBw:
     case Mode::kWriteBw:
     case Mode::kWriteLat:
@@ -247,8 +258,10 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
   const uint64_t inter_host_before = comm.stats().bytes_inter_host;  // the calibration's are not this mode's
   std::vector<size_t> sizes = collective_sizes(a);
   size_t max_bytes = sizes.empty() ? 0 : sizes.back();  // every mode's buffers fit in its sweep size
-  bool out_of_place = a.placement != Placement::kInPlace;
-  bool in_place = a.placement != Placement::kOutOfPlace;
+  // sendrecv runs out of place only (its buffers must not overlap).
+  const Placement placement = a.mode == Mode::kSendrecv ? Placement::kOutOfPlace : a.placement;
+  bool out_of_place = placement != Placement::kInPlace;
+  bool in_place = placement != Placement::kOutOfPlace;
 
   PerfBuffer send = GREX_TRY(PerfBuffer::create(comm, max_bytes, a.shared_buffers));
   PerfBuffer recv;
@@ -268,7 +281,7 @@ Result<int> run_collective(Communicator& comm, const PerfArgs& a) {
   if (const char* c = std::getenv("GREX_PERF_CORRUPT_RANK"); c != nullptr && *c != '\0') sweep.corrupt_rank = std::atoi(c);
 
   std::string ranks = GREX_TRY(rank_lines(comm));
-  print_rank0(comm, preamble(comm, a, gpu) + ranks + "#\n" + collective_header(a.placement, root_column));
+  print_rank0(comm, preamble(comm, a, gpu) + ranks + "#\n" + collective_header(placement, root_column));
 
   int64_t wrong_total = 0;
   double busbw_sum = 0;

@@ -68,6 +68,7 @@ double busbw_factor(Mode mode, int nranks) noexcept {
     case Mode::kAlltoall: return (n - 1) / n;
     case Mode::kBroadcast:
     case Mode::kReduce:
+    case Mode::kSendrecv:
     case Mode::kSendBw:
     case Mode::kWriteBw:
     case Mode::kWriteLat:

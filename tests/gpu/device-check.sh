@@ -19,7 +19,7 @@
 #                         waits, ...), then over dpdk memif (staged); each followed by
 #                         GPU against host buffers at 4, 64 and 256 MiB; a rank that
 #                         exits or stops calling mid-job is named in time
-#   grex-perf --use_cuda  allreduce, reduce_scatter, allgather, alltoall, broadcast on GPU
+#   grex-perf --use_cuda  allreduce, reduce_scatter, allgather, alltoall, broadcast, sendrecv on GPU
 #                         buffers, checked, 64 KiB to 64 MiB (2 and 4 ranks), allreduce to
 #                         1 GiB; then barriers on the host and staging, side by side
 #   torch_cuda_check.py   grex_torch on CUDA tensors under torchrun (2 ranks): every
@@ -97,6 +97,7 @@ if [[ -x $pre/collectives_gpu_check && -f $pre/libgrex.so.0 ]]; then
     perf 2 allreduce 64M 1G
     perf 4 allreduce 64K 64M
     perf 4 alltoall 64K 64M
+    perf 2 sendrecv 64K 64M
     for mode in allreduce reduce_scatter; do
       perf 2 "$mode" 64K 16M GREX_GPU_IPC_SYNC=host
       perf 2 "$mode" 64K 16M GREX_GPU_STAGING=1

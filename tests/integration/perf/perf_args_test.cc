@@ -80,7 +80,7 @@ TEST(PerfArgs, DefaultsInlineValuesAndLongNames) {
 constexpr Mode kNewCollectives[] = {Mode::kReduceScatter, Mode::kAllgather, Mode::kBroadcast, Mode::kReduce,
                                     Mode::kAlltoall};
 constexpr Mode kAllCollectives[] = {Mode::kAllreduce, Mode::kReduceScatter, Mode::kAllgather,
-                                    Mode::kBroadcast, Mode::kReduce,    Mode::kAlltoall};
+                                    Mode::kBroadcast, Mode::kReduce,    Mode::kAlltoall, Mode::kSendrecv};
 
 TEST(PerfArgs, CollectiveModesTakeNcclTestsFlags) {
   for (Mode m : kNewCollectives) {
@@ -131,7 +131,10 @@ TEST(PerfArgs, CollectiveModesTakeNcclTestsFlags) {
   EXPECT_EQ(mode_name(Mode::kBroadcast), "broadcast");
   EXPECT_EQ(mode_name(Mode::kReduce), "reduce");
   EXPECT_EQ(mode_name(Mode::kAlltoall), "alltoall");
-  for (const char* word : {"reduce_scatter", "allgather", "broadcast", "alltoall", "--root"})
+  EXPECT_EQ(mode_name(Mode::kSendrecv), "sendrecv");
+  EXPECT_TRUE(is_collective(Mode::kSendrecv));
+  EXPECT_FALSE(mode_reduces(Mode::kSendrecv) || mode_has_root(Mode::kSendrecv) || mode_blocks_per_rank(Mode::kSendrecv));
+  for (const char* word : {"reduce_scatter", "allgather", "broadcast", "alltoall", "sendrecv", "--root"})
     EXPECT_NE(usage().find(word), std::string_view::npos) << word;
 }
 
@@ -280,7 +283,7 @@ TEST(PerfFormat, BusBandwidthFactor) {
     EXPECT_DOUBLE_EQ(busbw_factor(m, 4), 0.75) << mode_name(m);
     EXPECT_DOUBLE_EQ(busbw_factor(m, 8), 0.875) << mode_name(m);
   }
-  for (Mode m : {Mode::kBroadcast, Mode::kReduce})
+  for (Mode m : {Mode::kBroadcast, Mode::kReduce, Mode::kSendrecv})
     for (int n : {1, 2, 4, 8}) EXPECT_DOUBLE_EQ(busbw_factor(m, n), 1.0) << mode_name(m) << " " << n;
   for (Mode m : kAllCollectives) EXPECT_DOUBLE_EQ(busbw_factor(m, 0), 0.0) << mode_name(m);
   EXPECT_DOUBLE_EQ(busbw_factor(Mode::kSendBw, 2), 1.0);
@@ -473,6 +476,9 @@ std::vector<Bytes> emulate(Mode mode, DataType type, ReduceOp op, int n, size_t 
       case Mode::kAlltoall:  // block j of rank i's input goes to block i of rank j's output
         for (int j = 0; j < n; ++j)
           if (block > 0) std::memcpy(out[r].data() + static_cast<size_t>(j) * block, in[j].data() + me * block, block);
+        break;
+      case Mode::kSendrecv:  // from the previous rank
+        if (block > 0) std::memcpy(out[r].data(), in[static_cast<size_t>((r + n - 1) % n)].data(), block);
         break;
       default: break;
     }

@@ -147,6 +147,27 @@ case_alltoall() {
   expect_rows 30  # 5 types x 6 sizes
 }
 
+# sendrecv: every rank sends to the next and receives from the previous;
+# out of place only, busbw = algbw, checked against the previous rank's input.
+case_sendrecv() {
+  perf 3 sendrecv -b 8 -e 4M -f 16 -n 3 -w 1 -c 1 -d all --json "$TMP/rows.json"
+  expect_rc 0
+  expect_grep '^# +size +count +type +redop +root +time +algbw +busbw +#wrong$'
+  expect_rows 25  # 5 types x 5 sizes
+  expect_fields 9
+  rows | awk '$9 != "0" || $6 <= 0 || $4 != "none" || $5 != "-1" { bad = 1 } END { exit bad }' ||
+    fail "a row is wrong, not positive, or not redop none / root -1"
+  rows | awk 'function off(a, b) { d = a - b; return d > 0.011 || d < -0.011 } off($7, $8) { bad = 1 } END { exit bad }' ||
+    fail "busbw != algbw"
+  grep -q '"mode": "sendrecv"' "$TMP/rows.json" || fail "JSON lacks the mode"
+  GREX_PERF_CORRUPT_RANK=2 perf 3 sendrecv -b 64 -e 64 -n 1 -w 0
+  expect_rc 1
+  expect_grep '^# Out of bounds values : 1 FAILED$'
+  perf 2 sendrecv --inplace 1
+  expect_rc 2
+  expect_err 'sendrecv has no in-place form'
+}
+
 # Only one placement, unchecked: one group of columns and #wrong N/A.
 case_collectives_unchecked() {
   local m
