@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "collectives/algorithm.h"
@@ -97,6 +98,10 @@ struct Communicator::Impl {
   uint32_t seq = 0;               // collective sequence number, for tags
   uint32_t sig = 0;               // the running call's signature (begin())
   std::optional<Error> broken;    // set by the first failed collective
+  /// Compressed allreduce (the worker's): residuals per feedback key, and
+  /// the 16-bit copy of the vector in flight.
+  std::unordered_map<const void*, std::vector<float>> feedback;
+  std::vector<uint16_t> compress_wire;
 
   /// One piece of a stream-ordered call (gpu_call): copies between pinned
   /// memory (offset) and the caller's buffers, and the host job between them.

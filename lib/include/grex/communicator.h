@@ -43,6 +43,23 @@ enum class DataType : uint8_t {
 /// Reduction operators. kAvg divides the sum by the group size.
 enum class ReduceOp : uint8_t { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 4 };
 
+/// How an allreduce's float32 vector travels (issue 29): as it is, or as
+/// 16-bit floats accumulated in float32 at every hop (half the bytes).
+enum class Compression : uint8_t { kNone = 0, kBf16 = 1, kFp16 = 2 };
+
+/// Per-call options of an allreduce.
+struct AllreduceOptions {
+  Compression compression = Compression::kNone;
+  /// Keeps the rounding error this rank introduced and adds it to its input
+  /// in the next call with the same key, so that over calls the results add
+  /// up to the inputs' sum (error feedback).
+  bool error_feedback = false;
+  /// The buffer whose residual the call uses (null: recvbuf). A key's
+  /// residual has the count of the call that made it; a call with another
+  /// count starts it afresh.
+  const void* feedback_key = nullptr;
+};
+
 /// Bytes per element.
 size_t dtype_size(DataType t) noexcept;
 /// "f32", "f64", "i32", "i64", "u8", "f16", "bf16".
@@ -197,6 +214,17 @@ class Communicator {
   Result<void> broadcast(void* buf, size_t count, DataType type, int root);
   /// recvbuf = op over ranks of sendbuf. sendbuf == recvbuf is in-place.
   Result<void> allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  /// With options: compression (float32 with kSum or kAvg only; every rank
+  /// must pass the same compression) and error feedback. A compressed call
+  /// runs the compressed ring whatever the cost model would pick; every rank
+  /// gets the same bits.
+  Result<void> allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                         const AllreduceOptions& options);
+  Result<WorkPtr> allreduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                                  const AllreduceOptions& options);
+  /// Drops the error-feedback residual of `key` (null: every residual). Runs
+  /// after the async calls issued before it.
+  Result<void> clear_feedback(const void* key = nullptr);
   /// In-place allreduce.
   Result<void> allreduce(void* buf, size_t count, DataType type, ReduceOp op) {
     return allreduce(buf, buf, count, type, op);

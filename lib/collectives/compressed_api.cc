@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+// Allreduce with options (issue 29): the compressed ring and its error
+// feedback residuals, kept per buffer on the communicator's worker.
+#include "collectives/algorithm.h"
+#include "collectives/comm_impl.h"
+#include "collectives/jobs.h"
+
+namespace grex {
+
+using detail::bad_arg;
+
+namespace {
+
+Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
+                                  DataType type, ReduceOp op, const AllreduceOptions& o) {
+  if (o.compression == Compression::kNone) return allreduce_job(c, sendbuf, recvbuf, count, type, op);
+  if (o.compression != Compression::kBf16 && o.compression != Compression::kFp16)
+    return bad_arg(c.rank, "allreduce", "unknown compression " + std::to_string(static_cast<int>(o.compression)));
+  if (type != DataType::kFloat32)
+    return bad_arg(c.rank, "allreduce", "compression takes float32 vectors, not " + std::string(dtype_name(type)));
+  if (op != ReduceOp::kSum && op != ReduceOp::kAvg)
+    return bad_arg(c.rank, "allreduce", "compression sums (sum or avg), not " + std::string(reduce_op_name(op)));
+  if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) return bad_arg(c.rank, "allreduce", "null buffer");
+  // Named apart from a plain allreduce (and from each other) in the call
+  // signature, so ranks that disagree on compression are told so.
+  const char* what = o.compression == Compression::kBf16 ? "bf16 allreduce" : "fp16 allreduce";
+  const Compression kind = o.compression;
+  const bool feedback = o.error_feedback;
+  const void* key = o.feedback_key != nullptr ? o.feedback_key : recvbuf;
+  return detail::JobFn([&c, sendbuf, recvbuf, count, type, op, what, kind, feedback, key]() -> Result<void> {
+    GREX_TRY(c.check_usable(what));
+    c.begin({what, "count", count, static_cast<int>(type), static_cast<int>(op), -1});
+    if (count == 0) return ok();
+    float* residual = nullptr;
+    if (feedback) {
+      std::vector<float>& v = c.feedback[key];
+      if (v.size() != count) v.assign(count, 0.0f);
+      residual = v.data();
+    }
+    const detail::CollArgs a{sendbuf, recvbuf, count, type, op, 0, c.next_tag_base()};
+    return c.finish(detail::compressed_ring_allreduce(c.ctx, *c.world, a, kind, residual, &c.compress_wire), what);
+  });
+}
+
+}  // namespace
+
+Result<void> Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                                     const AllreduceOptions& options) {
+  return impl_->run(GREX_TRY(options_job(*impl_, sendbuf, recvbuf, count, type, op, options)));
+}
+
+Result<WorkPtr> Communicator::allreduce_async(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                              ReduceOp op, const AllreduceOptions& options) {
+  return impl_->submit(GREX_TRY(options_job(*impl_, sendbuf, recvbuf, count, type, op, options)));
+}
+
+Result<void> Communicator::clear_feedback(const void* key) {
+  Impl& c = *impl_;
+  return c.run([&c, key]() -> Result<void> {
+    if (key == nullptr) {
+      c.feedback.clear();
+    } else {
+      c.feedback.erase(key);
+    }
+    return ok();
+  });
+}
+
+}  // namespace grex
