@@ -56,6 +56,7 @@ constexpr std::array kOptions = {
     OptionSpec{"--memcpy-ref", "--memcpy-ref", false, bit(Mode::kSendBw)},
     OptionSpec{"--alloc", "--alloc", false, kAny},
     OptionSpec{"--use_cuda", "--use_cuda", false, kColl},
+    OptionSpec{"--compress", "--compress", true, bit(Mode::kAllreduce)},
     OptionSpec{"--stats", "--stats", false, kAny},
     OptionSpec{"--backend", "--backend", true, kAny},
     OptionSpec{"--cc", "--cc", true, kAny},
@@ -179,6 +180,14 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
     a.shared_buffers = true;
   } else if (o.spelled == "--use_cuda") {
     a.use_cuda = true;
+  } else if (o.spelled == "--compress") {
+    if (v == "bf16") {
+      a.compression = Compression::kBf16;
+    } else if (v == "fp16") {
+      a.compression = Compression::kFp16;
+    } else if (v != "none") {
+      return bad("option --compress takes bf16, fp16 or none, got '" + std::string(v) + "'");
+    }
   } else if (o.spelled == "--stats") {
     a.stats = true;
   } else if (o.spelled == "--backend") {
@@ -201,6 +210,13 @@ Result<void> validate(const PerfArgs& a, const Seen& seen) {
   if (is_collective(a.mode)) {
     if (a.use_cuda && a.shared_buffers)
       return bad("--use_cuda and --alloc exclude each other (GPU memory, or the device's host allocator)");
+    if (a.compression != Compression::kNone) {
+      if (a.use_cuda) return bad("--compress takes host buffers (the compressed ring runs on the CPU)");
+      for (DataType t : a.types)
+        if (t != DataType::kFloat32) return bad("--compress takes -d float only");
+      for (ReduceOp op : a.ops)
+        if (op != ReduceOp::kSum && op != ReduceOp::kAvg) return bad("--compress takes -o sum or avg only");
+    }
     if (a.min_bytes > a.max_bytes)
       return bad("-b " + std::to_string(a.min_bytes) + " is larger than -e " + std::to_string(a.max_bytes));
     if (a.step_factor == 1 && a.step_bytes == 0) return bad("-f 1 needs a step of at least 1 byte (-i)");
@@ -440,6 +456,7 @@ std::string_view usage() noexcept {
          "Common options:\n"
          "  --alloc                 buffers from the device's allocator (backend-shared memory), not malloc\n"
          "  --use_cuda              collectives: buffers in GPU 0's memory, grex's stream-ordered calls\n"
+         "  --compress bf16|fp16    allreduce: float32 travels the ring as 16-bit floats (AllreduceOptions)\n"
          "                          (timed until the last call's result is in place; checked on the host)\n"
          "  --stats                 every rank (every flow with -q) prints its transport counters at the end\n"
          "  --backend NAME          backend (shm, dpdk, verbs); wins over GREX_BACKEND\n"

@@ -81,6 +81,7 @@ struct PerfArgs {
   int warmup_iters = -1;         ///< -w; -1 = the mode's default
   bool shared_buffers = false;   ///< --alloc: Communicator::alloc instead of malloc
   bool use_cuda = false;         ///< --use_cuda: collective buffers in GPU 0's memory, stream-ordered calls
+  Compression compression = Compression::kNone;  ///< --compress bf16|fp16: allreduce's compressed ring
   std::string backend;           ///< --backend: wins over GREX_BACKEND (comm_options())
   std::string cc;                ///< --cc: congestion control per flow; wins over GREX_CC
   std::string json_path;         ///< --json: rows as JSON (rank 0 writes)

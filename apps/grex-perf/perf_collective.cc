@@ -102,9 +102,15 @@ Result<WorkPtr> call_stream(Communicator& comm, Mode mode, const CallBuffers& b,
 }
 
 Result<void> call(Communicator& comm, Mode mode, const CallBuffers& b, size_t count, DataType type, ReduceOp op,
-                  int root) {
+                  int root, Compression compression) {
   switch (mode) {
-    case Mode::kAllreduce: return comm.allreduce(b.send, b.recv, count, type, op);
+    case Mode::kAllreduce:
+      if (compression != Compression::kNone) {
+        AllreduceOptions o;
+        o.compression = compression;
+        return comm.allreduce(b.send, b.recv, count, type, op, o);
+      }
+      return comm.allreduce(b.send, b.recv, count, type, op);
     case Mode::kReduceScatter: return comm.reduce_scatter(b.send, b.recv, count, type, op);
     case Mode::kAllgather: return comm.allgather(b.send, b.recv, count, type);
     case Mode::kBroadcast: return comm.broadcast(b.recv, count, type, root);
@@ -193,12 +199,12 @@ Result<CollectiveResult> measure(const Sweep& s, size_t count, DataType type, Re
   size_t in_elems = collective_input_elems(mode, count, n, rank, root);
   size_t out_elems = collective_output_elems(mode, count, n, rank, root);
   pattern.fill_input(b.input, in_elems);
-  for (int i = 0; i < s.args.effective_warmup(); ++i) GREX_TRY(call(comm, mode, b, count, type, op, root));
+  for (int i = 0; i < s.args.effective_warmup(); ++i) GREX_TRY(call(comm, mode, b, count, type, op, root, s.args.compression));
 
   int iters = s.args.effective_iters();
   GREX_TRY(comm.barrier());
   uint64_t t0 = now_ns();
-  for (int i = 0; i < iters; ++i) GREX_TRY(call(comm, mode, b, count, type, op, root));
+  for (int i = 0; i < iters; ++i) GREX_TRY(call(comm, mode, b, count, type, op, root, s.args.compression));
   double time_us = static_cast<double>(now_ns() - t0) / 1e3 / iters;
   GREX_TRY(comm.allreduce(&time_us, 1, DataType::kFloat64, ReduceOp::kMax));  // the slowest rank's average
 
@@ -208,7 +214,7 @@ Result<CollectiveResult> measure(const Sweep& s, size_t count, DataType type, Re
     // poisoned output, so that a call that writes nothing is counted wrong.
     poison(b.output, out_elems, type);
     pattern.fill_input(b.input, in_elems);
-    GREX_TRY(call(comm, mode, b, count, type, op, root));
+    GREX_TRY(call(comm, mode, b, count, type, op, root, s.args.compression));
     if (rank == s.corrupt_rank && out_elems > 0)  // self-test of -c: one element made wrong on purpose
       static_cast<unsigned char*>(b.output)[dtype_size(type) - 1] ^= 0x40;
     auto wrong = static_cast<int64_t>(count_wrong_output(mode, pattern, b.output, count, root));

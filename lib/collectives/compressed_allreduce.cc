@@ -20,37 +20,17 @@
 #include "collectives/algorithm.h"
 #include "collectives/reduce.h"
 #include "collectives/stream.h"
-#include "gpu/reduce_elem.h"
+#include "collectives/compress_kernels.h"
 
 namespace grex::detail {
 namespace {
 
 using Narrow = uint16_t;
 
-struct Codec {
-  Compression kind;
-  Narrow to(float f) const noexcept { return kind == Compression::kBf16 ? elem::f32_to_bf16(f) : elem::f32_to_f16(f); }
-  float from(Narrow h) const noexcept { return kind == Compression::kBf16 ? elem::bf16_to_f32(h) : elem::f16_to_f32(h); }
-};
-
-// w[i] = round(v[i]); with a residual, res[i] += (v[i] - widened) * scale.
-void round_into(const Codec& k, const float* v, size_t m, Narrow* w, float* res, float scale) noexcept {
-  if (k.kind == Compression::kBf16) {
-    for (size_t i = 0; i < m; ++i) w[i] = elem::f32_to_bf16(v[i]);
-    if (res != nullptr)
-      for (size_t i = 0; i < m; ++i) res[i] += (v[i] - elem::bf16_to_f32(w[i])) * scale;
-  } else {
-    for (size_t i = 0; i < m; ++i) w[i] = elem::f32_to_f16(v[i]);
-    if (res != nullptr)
-      for (size_t i = 0; i < m; ++i) res[i] += (v[i] - elem::f16_to_f32(w[i])) * scale;
-  }
-}
-
 }  // namespace
 
 Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArgs& a, Compression kind,
                                        float* residual, std::vector<uint16_t>* wire) {
-  const Codec codec{kind};
   const auto* in = static_cast<const float*>(a.send);
   auto* out = static_cast<float*>(a.recv);
   const size_t count = a.count;
@@ -82,26 +62,29 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
 
   // Reduce-scatter: at step k send segment r-k (rounded), receive segment
   // r-k-1 and add this rank's contribution to the widened partial sum.
-  std::vector<float> mine_first;  // step 0 sends this rank's own contribution
+  // Step 0 sends this rank's own contribution: its input, or with feedback
+  // its input plus the residual (kept in a buffer of the worker's thread).
+  static thread_local std::vector<float> contribution;
   for (int k = 0; k < n - 1; ++k) {
     const size_t ss = mod(r - k), rs = mod(r - k - 1);
-    if (k == 0) {
-      mine_first.resize(cnt[ss]);
-      for (size_t i = 0; i < cnt[ss]; ++i) mine_first[i] = own(off[ss] + i);
-      if (residual != nullptr) std::memset(residual + off[ss], 0, cnt[ss] * sizeof(float));
-      round_into(codec, mine_first.data(), cnt[ss], w + off[ss], residual != nullptr ? residual + off[ss] : nullptr,
-                 1.0f);
+    if (k == 0 && residual == nullptr) {
+      narrow_f32(kind, in + off[ss], cnt[ss], w + off[ss], nullptr, 1.0f);
+    } else if (k == 0) {
+      contribution.resize(cnt[ss]);
+      for (size_t i = 0; i < cnt[ss]; ++i) contribution[i] = own(off[ss] + i);
+      std::memset(residual + off[ss], 0, cnt[ss] * sizeof(float));
+      narrow_f32(kind, contribution.data(), cnt[ss], w + off[ss], residual + off[ss], 1.0f);
     } else {
-      round_into(codec, out + off[ss], cnt[ss], w + off[ss], residual != nullptr ? residual + off[ss] : nullptr, 1.0f);
+      narrow_f32(kind, out + off[ss], cnt[ss], w + off[ss], residual != nullptr ? residual + off[ss] : nullptr, 1.0f);
     }
     StreamSide snd{next, wreg.get(), woff + off[ss] * sizeof(Narrow), cnt[ss] * sizeof(Narrow)};
     StreamSide rcv{prev, nullptr, 0, cnt[rs] * sizeof(Narrow)};
     const size_t base = off[rs];
     GREX_TRY(stream(c, g, snd, rcv, chunk, a.tag | static_cast<uint64_t>(k),
                     [&](size_t, const uint8_t* data, uint64_t o, uint64_t len) {
-                      const auto* h = reinterpret_cast<const Narrow*>(data);
                       const size_t first = base + o / sizeof(Narrow);
-                      for (size_t i = 0; i < len / sizeof(Narrow); ++i) out[first + i] = own(first + i) + codec.from(h[i]);
+                      widen_add(kind, reinterpret_cast<const Narrow*>(data), len / sizeof(Narrow), in + first,
+                                residual != nullptr ? residual + first : nullptr, out + first);
                     }));
     if (residual != nullptr) std::memset(residual + base, 0, cnt[rs] * sizeof(float));  // added in above
   }
@@ -109,9 +92,9 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
   // rounding error, in sum units, is this rank's to carry), keep the rounded value.
   const size_t mine = mod(r + 1);
   if (avg) scale_avg(out + off[mine], cnt[mine], DataType::kFloat32, n);
-  round_into(codec, out + off[mine], cnt[mine], w + off[mine], residual != nullptr ? residual + off[mine] : nullptr,
+  narrow_f32(kind, out + off[mine], cnt[mine], w + off[mine], residual != nullptr ? residual + off[mine] : nullptr,
              avg ? static_cast<float>(n) : 1.0f);
-  for (size_t i = 0; i < cnt[mine]; ++i) out[off[mine] + i] = codec.from(w[off[mine] + i]);
+  widen(kind, w + off[mine], cnt[mine], out + off[mine]);
 
   // Allgather: the 16-bit values go around as they are, received into the
   // wire buffer (forwarded from there) and widened into the output.
@@ -122,9 +105,8 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     const size_t base = off[rs];
     GREX_TRY(stream(c, g, snd, rcv, chunk, a.tag | (1ull << 16) | static_cast<uint64_t>(k),
                     [&](size_t, const uint8_t* data, uint64_t o, uint64_t len) {
-                      const auto* h = reinterpret_cast<const Narrow*>(data);
-                      const size_t first = base + o / sizeof(Narrow);
-                      for (size_t i = 0; i < len / sizeof(Narrow); ++i) out[first + i] = codec.from(h[i]);
+                      widen(kind, reinterpret_cast<const Narrow*>(data), len / sizeof(Narrow),
+                            out + base + o / sizeof(Narrow));
                     }));
   }
   return ok();

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+// The float32 <-> 16-bit conversions of the compressed allreduce
+// (compressed_allreduce.cc): round to nearest even as gpu/reduce_elem.h
+// does, bit for bit, in a scalar form and an AVX2 + F16C form chosen by
+// simd_level(); the *_at forms pick a level, for tests.
+#pragma once
+
+#include <grex/communicator.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/reduce.h"
+
+namespace grex::detail {
+
+/// w[i] = narrow(v[i]); with `res`, also res[i] += (v[i] - widen(w[i])) * scale.
+void narrow_f32(Compression kind, const float* v, size_t m, uint16_t* w, float* res, float scale) noexcept;
+/// out[i] = a[i] (+ b[i] where b) + widen(h[i]); out may be a.
+void widen_add(Compression kind, const uint16_t* h, size_t m, const float* a, const float* b, float* out) noexcept;
+/// out[i] = widen(h[i]).
+void widen(Compression kind, const uint16_t* h, size_t m, float* out) noexcept;
+
+void narrow_f32_at(SimdLevel level, Compression kind, const float* v, size_t m, uint16_t* w, float* res,
+                   float scale) noexcept;
+void widen_add_at(SimdLevel level, Compression kind, const uint16_t* h, size_t m, const float* a, const float* b,
+                  float* out) noexcept;
+
+}  // namespace grex::detail
