@@ -36,10 +36,8 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
   const size_t count = a.count;
   const int n = g.size(), r = g.rank();
   const bool avg = a.op == ReduceOp::kAvg;
-  // This rank's own contribution: its input plus the residual of the last call.
-  auto own = [&](size_t i) { return residual != nullptr ? in[i] + residual[i] : in[i]; };
-  if (n == 1) {
-    for (size_t i = 0; i < count; ++i) out[i] = own(i);
+  if (n == 1) {  // this rank's own contribution: its input plus the residual of the last call
+    for (size_t i = 0; i < count; ++i) out[i] = residual != nullptr ? in[i] + residual[i] : in[i];
     if (residual != nullptr) std::memset(residual, 0, count * sizeof(float));
     return ok();
   }
@@ -60,41 +58,48 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
   GREX_TRY(wreg.acquire(w, count * sizeof(Narrow)));
   const uint64_t woff = wreg.offset(w);
 
-  // Reduce-scatter: at step k send segment r-k (rounded), receive segment
-  // r-k-1 and add this rank's contribution to the widened partial sum.
-  // Step 0 sends this rank's own contribution: its input, or with feedback
-  // its input plus the residual (kept in a buffer of the worker's thread).
+  // Reduce-scatter: at step k send segment r-k, each chunk rounded just
+  // before it is posted (earlier chunks are on the wire meanwhile); receive
+  // segment r-k-1 and add this rank's contribution to the widened partial
+  // sum. Step 0 sends this rank's own contribution: its input, with
+  // feedback plus the residual (summed a chunk at a time into a buffer of
+  // the worker's thread).
   static thread_local std::vector<float> contribution;
   for (int k = 0; k < n - 1; ++k) {
     const size_t ss = mod(r - k), rs = mod(r - k - 1);
-    if (k == 0 && residual == nullptr) {
-      narrow_f32(kind, in + off[ss], cnt[ss], w + off[ss], nullptr, 1.0f);
-    } else if (k == 0) {
-      contribution.resize(cnt[ss]);
-      for (size_t i = 0; i < cnt[ss]; ++i) contribution[i] = own(off[ss] + i);
-      std::memset(residual + off[ss], 0, cnt[ss] * sizeof(float));
-      narrow_f32(kind, contribution.data(), cnt[ss], w + off[ss], residual + off[ss], 1.0f);
-    } else {
-      narrow_f32(kind, out + off[ss], cnt[ss], w + off[ss], residual != nullptr ? residual + off[ss] : nullptr, 1.0f);
-    }
+    const bool last = k == n - 2;  // rs is the segment this rank finishes (r + 1)
+    auto before_send = [&](uint64_t o, uint64_t len) {
+      const size_t e = off[ss] + o / sizeof(Narrow), m = len / sizeof(Narrow);
+      float* res = residual != nullptr ? residual + e : nullptr;
+      if (k > 0) {
+        narrow_f32(kind, out + e, m, w + e, res, 1.0f);
+      } else if (res == nullptr) {
+        narrow_f32(kind, in + e, m, w + e, nullptr, 1.0f);
+      } else {
+        contribution.resize(m);
+        for (size_t i = 0; i < m; ++i) contribution[i] = in[e + i] + res[i];
+        std::memset(res, 0, m * sizeof(float));
+        narrow_f32(kind, contribution.data(), m, w + e, res, 1.0f);
+      }
+    };
+    // The last step finishes this rank's segment a chunk at a time: average
+    // it, round it once for everyone (its rounding error, in sum units, is
+    // this rank's to carry) and keep the rounded value.
+    auto on_chunk = [&](size_t, const uint8_t* data, uint64_t o, uint64_t len) {
+      const size_t e = off[rs] + o / sizeof(Narrow), m = len / sizeof(Narrow);
+      float* res = residual != nullptr ? residual + e : nullptr;
+      widen_add(kind, reinterpret_cast<const Narrow*>(data), m, in + e, res, out + e);
+      if (res != nullptr) std::memset(res, 0, m * sizeof(float));  // added in
+      if (last) {
+        if (avg) scale_avg(out + e, m, DataType::kFloat32, n);
+        narrow_f32(kind, out + e, m, w + e, res, avg ? static_cast<float>(n) : 1.0f);
+        widen(kind, w + e, m, out + e);
+      }
+    };
     StreamSide snd{next, wreg.get(), woff + off[ss] * sizeof(Narrow), cnt[ss] * sizeof(Narrow)};
     StreamSide rcv{prev, nullptr, 0, cnt[rs] * sizeof(Narrow)};
-    const size_t base = off[rs];
-    GREX_TRY(stream(c, g, snd, rcv, chunk, a.tag | static_cast<uint64_t>(k),
-                    [&](size_t, const uint8_t* data, uint64_t o, uint64_t len) {
-                      const size_t first = base + o / sizeof(Narrow);
-                      widen_add(kind, reinterpret_cast<const Narrow*>(data), len / sizeof(Narrow), in + first,
-                                residual != nullptr ? residual + first : nullptr, out + first);
-                    }));
-    if (residual != nullptr) std::memset(residual + base, 0, cnt[rs] * sizeof(float));  // added in above
+    GREX_TRY(stream(c, g, snd, rcv, chunk, a.tag | static_cast<uint64_t>(k), on_chunk, before_send));
   }
-  // This rank owns segment r+1: average it, round it once for everyone (its
-  // rounding error, in sum units, is this rank's to carry), keep the rounded value.
-  const size_t mine = mod(r + 1);
-  if (avg) scale_avg(out + off[mine], cnt[mine], DataType::kFloat32, n);
-  narrow_f32(kind, out + off[mine], cnt[mine], w + off[mine], residual != nullptr ? residual + off[mine] : nullptr,
-             avg ? static_cast<float>(n) : 1.0f);
-  widen(kind, w + off[mine], cnt[mine], out + off[mine]);
 
   // Allgather: the 16-bit values go around as they are, received into the
   // wire buffer (forwarded from there) and widened into the output.

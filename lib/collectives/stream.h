@@ -26,10 +26,12 @@ inline constexpr size_t kStreamWindow = 8;
 
 /// Runs the step (peers are member indexes of `g`). `on_chunk(index, data,
 /// offset_in_range, length)` is called in chunk order as each received chunk
-/// lands (data points at it).
-template <class OnChunk>
+/// lands (data points at it); `before_send(offset_in_range, length)` just
+/// before each send chunk is posted (to fill it: the compressed allreduce
+/// rounds a chunk while earlier ones are on the wire).
+template <class OnChunk, class BeforeSend>
 Result<void> stream(Context& c, const Group& g, const StreamSide& send, const StreamSide& recv, size_t chunk,
-                    uint64_t tag, OnChunk on_chunk) {
+                    uint64_t tag, OnChunk on_chunk, BeforeSend before_send) {
   Engine& e = g.engine();
   MemoryRegion* scratch_mr = c.bufs->scratch();
   MemoryRegion* staging_mr = c.bufs->staging();
@@ -65,6 +67,7 @@ Result<void> stream(Context& c, const Group& g, const StreamSide& send, const St
       for (; ps < ns && ps - ds < kStreamWindow; ++ps, ++k) {
         uint64_t off = ps * chunk;
         uint64_t len = std::min<uint64_t>(chunk, send.length - off);
+        before_send(off, len);
         if (send.stage) {
           uint64_t slot = (ps % kStreamWindow) * chunk;
           std::memcpy(static_cast<uint8_t*>(staging_mr->addr()) + slot,
@@ -91,6 +94,12 @@ Result<void> stream(Context& c, const Group& g, const StreamSide& send, const St
     if ((++spins & 1023) == 0 && deadline.expired()) return e.timeout_error("exchange");
   }
   return ok();
+}
+
+template <class OnChunk>
+Result<void> stream(Context& c, const Group& g, const StreamSide& send, const StreamSide& recv, size_t chunk,
+                    uint64_t tag, OnChunk on_chunk) {
+  return stream(c, g, send, recv, chunk, tag, on_chunk, [](uint64_t, uint64_t) {});
 }
 
 }  // namespace grex::detail

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Compressed allreduce against the uncompressed one (issue 29), side by side
+# in one run: REPEAT rounds, the formats alternating inside each round;
+# medians with min-max. Over dpdk memif between the ranks of this host, with
+# the driver's emulated bottleneck (GREX_DPDK_BOTTLENECK_MBPS, default 10000:
+# every received frame queues for a 10 Gbit/s link), float32 sum of SIZE
+# (default 64M), out of place, checked:
+#   GREX_DPDK_BOTTLENECK_MBPS=10000 grex-run -n R --backend dpdk -- \
+#     grex-perf allreduce -b SIZE -e SIZE -n 3 -w 1 --inplace 0 --compress none|bf16|fp16
+# Usage: bench/compressed.sh   (env: BUILD=build, REPEAT=3, RANKS="2 4", SIZE=64M, MBPS=10000)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-build}
+[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+REPEAT=${REPEAT:-3} RANKS=${RANKS:-"2 4"} SIZE=${SIZE:-64M} MBPS=${MBPS:-10000}
+export GREX_LOG_LEVEL=error GREX_DPDK_BOTTLENECK_MBPS=$MBPS
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+formats=(none bf16 fp16)
+for ((round = 1; round <= REPEAT; round++)); do
+  for n in $RANKS; do
+    for f in "${formats[@]}"; do
+      "$BUILD/apps/grex-run/grex-run" -n "$n" --backend dpdk --no-tag-output -- "$BUILD/apps/grex-perf/grex-perf" \
+        allreduce -b "$SIZE" -e "$SIZE" -n 3 -w 1 --inplace 0 --compress "$f" |
+        awk -v n="$n" -v f="$f" '$1 ~ /^[0-9]+$/ && NF >= 8 { if ($8 != "0") { print "wrong elements" > "/dev/stderr"; exit 1 } print n, f, $5 }' >> "$tmp/runs"
+    done
+  done
+  echo "compressed: round $round/$REPEAT done" >&2
+done
+med() { awk -v n="$1" -v f="$2" '$1 == n && $2 == f { print $3 }' "$tmp/runs" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+stat() {
+  awk -v n="$1" -v f="$2" '$1 == n && $2 == f { print $3 }' "$tmp/runs" | sort -g |
+    awk '{ a[NR] = $1 } END { printf "%.0f (%.0f–%.0f)", a[int((NR + 1) / 2)], a[1], a[NR] }'
+}
+echo "| ranks | uncompressed (us) | bf16 (us) | fp16 (us) | bf16 / uncompressed (goal <= 0.55) | fp16 / uncompressed |"
+echo "|---:|---:|---:|---:|---:|---:|"
+for n in $RANKS; do
+  base=$(med "$n" none)
+  echo "| $n | $(stat "$n" none) | $(stat "$n" bf16) | $(stat "$n" fp16) | $(awk -v a="$(med "$n" bf16)" -v b="$base" 'BEGIN { printf "%.2f", a / b }') | $(awk -v a="$(med "$n" fp16)" -v b="$base" 'BEGIN { printf "%.2f", a / b }') |"
+done
