@@ -210,6 +210,26 @@ grex_result_t grex_allreduce(grex_comm_t* c, const void* s, void* r, size_t n, g
   return done(c->comm->allreduce(s, r, n, dt(t), rop(o)));
 }
 
+grex_result_t grex_allreduce_compressed(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t,
+                                        grex_op_t o, grex_compression_t k, int feedback, const void* key,
+                                        grex_work_t** w) {
+  const char* fn = "grex_allreduce_compressed";
+  GREX_C_TRY(check_allreduce(fn, c, s, r, n, t, o));
+  if (k != GREX_COMPRESS_NONE && k != GREX_COMPRESS_BF16 && k != GREX_COMPRESS_FP16)
+    return invalid(fn, "compression is not GREX_COMPRESS_NONE, _BF16 or _FP16");
+  grex::AllreduceOptions opts;
+  opts.compression = static_cast<grex::Compression>(k);
+  opts.error_feedback = feedback != 0;
+  opts.feedback_key = key;
+  if (w != nullptr) return started(c->comm->allreduce_async(s, r, n, dt(t), rop(o), opts), w);
+  return done(c->comm->allreduce(s, r, n, dt(t), rop(o), opts));
+}
+
+grex_result_t grex_clear_feedback(grex_comm_t* c, const void* key) {
+  GREX_C_TRY(need_comm("grex_clear_feedback", c));
+  return done(c->comm->clear_feedback(key));
+}
+
 grex_result_t grex_reduce_scatter(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t, grex_op_t o) {
   GREX_C_TRY(check_allreduce("grex_reduce_scatter", c, s, r, n, t, o));
   return done(c->comm->reduce_scatter(s, r, n, dt(t), rop(o)));

@@ -78,6 +78,7 @@ for _name, _args in {
     "grex_alltoallv": [_p, _p, _c.POINTER(_sz), _c.POINTER(_sz), _p, _c.POINTER(_sz), _c.POINTER(_sz), _i],
     "grex_barrier": [_p], "grex_send": [_p, _p, _sz, _i, _u32], "grex_recv": [_p, _p, _sz, _i, _u32],
     "grex_sendrecv": [_p, _p, _sz, _i, _p, _sz, _i, _u32],
+    "grex_allreduce_compressed": [_p, _p, _p, _sz, _i, _i, _i, _i, _p, _p], "grex_clear_feedback": [_p, _p],
     "grex_allreduce_async": [_p, _p, _p, _sz, _i, _i, _c.POINTER(_p)],
     "grex_broadcast_async": [_p, _p, _sz, _i, _i, _c.POINTER(_p)],
     "grex_allgather_async": [_p, _p, _p, _sz, _i, _c.POINTER(_p)],
@@ -243,12 +244,27 @@ class Comm:
         return self._h
 
     # -- collectives (blocking unless async_op=True) --------------------------------------------
-    def allreduce(self, buf, out=None, op="sum", dtype=None, async_op=False):
-        """Reduces over ranks into `out` (default: in place into `buf`)."""
+    def allreduce(self, buf, out=None, op="sum", dtype=None, async_op=False, compression=None,
+                  error_feedback=False):
+        """Reduces over ranks into `out` (default: in place into `buf`).
+        compression="bf16" or "fp16" (float32, sum or avg): the vector travels
+        as 16-bit floats, accumulated in float32 at every hop; error_feedback
+        keeps this rank's rounding error per output buffer for the next call."""
         src = _Buf(buf, dtype, writable=out is None)
         dst = _Buf(out, src.dtype, writable=True) if out is not None else src
         if dst.count != src.count:
             raise ValueError(f"grex: allreduce output holds {dst.count} elements, input {src.count}")
+        if compression is not None or error_feedback:
+            kinds = {None: 0, "none": 0, "bf16": 1, "fp16": 2}
+            if compression not in kinds:
+                raise ValueError(f"grex: compression {compression!r}: use 'bf16', 'fp16' or None")
+            w = _p()
+            _check(_lib.grex_allreduce_compressed(self._handle(), src.ptr, dst.ptr, src.count, DTYPES[src.dtype],
+                                                  _op(op), kinds[compression], int(bool(error_feedback)), None,
+                                                  _c.byref(w) if async_op else None))
+            if async_op:
+                return Work(w, (src, dst))
+            return out if out is not None else buf
         if async_op:
             w = _p()
             _check(_lib.grex_allreduce_async(self._handle(), src.ptr, dst.ptr, src.count, DTYPES[src.dtype],
@@ -350,6 +366,10 @@ class Comm:
         b = _Buf(buf, "u8", writable=True)
         _check(_lib.grex_recv(self._handle(), b.ptr, b.nbytes, int(peer), int(tag)))
         return buf
+
+    def clear_feedback(self):
+        """Drops every error-feedback residual of compressed allreduces."""
+        _check(_lib.grex_clear_feedback(self._handle(), None))
 
     def sendrecv(self, sendbuf, dst, recvbuf, src, tag=0):
         """Sends sendbuf to dst while receiving recvbuf (its exact size) from

@@ -107,6 +107,22 @@ static void point_to_point(grex_comm_t* c, int rank, int size) {
   CHECK(got == 100 + (rank + size - 1) % size);
 }
 
+static void compressed(grex_comm_t* c, int rank, int size) {
+  /* Small integers are exact in bf16: the compressed sum is the exact sum. */
+  float v[1000], w[1000];
+  for (int i = 0; i < 1000; ++i) v[i] = (float)(rank + i % 7);
+  OK(grex_allreduce_compressed(c, v, w, 1000, GREX_FLOAT32, GREX_SUM, GREX_COMPRESS_BF16, 1, NULL, NULL));
+  for (int i = 0; i < 1000; ++i) CHECK(w[i] == (float)(size * (size - 1) / 2 + size * (i % 7)));
+  grex_work_t* work = NULL;
+  OK(grex_allreduce_compressed(c, v, w, 1000, GREX_FLOAT32, GREX_AVG, GREX_COMPRESS_FP16, 0, NULL, &work));
+  OK(grex_work_wait(work));
+  grex_work_free(work);
+  CHECK(w[6] == (float)((size - 1) / 2.0 + 6));
+  OK(grex_clear_feedback(c, NULL));
+  CHECK(grex_allreduce_compressed(c, v, w, 1000, GREX_INT32, GREX_SUM, GREX_COMPRESS_BF16, 0, NULL, NULL) ==
+        GREX_ERR_INVALID_ARGUMENT);
+}
+
 static void non_blocking(grex_comm_t* c, int rank, int size) {
   /* 8 overlapping allreduces complete, correct, in issue order. */
   int32_t bufs[ASYNC][N];
@@ -214,6 +230,7 @@ int main(int argc, char** argv) {
   CHECK(grex_abi_version() == GREX_ABI_VERSION);
   collectives(c, rank, size);
   point_to_point(c, rank, size);
+  compressed(c, rank, size);
   non_blocking(c, rank, size);
   memory(c, rank, size);
   errors(c, size);

@@ -57,6 +57,11 @@ def main():
         c.reduce(red, root=0, op="prod")
         if r == 0:
             expect(list(red) == [2.0 ** n] * 3, f"reduce prod: {list(red)}")
+        # compressed allreduce: small integers are exact in bf16
+        cz = array.array("f", [float(r + i % 5) for i in range(1000)])
+        c.allreduce(cz, compression="bf16", error_feedback=True)
+        expect(list(cz) == [float(n * (n - 1) // 2 + n * (i % 5)) for i in range(1000)], "bf16 allreduce")
+        c.clear_feedback()
         # send / recv around a ring
         if n > 1:
             msg = bytearray(16)

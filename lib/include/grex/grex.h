@@ -59,6 +59,8 @@ typedef enum grex_dtype {
 
 /** Reduction operators (the C++ grex::ReduceOp values); AVG divides the sum by the ranks. */
 typedef enum grex_op { GREX_SUM = 0, GREX_PROD = 1, GREX_MIN = 2, GREX_MAX = 3, GREX_AVG = 4 } grex_op_t;
+/** How an allreduce's float32 vector travels (grex::Compression). */
+typedef enum grex_compression { GREX_COMPRESS_NONE = 0, GREX_COMPRESS_BF16 = 1, GREX_COMPRESS_FP16 = 2 } grex_compression_t;
 
 typedef struct grex_comm grex_comm_t; /**< a communicator */
 typedef struct grex_work grex_work_t; /**< a non-blocking collective in flight */
@@ -125,6 +127,16 @@ grex_result_t grex_sendrecv(grex_comm_t* comm, const void* sendbuf, size_t sendb
  * every work with grex_work_free. */
 grex_result_t grex_allreduce_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
                                    grex_dtype_t dtype, grex_op_t op, grex_work_t** work);
+/* Allreduce with compression (float32, GREX_SUM or GREX_AVG): the vector
+ * travels the ring as 16-bit floats, accumulated in float32 at every hop.
+ * error_feedback != 0 keeps this rank's rounding error per feedback_key (NULL:
+ * recvbuf) and adds it to its next input; grex_clear_feedback drops it. work
+ * may be NULL (blocking) or receive a work handle (non-blocking). */
+grex_result_t grex_allreduce_compressed(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                        grex_dtype_t dtype, grex_op_t op, grex_compression_t compression,
+                                        int error_feedback, const void* feedback_key, grex_work_t** work);
+/** Drops the error-feedback residual of key (NULL: every residual). */
+grex_result_t grex_clear_feedback(grex_comm_t* comm, const void* key);
 grex_result_t grex_reduce_scatter_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                                         grex_dtype_t dtype, grex_op_t op, grex_work_t** work);
 grex_result_t grex_allgather_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
