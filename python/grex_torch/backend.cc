@@ -417,7 +417,12 @@ PYBIND11_MODULE(_grex_torch, m) {
   auto backend = pybind11::class_<GrexBackend, c10d::Backend, c10::intrusive_ptr<GrexBackend>>(m, "GrexBackend")
                      .def("abort", &GrexBackend::abort, "Fails every queued and in-flight operation; never blocks.")
                      .def("shutdown", &GrexBackend::shutdown, pybind11::call_guard<pybind11::gil_scoped_release>(),
-                          "Finishes the queued operations (each bounded by the timeout), then releases grex.");
+                          "Finishes the queued operations (each bounded by the timeout), then releases grex.")
+                     .def("compressed_allreduce", &GrexBackend::compressed_allreduce, pybind11::arg("tensor"),
+                          pybind11::arg("compression") = "bf16", pybind11::arg("error_feedback") = true,
+                          pybind11::arg("key") = 0,
+                          "Averages a float32 CPU tensor in place over the group, the vector travelling as bf16 "
+                          "or fp16 inside grex's ring (error feedback per key); returns a Work.");
   if (pybind11::detail::get_type_info(typeid(Options)) != nullptr) {
     pybind11::class_<GrexOptions, Options, c10::intrusive_ptr<GrexOptions>>(m, "GrexOptions")
         .def("__copy__", [](const GrexOptions& o) { return c10::make_intrusive<GrexOptions>(o); })

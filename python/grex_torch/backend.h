@@ -210,6 +210,12 @@ class GrexBackend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& ts, const c10d::BroadcastOptions& o) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts, const c10d::AllreduceOptions& o) override;
+  /// grex's compressed allreduce (issue 29), for the DDP hook in
+  /// grex_torch/hooks.py: averages a float32 CPU tensor in place, the vector
+  /// travelling as "bf16" or "fp16"; with error_feedback the rounding error is
+  /// kept per `key` (a bucket's index) for the next call.
+  c10::intrusive_ptr<c10d::Work> compressed_allreduce(at::Tensor t, const std::string& compression,
+                                                      bool error_feedback, int64_t key);
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& ts,
                                                      const c10d::AllreduceCoalescedOptions& o) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) override;

@@ -125,6 +125,29 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allreduce(std::vector<at::Tensor>& t
   return submit(OpType::ALLREDUCE, "allreduce", {t}, std::move(s));
 }
 
+c10::intrusive_ptr<c10d::Work> GrexBackend::compressed_allreduce(at::Tensor t, const std::string& compression,
+                                                                bool error_feedback, int64_t key) {
+  const char* what = "compressed allreduce";
+  check_tensor(t, what);
+  TORCH_CHECK(path_of(t, what) == Path::kCpu, "grex: ", what, " takes CPU tensors (the compressed ring runs on the ",
+              "host); got ", t.device());
+  TORCH_CHECK(t.scalar_type() == at::kFloat, "grex: ", what, " takes float32 tensors, got ", t.scalar_type());
+  AllreduceOptions o;
+  if (compression == "bf16") {
+    o.compression = Compression::kBf16;
+  } else if (compression == "fp16") {
+    o.compression = Compression::kFp16;
+  } else {
+    TORCH_CHECK(compression == "none", "grex: ", what, ": compression '", compression, "': bf16, fp16 or none");
+  }
+  o.error_feedback = error_feedback;
+  // An opaque key per bucket: DDP may hand a bucket's buffer at a new address.
+  o.feedback_key = reinterpret_cast<const void*>(static_cast<uintptr_t>(key) + 1);
+  Started s;
+  s.push_back(comm(what).allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), DataType::kFloat32, ReduceOp::kAvg, o));
+  return submit(OpType::ALLREDUCE, what, {t}, std::move(s));
+}
+
 c10::intrusive_ptr<c10d::Work> GrexBackend::allreduce_coalesced(std::vector<at::Tensor>& ts,
                                                                const c10d::AllreduceCoalescedOptions& o) {
   Reduction r = reduction_of(o.reduceOp, "allreduce_coalesced");
