@@ -48,11 +48,11 @@ const Algorithm& first_usable(Coll coll, const Context& c, const Group& g, const
 // `count` elements; reduce_scatter and allgather `count` per member; alltoall
 // `count` to each member.
 Result<void> ring_allreduce(Context& c, const Group& g, const CollArgs& a);
-/// The ring with float32 partial sums sent as 16-bit floats (compressed_allreduce.cc);
+/// The ring with float32 partial sums sent compressed (compressed_allreduce.cc);
 /// a.type kFloat32, a.op kSum or kAvg. `residual` (count floats, or null)
 /// is the error feedback; `wire` the compressed copy's buffer, kept by the caller.
 Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArgs& a, Compression kind,
-                                       float* residual, std::vector<uint16_t>* wire);
+                                       float* residual, std::vector<uint8_t>* wire);
 /// What runs between the ring's reduce-scatter and allgather, on this
 /// member's reduced segment (its first element and count).
 using RingBetween = std::function<Result<void>(size_t first, size_t count)>;

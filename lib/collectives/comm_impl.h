@@ -99,9 +99,9 @@ struct Communicator::Impl {
   uint32_t sig = 0;               // the running call's signature (begin())
   std::optional<Error> broken;    // set by the first failed collective
   /// Compressed allreduce (the worker's): residuals per feedback key, and
-  /// the 16-bit copy of the vector in flight.
+  /// the compressed copy of the vector in flight.
   std::unordered_map<const void*, std::vector<float>> feedback;
-  std::vector<uint16_t> compress_wire;
+  std::vector<uint8_t> compress_wire;
 
   /// One piece of a stream-ordered call (gpu_call): copies between pinned
   /// memory (offset) and the caller's buffers, and the host job between them.

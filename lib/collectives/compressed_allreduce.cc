@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Compressed ring allreduce (issue 29): float32 vectors travel as 16-bit
-// floats (bf16 or fp16) and are accumulated in float32 at every hop. The
+// floats (bf16 or fp16), or as int8 with one float32 scale per block of 256
+// (the block's largest magnitude / 127), and are accumulated in float32 at
+// every hop. The
 // compression is inside the algorithm, not a pass before it: each
 // reduce-scatter step sends the running partial sum of one segment, rounded
 // to 16 bits, and the receiver adds its own float32 input to the widened
 // value; the owner of a finished segment rounds it once and the allgather
 // forwards those 16-bit values as they are, so every rank ends with the same
-// bits. Half the bytes of the float32 ring cross the wire.
+// bits. Half the bytes of the float32 ring cross the wire (bf16, fp16), or
+// about a quarter (int8: 260 bytes per 256 values).
 //
 // Error feedback: every rounding this rank does (its sends in the
 // reduce-scatter, its owned segment before the allgather) leaves a residual
@@ -14,7 +17,10 @@
 // this rank's input. Each rounding error is kept by exactly one rank, so over
 // calls the results add up to the inputs' sum, off by the last residuals
 // only (in sum units; an average's owner scales its error back up by n).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "collectives/algorithm.h"
@@ -25,12 +31,78 @@
 namespace grex::detail {
 namespace {
 
-using Narrow = uint16_t;
+constexpr size_t kInt8Block = 256;  // values per int8 block, behind their float32 scale
+
+// int8 blocks: [float scale][int8 x up to 256]; scale = max |v| / 127, v = q * scale.
+void int8_narrow(const float* v, size_t m, uint8_t* w, float* res, float scale) noexcept {
+  for (size_t b = 0; b < m; b += kInt8Block) {
+    const size_t k = std::min(kInt8Block, m - b);
+    float amax = 0.f;
+    for (size_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(v[b + i]));
+    const float d = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+    uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
+    std::memcpy(blk, &d, 4);
+    for (size_t i = 0; i < k; ++i) {
+      const long q = std::clamp(std::lrintf(v[b + i] * inv), -127L, 127L);
+      blk[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      if (res != nullptr) res[b + i] += (v[b + i] - static_cast<float>(q) * d) * scale;
+    }
+  }
+}
+
+template <bool kAdd>
+void int8_widen(const uint8_t* w, size_t m, const float* a, const float* bb, float* out) noexcept {
+  for (size_t b = 0; b < m; b += kInt8Block) {
+    const size_t k = std::min(kInt8Block, m - b);
+    const uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
+    float d;
+    std::memcpy(&d, blk, 4);
+    for (size_t i = 0; i < k; ++i) {
+      const float x = static_cast<float>(static_cast<int8_t>(blk[4 + i])) * d;
+      if constexpr (kAdd) {
+        const float base = bb != nullptr ? a[b + i] + bb[b + i] : a[b + i];
+        out[b + i] = base + x;
+      } else {
+        out[b + i] = x;
+      }
+    }
+  }
+}
+
+// How a format lays values on the wire: blocks of `elems` values in `bytes`
+// bytes (a last, shorter block: its header and the values it holds).
+struct Format {
+  Compression kind;
+  size_t elems, bytes, header, per;
+  explicit Format(Compression k) noexcept
+      : kind(k),
+        elems(k == Compression::kInt8 ? kInt8Block : 1),
+        bytes(k == Compression::kInt8 ? kInt8Block + 4 : 2),
+        header(k == Compression::kInt8 ? 4 : 0),
+        per(k == Compression::kInt8 ? 1 : 2) {}
+  size_t wire_bytes(size_t m) const noexcept {
+    const size_t rem = m % elems;
+    return m / elems * bytes + (rem > 0 ? header + rem * per : 0);
+  }
+  void narrow(const float* v, size_t m, uint8_t* w, float* res, float scale) const noexcept {
+    if (kind == Compression::kInt8) return int8_narrow(v, m, w, res, scale);
+    narrow_f32(kind, v, m, reinterpret_cast<uint16_t*>(w), res, scale);
+  }
+  void widen_add(const uint8_t* w, size_t m, const float* a, const float* b, float* out) const noexcept {
+    if (kind == Compression::kInt8) return int8_widen<true>(w, m, a, b, out);
+    grex::detail::widen_add(kind, reinterpret_cast<const uint16_t*>(w), m, a, b, out);
+  }
+  void widen(const uint8_t* w, size_t m, float* out) const noexcept {
+    if (kind == Compression::kInt8) return int8_widen<false>(w, m, nullptr, nullptr, out);
+    grex::detail::widen(kind, reinterpret_cast<const uint16_t*>(w), m, out);
+  }
+};
 
 }  // namespace
 
 Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArgs& a, Compression kind,
-                                       float* residual, std::vector<uint16_t>* wire) {
+                                       float* residual, std::vector<uint8_t>* wire) {
+  const Format fmt(kind);
   const auto* in = static_cast<const float*>(a.send);
   auto* out = static_cast<float*>(a.recv);
   const size_t count = a.count;
@@ -41,22 +113,32 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     if (residual != nullptr) std::memset(residual, 0, count * sizeof(float));
     return ok();
   }
-  // Segment s: count/n elements, the first count%n one more.
-  std::vector<size_t> off(static_cast<size_t>(n)), cnt(static_cast<size_t>(n));
+  // Segment s: count/n elements, the first count%n one more; its wire bytes
+  // from wo[s] (whole blocks, a last shorter one).
+  std::vector<size_t> off(static_cast<size_t>(n)), cnt(static_cast<size_t>(n)), wo(static_cast<size_t>(n) + 1, 0);
   for (size_t s = 0, at = 0; s < static_cast<size_t>(n); ++s) {
     off[s] = at;
     cnt[s] = count / static_cast<size_t>(n) + (s < count % static_cast<size_t>(n) ? 1 : 0);
     at += cnt[s];
+    wo[s + 1] = wo[s] + fmt.wire_bytes(cnt[s]);
   }
   auto mod = [n](int x) { return static_cast<size_t>(((x % n) + n) % n); };
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  wire->resize(std::max<size_t>(count, 1));
-  Narrow* w = wire->data();
-  const size_t chunk = std::max<size_t>(2, c.opts->chunk_bytes / 2 * 2);
+  const size_t wire_total = wo[static_cast<size_t>(n)];
+  wire->resize(std::max<size_t>(wire_total, 1));
+  uint8_t* w = wire->data();
+  // Chunks of whole blocks, so that a chunk's bytes start a block.
+  const size_t chunk = std::max<size_t>(1, c.opts->chunk_bytes / fmt.bytes) * fmt.bytes;
+  const size_t chunk_elems = chunk / fmt.bytes * fmt.elems;
   GREX_TRY(c.bufs->ensure_scratch(chunk * kStreamWindow));
   ScopedRegistration wreg(*c.bufs);
-  GREX_TRY(wreg.acquire(w, count * sizeof(Narrow)));
+  GREX_TRY(wreg.acquire(w, wire_total));
   const uint64_t woff = wreg.offset(w);
+  // A chunk at wire byte o of segment s: its first element and how many.
+  auto span_of = [&](size_t s, uint64_t o) {
+    const size_t e = o / chunk * chunk_elems;
+    return std::pair<size_t, size_t>{off[s] + e, std::min(chunk_elems, cnt[s] - e)};
+  };
 
   // Reduce-scatter: at step k send segment r-k, each chunk rounded just
   // before it is posted (earlier chunks are on the wire meanwhile); receive
@@ -68,36 +150,38 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
   for (int k = 0; k < n - 1; ++k) {
     const size_t ss = mod(r - k), rs = mod(r - k - 1);
     const bool last = k == n - 2;  // rs is the segment this rank finishes (r + 1)
-    auto before_send = [&](uint64_t o, uint64_t len) {
-      const size_t e = off[ss] + o / sizeof(Narrow), m = len / sizeof(Narrow);
+    auto before_send = [&](uint64_t o, uint64_t) {
+      const auto [e, m] = span_of(ss, o);
+      uint8_t* dst = w + wo[ss] + o;
       float* res = residual != nullptr ? residual + e : nullptr;
       if (k > 0) {
-        narrow_f32(kind, out + e, m, w + e, res, 1.0f);
+        fmt.narrow(out + e, m, dst, res, 1.0f);
       } else if (res == nullptr) {
-        narrow_f32(kind, in + e, m, w + e, nullptr, 1.0f);
+        fmt.narrow(in + e, m, dst, nullptr, 1.0f);
       } else {
         contribution.resize(m);
         for (size_t i = 0; i < m; ++i) contribution[i] = in[e + i] + res[i];
         std::memset(res, 0, m * sizeof(float));
-        narrow_f32(kind, contribution.data(), m, w + e, res, 1.0f);
+        fmt.narrow(contribution.data(), m, dst, res, 1.0f);
       }
     };
     // The last step finishes this rank's segment a chunk at a time: average
     // it, round it once for everyone (its rounding error, in sum units, is
     // this rank's to carry) and keep the rounded value.
-    auto on_chunk = [&](size_t, const uint8_t* data, uint64_t o, uint64_t len) {
-      const size_t e = off[rs] + o / sizeof(Narrow), m = len / sizeof(Narrow);
+    auto on_chunk = [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
+      const auto [e, m] = span_of(rs, o);
       float* res = residual != nullptr ? residual + e : nullptr;
-      widen_add(kind, reinterpret_cast<const Narrow*>(data), m, in + e, res, out + e);
+      fmt.widen_add(data, m, in + e, res, out + e);
       if (res != nullptr) std::memset(res, 0, m * sizeof(float));  // added in
       if (last) {
         if (avg) scale_avg(out + e, m, DataType::kFloat32, n);
-        narrow_f32(kind, out + e, m, w + e, res, avg ? static_cast<float>(n) : 1.0f);
-        widen(kind, w + e, m, out + e);
+        uint8_t* mine = w + wo[rs] + o;
+        fmt.narrow(out + e, m, mine, res, avg ? static_cast<float>(n) : 1.0f);
+        fmt.widen(mine, m, out + e);
       }
     };
-    StreamSide snd{next, wreg.get(), woff + off[ss] * sizeof(Narrow), cnt[ss] * sizeof(Narrow)};
-    StreamSide rcv{prev, nullptr, 0, cnt[rs] * sizeof(Narrow)};
+    StreamSide snd{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]};
+    StreamSide rcv{prev, nullptr, 0, wo[rs + 1] - wo[rs]};
     GREX_TRY(stream(c, g, snd, rcv, chunk, a.tag | static_cast<uint64_t>(k), on_chunk, before_send));
   }
 
@@ -105,13 +189,12 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
   // wire buffer (forwarded from there) and widened into the output.
   for (int k = 0; k < n - 1; ++k) {
     const size_t ss = mod(r + 1 - k), rs = mod(r - k);
-    StreamSide snd{next, wreg.get(), woff + off[ss] * sizeof(Narrow), cnt[ss] * sizeof(Narrow)};
-    StreamSide rcv{prev, wreg.get(), woff + off[rs] * sizeof(Narrow), cnt[rs] * sizeof(Narrow)};
-    const size_t base = off[rs];
+    StreamSide snd{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]};
+    StreamSide rcv{prev, wreg.get(), woff + wo[rs], wo[rs + 1] - wo[rs]};
     GREX_TRY(stream(c, g, snd, rcv, chunk, a.tag | (1ull << 16) | static_cast<uint64_t>(k),
-                    [&](size_t, const uint8_t* data, uint64_t o, uint64_t len) {
-                      widen(kind, reinterpret_cast<const Narrow*>(data), len / sizeof(Narrow),
-                            out + base + o / sizeof(Narrow));
+                    [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
+                      const auto [e, m] = span_of(rs, o);
+                      fmt.widen(data, m, out + e);
                     }));
   }
   return ok();

@@ -14,7 +14,7 @@ namespace {
 Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
                                   DataType type, ReduceOp op, const AllreduceOptions& o) {
   if (o.compression == Compression::kNone) return allreduce_job(c, sendbuf, recvbuf, count, type, op);
-  if (o.compression != Compression::kBf16 && o.compression != Compression::kFp16)
+  if (o.compression != Compression::kBf16 && o.compression != Compression::kFp16 && o.compression != Compression::kInt8)
     return bad_arg(c.rank, "allreduce", "unknown compression " + std::to_string(static_cast<int>(o.compression)));
   if (type != DataType::kFloat32)
     return bad_arg(c.rank, "allreduce", "compression takes float32 vectors, not " + std::string(dtype_name(type)));
@@ -23,7 +23,9 @@ Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, vo
   if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) return bad_arg(c.rank, "allreduce", "null buffer");
   // Named apart from a plain allreduce (and from each other) in the call
   // signature, so ranks that disagree on compression are told so.
-  const char* what = o.compression == Compression::kBf16 ? "bf16 allreduce" : "fp16 allreduce";
+  const char* what = o.compression == Compression::kBf16   ? "bf16 allreduce"
+                     : o.compression == Compression::kFp16 ? "fp16 allreduce"
+                                                           : "int8 allreduce";
   const Compression kind = o.compression;
   const bool feedback = o.error_feedback;
   const void* key = o.feedback_key != nullptr ? o.feedback_key : recvbuf;

@@ -247,17 +247,17 @@ class Comm:
     def allreduce(self, buf, out=None, op="sum", dtype=None, async_op=False, compression=None,
                   error_feedback=False):
         """Reduces over ranks into `out` (default: in place into `buf`).
-        compression="bf16" or "fp16" (float32, sum or avg): the vector travels
-        as 16-bit floats, accumulated in float32 at every hop; error_feedback
+        compression="bf16", "fp16" or "int8" (float32, sum or avg): the vector
+        travels compressed, accumulated in float32 at every hop; error_feedback
         keeps this rank's rounding error per output buffer for the next call."""
         src = _Buf(buf, dtype, writable=out is None)
         dst = _Buf(out, src.dtype, writable=True) if out is not None else src
         if dst.count != src.count:
             raise ValueError(f"grex: allreduce output holds {dst.count} elements, input {src.count}")
         if compression is not None or error_feedback:
-            kinds = {None: 0, "none": 0, "bf16": 1, "fp16": 2}
+            kinds = {None: 0, "none": 0, "bf16": 1, "fp16": 2, "int8": 3}
             if compression not in kinds:
-                raise ValueError(f"grex: compression {compression!r}: use 'bf16', 'fp16' or None")
+                raise ValueError(f"grex: compression {compression!r}: use 'bf16', 'fp16', 'int8' or None")
             w = _p()
             _check(_lib.grex_allreduce_compressed(self._handle(), src.ptr, dst.ptr, src.count, DTYPES[src.dtype],
                                                   _op(op), kinds[compression], int(bool(error_feedback)), None,

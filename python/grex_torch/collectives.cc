@@ -137,8 +137,10 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::compressed_allreduce(at::Tensor t, c
     o.compression = Compression::kBf16;
   } else if (compression == "fp16") {
     o.compression = Compression::kFp16;
+  } else if (compression == "int8") {
+    o.compression = Compression::kInt8;
   } else {
-    TORCH_CHECK(compression == "none", "grex: ", what, ": compression '", compression, "': bf16, fp16 or none");
+    TORCH_CHECK(compression == "none", "grex: ", what, ": compression '", compression, "': bf16, fp16, int8 or none");
   }
   o.error_feedback = error_feedback;
   // An opaque key per bucket: DDP may hand a bucket's buffer at a new address.

@@ -43,9 +43,10 @@ enum class DataType : uint8_t {
 /// Reduction operators. kAvg divides the sum by the group size.
 enum class ReduceOp : uint8_t { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 4 };
 
-/// How an allreduce's float32 vector travels (issue 29): as it is, or as
-/// 16-bit floats accumulated in float32 at every hop (half the bytes).
-enum class Compression : uint8_t { kNone = 0, kBf16 = 1, kFp16 = 2 };
+/// How an allreduce's float32 vector travels (issue 29): as it is, as 16-bit
+/// floats (half the bytes), or as int8 with a float32 scale per block of 256
+/// values (about a quarter); accumulated in float32 at every hop.
+enum class Compression : uint8_t { kNone = 0, kBf16 = 1, kFp16 = 2, kInt8 = 3 };
 
 /// Per-call options of an allreduce.
 struct AllreduceOptions {

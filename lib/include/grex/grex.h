@@ -60,7 +60,12 @@ typedef enum grex_dtype {
 /** Reduction operators (the C++ grex::ReduceOp values); AVG divides the sum by the ranks. */
 typedef enum grex_op { GREX_SUM = 0, GREX_PROD = 1, GREX_MIN = 2, GREX_MAX = 3, GREX_AVG = 4 } grex_op_t;
 /** How an allreduce's float32 vector travels (grex::Compression). */
-typedef enum grex_compression { GREX_COMPRESS_NONE = 0, GREX_COMPRESS_BF16 = 1, GREX_COMPRESS_FP16 = 2 } grex_compression_t;
+typedef enum grex_compression {
+  GREX_COMPRESS_NONE = 0,
+  GREX_COMPRESS_BF16 = 1,
+  GREX_COMPRESS_FP16 = 2,
+  GREX_COMPRESS_INT8 = 3 /* int8 with a float32 scale per block of 256 values */
+} grex_compression_t;
 
 typedef struct grex_comm grex_comm_t; /**< a communicator */
 typedef struct grex_work grex_work_t; /**< a non-blocking collective in flight */
