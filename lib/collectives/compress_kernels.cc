@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "collectives/compress_kernels.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include "collectives/reduce_simd.h"
 #include "gpu/reduce_elem.h"
 
@@ -25,6 +29,40 @@ void widen_add_scalar(Compression k, const uint16_t* h, size_t m, const float* a
   for (size_t i = 0; i < m; ++i) {
     const float base = b != nullptr ? a[i] + b[i] : a[i];
     out[i] = base + widen1(k, h[i]);
+  }
+}
+
+void int8_narrow_scalar(const float* v, size_t m, uint8_t* w, float* res, float scale) noexcept {
+  for (size_t b = 0; b < m; b += kInt8Block) {
+    const size_t k = std::min(kInt8Block, m - b);
+    float amax = 0.f;
+    for (size_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(v[b + i]));
+    const float d = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+    uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
+    std::memcpy(blk, &d, 4);
+    for (size_t i = 0; i < k; ++i) {
+      const long q = std::clamp(std::lrintf(v[b + i] * inv), -127L, 127L);
+      blk[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      if (res != nullptr) res[b + i] += (v[b + i] - static_cast<float>(q) * d) * scale;
+    }
+  }
+}
+
+void int8_widen_add_scalar(const uint8_t* w, size_t m, const float* a, const float* bb, float* out) noexcept {
+  for (size_t b = 0; b < m; b += kInt8Block) {
+    const size_t k = std::min(kInt8Block, m - b);
+    const uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
+    float d;
+    std::memcpy(&d, blk, 4);
+    for (size_t i = 0; i < k; ++i) {
+      const float x = static_cast<float>(static_cast<int8_t>(blk[4 + i])) * d;
+      if (a == nullptr) {
+        out[b + i] = x;
+      } else {
+        const float base = bb != nullptr ? a[b + i] + bb[b + i] : a[b + i];
+        out[b + i] = base + x;
+      }
+    }
   }
 }
 
@@ -87,9 +125,108 @@ void widen_add_avx2(Compression k, const uint16_t* h, size_t m, const float* a, 
   widen_add_scalar(k, h + i, m - i, a + i, b != nullptr ? b + i : nullptr, out + i);
 }
 
+// int8: 8 values at a time; the same arithmetic as the scalar form, in its
+// order (cvtps rounds to nearest even, as lrintf does in the default mode).
+void int8_narrow_avx2(const float* v, size_t m, uint8_t* w, float* res, float scale) noexcept {
+  const __m256 sign = _mm256_set1_ps(-0.f), s = _mm256_set1_ps(scale);
+  for (size_t b = 0; b < m; b += kInt8Block) {
+    const size_t k = std::min(kInt8Block, m - b);
+    const size_t k8 = k / 8 * 8;
+    __m256 mx = _mm256_setzero_ps();
+    for (size_t i = 0; i < k8; i += 8) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(v + b + i)));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mx);
+    float amax = 0.f;
+    for (float x : lanes) amax = std::max(amax, x);
+    for (size_t i = k8; i < k; ++i) amax = std::max(amax, std::fabs(v[b + i]));
+    const float d = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+    uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
+    std::memcpy(blk, &d, 4);
+    const __m256 vinv = _mm256_set1_ps(inv), vd = _mm256_set1_ps(d);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    for (size_t i = 0; i < k8; i += 8) {
+      const __m256 x = _mm256_loadu_ps(v + b + i);
+      __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(x, vinv));
+      q = _mm256_min_epi32(_mm256_max_epi32(q, lo), hi);
+      // 8 int32 to 8 int8: pack to 16 then 8 bits (saturating, values fit), lanes in order.
+      const __m256i p16 = _mm256_packs_epi32(q, q);
+      const __m256i p8 = _mm256_packs_epi16(p16, p16);
+      const __m256i ord = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+      const uint64_t bytes = static_cast<uint64_t>(_mm256_extract_epi64(ord, 0));
+      std::memcpy(blk + 4 + i, &bytes, 8);
+      if (res != nullptr) {
+        const __m256 e = _mm256_mul_ps(_mm256_sub_ps(x, _mm256_mul_ps(_mm256_cvtepi32_ps(q), vd)), s);
+        _mm256_storeu_ps(res + b + i, _mm256_add_ps(_mm256_loadu_ps(res + b + i), e));
+      }
+    }
+    for (size_t i = k8; i < k; ++i) {
+      const long q = std::clamp(std::lrintf(v[b + i] * inv), -127L, 127L);
+      blk[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      if (res != nullptr) res[b + i] += (v[b + i] - static_cast<float>(q) * d) * scale;
+    }
+  }
+}
+
+void int8_widen_add_avx2(const uint8_t* w, size_t m, const float* a, const float* bb, float* out) noexcept {
+  for (size_t b = 0; b < m; b += kInt8Block) {
+    const size_t k = std::min(kInt8Block, m - b);
+    const size_t k8 = k / 8 * 8;
+    const uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
+    float d;
+    std::memcpy(&d, blk, 4);
+    const __m256 vd = _mm256_set1_ps(d);
+    for (size_t i = 0; i < k8; i += 8) {
+      uint64_t bytes;
+      std::memcpy(&bytes, blk + 4 + i, 8);
+      const __m256 x = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes)))), vd);
+      if (a == nullptr) {
+        _mm256_storeu_ps(out + b + i, x);
+      } else {
+        __m256 base = _mm256_loadu_ps(a + b + i);
+        if (bb != nullptr) base = _mm256_add_ps(base, _mm256_loadu_ps(bb + b + i));
+        _mm256_storeu_ps(out + b + i, _mm256_add_ps(base, x));
+      }
+    }
+    for (size_t i = k8; i < k; ++i) {
+      const float x = static_cast<float>(static_cast<int8_t>(blk[4 + i])) * d;
+      if (a == nullptr) {
+        out[b + i] = x;
+      } else {
+        const float base = bb != nullptr ? a[b + i] + bb[b + i] : a[b + i];
+        out[b + i] = base + x;
+      }
+    }
+  }
+}
+
 }  // namespace
 GREX_TARGET_END
 #endif
+
+void int8_narrow_at(SimdLevel level, const float* v, size_t m, uint8_t* w, float* res, float s) noexcept {
+#if GREX_REDUCE_X86
+  if (level != SimdLevel::kScalar && simd_level() != SimdLevel::kScalar) return int8_narrow_avx2(v, m, w, res, s);
+#endif
+  (void)level;
+  int8_narrow_scalar(v, m, w, res, s);
+}
+
+void int8_widen_add_at(SimdLevel level, const uint8_t* w, size_t m, const float* a, const float* b,
+                       float* out) noexcept {
+#if GREX_REDUCE_X86
+  if (level != SimdLevel::kScalar && simd_level() != SimdLevel::kScalar) return int8_widen_add_avx2(w, m, a, b, out);
+#endif
+  (void)level;
+  int8_widen_add_scalar(w, m, a, b, out);
+}
+
+void int8_narrow(const float* v, size_t m, uint8_t* w, float* res, float s) noexcept {
+  int8_narrow_at(simd_level(), v, m, w, res, s);
+}
+void int8_widen_add(const uint8_t* w, size_t m, const float* a, const float* b, float* out) noexcept {
+  int8_widen_add_at(simd_level(), w, m, a, b, out);
+}
+void int8_widen(const uint8_t* w, size_t m, float* out) noexcept { int8_widen_add(w, m, nullptr, nullptr, out); }
 
 void narrow_f32_at(SimdLevel level, Compression k, const float* v, size_t m, uint16_t* w, float* res,
                    float scale) noexcept {

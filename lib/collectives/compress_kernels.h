@@ -21,6 +21,19 @@ void widen_add(Compression kind, const uint16_t* h, size_t m, const float* a, co
 /// out[i] = widen(h[i]).
 void widen(Compression kind, const uint16_t* h, size_t m, float* out) noexcept;
 
+/// int8 blocks of kInt8Block values: [float32 scale][int8 x k], scale = the
+/// block's largest magnitude / 127, value = q * scale, q rounded to nearest
+/// even and clamped to +-127 (finite inputs). m values from a block start;
+/// a last block may be shorter. With `res`: res[i] += (v[i] - q * scale) * s.
+inline constexpr size_t kInt8Block = 256;
+void int8_narrow(const float* v, size_t m, uint8_t* w, float* res, float s) noexcept;
+/// out[i] = a[i] (+ b[i] where b) + value(i); out may be a.
+void int8_widen_add(const uint8_t* w, size_t m, const float* a, const float* b, float* out) noexcept;
+void int8_widen(const uint8_t* w, size_t m, float* out) noexcept;
+void int8_narrow_at(SimdLevel level, const float* v, size_t m, uint8_t* w, float* res, float s) noexcept;
+void int8_widen_add_at(SimdLevel level, const uint8_t* w, size_t m, const float* a, const float* b,
+                       float* out) noexcept;
+
 void narrow_f32_at(SimdLevel level, Compression kind, const float* v, size_t m, uint16_t* w, float* res,
                    float scale) noexcept;
 void widen_add_at(SimdLevel level, Compression kind, const uint16_t* h, size_t m, const float* a, const float* b,

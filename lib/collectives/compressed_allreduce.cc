@@ -31,44 +31,6 @@
 namespace grex::detail {
 namespace {
 
-constexpr size_t kInt8Block = 256;  // values per int8 block, behind their float32 scale
-
-// int8 blocks: [float scale][int8 x up to 256]; scale = max |v| / 127, v = q * scale.
-void int8_narrow(const float* v, size_t m, uint8_t* w, float* res, float scale) noexcept {
-  for (size_t b = 0; b < m; b += kInt8Block) {
-    const size_t k = std::min(kInt8Block, m - b);
-    float amax = 0.f;
-    for (size_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(v[b + i]));
-    const float d = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
-    uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
-    std::memcpy(blk, &d, 4);
-    for (size_t i = 0; i < k; ++i) {
-      const long q = std::clamp(std::lrintf(v[b + i] * inv), -127L, 127L);
-      blk[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
-      if (res != nullptr) res[b + i] += (v[b + i] - static_cast<float>(q) * d) * scale;
-    }
-  }
-}
-
-template <bool kAdd>
-void int8_widen(const uint8_t* w, size_t m, const float* a, const float* bb, float* out) noexcept {
-  for (size_t b = 0; b < m; b += kInt8Block) {
-    const size_t k = std::min(kInt8Block, m - b);
-    const uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
-    float d;
-    std::memcpy(&d, blk, 4);
-    for (size_t i = 0; i < k; ++i) {
-      const float x = static_cast<float>(static_cast<int8_t>(blk[4 + i])) * d;
-      if constexpr (kAdd) {
-        const float base = bb != nullptr ? a[b + i] + bb[b + i] : a[b + i];
-        out[b + i] = base + x;
-      } else {
-        out[b + i] = x;
-      }
-    }
-  }
-}
-
 // How a format lays values on the wire: blocks of `elems` values in `bytes`
 // bytes (a last, shorter block: its header and the values it holds).
 struct Format {
@@ -89,11 +51,11 @@ struct Format {
     narrow_f32(kind, v, m, reinterpret_cast<uint16_t*>(w), res, scale);
   }
   void widen_add(const uint8_t* w, size_t m, const float* a, const float* b, float* out) const noexcept {
-    if (kind == Compression::kInt8) return int8_widen<true>(w, m, a, b, out);
+    if (kind == Compression::kInt8) return int8_widen_add(w, m, a, b, out);
     grex::detail::widen_add(kind, reinterpret_cast<const uint16_t*>(w), m, a, b, out);
   }
   void widen(const uint8_t* w, size_t m, float* out) const noexcept {
-    if (kind == Compression::kInt8) return int8_widen<false>(w, m, nullptr, nullptr, out);
+    if (kind == Compression::kInt8) return int8_widen(w, m, out);
     grex::detail::widen(kind, reinterpret_cast<const uint16_t*>(w), m, out);
   }
 };

@@ -89,6 +89,35 @@ TEST(CompressKernels, VectorFormsGiveTheScalarBits) {
     }
 }
 
+TEST(CompressKernels, Int8VectorFormGivesTheScalarBits) {
+  if (simd_level() == SimdLevel::kScalar) GTEST_SKIP() << "no AVX2 here: the scalar form is the only one";
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (size_t m : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{255}, size_t{256}, size_t{257}, size_t{1000},
+                   size_t{100003}}) {
+    SCOPED_TRACE(m);
+    std::vector<float> v(m), a(m), b(m);
+    for (size_t i = 0; i < m; ++i) v[i] = normal(gen), a[i] = normal(gen), b[i] = normal(gen);
+    if (m > 300) std::fill(v.begin() + 256, v.begin() + 512, 0.f);  // an all-zero block: scale 0
+    const size_t bytes = m / kInt8Block * (kInt8Block + 4) + (m % kInt8Block ? 4 + m % kInt8Block : 0);
+    std::vector<uint8_t> ws(bytes), wv(bytes);
+    std::vector<float> rs(m, 0.5f), rv(m, 0.5f);
+    int8_narrow_at(SimdLevel::kScalar, v.data(), m, ws.data(), rs.data(), 2.f);
+    int8_narrow_at(SimdLevel::kAvx2, v.data(), m, wv.data(), rv.data(), 2.f);
+    EXPECT_EQ(ws, wv);
+    EXPECT_TRUE(same_bits(rs, rv)) << "residuals differ";
+    std::vector<float> os(m), ov(m);
+    int8_widen_add_at(SimdLevel::kScalar, ws.data(), m, a.data(), b.data(), os.data());
+    int8_widen_add_at(SimdLevel::kAvx2, ws.data(), m, a.data(), b.data(), ov.data());
+    EXPECT_TRUE(same_bits(os, ov));
+    int8_widen_add_at(SimdLevel::kScalar, ws.data(), m, nullptr, nullptr, os.data());
+    int8_widen_add_at(SimdLevel::kAvx2, ws.data(), m, nullptr, nullptr, ov.data());
+    EXPECT_TRUE(same_bits(os, ov));
+    for (size_t i = 0; i < m; ++i)  // within half a step of the block's largest magnitude / 127
+      ASSERT_LE(std::fabs(os[i] - v[i]), 0.5f * 8.f * 3.f / 127.f * 4.f) << i;
+  }
+}
+
 TEST(CompressKernels, RoundTripsValuesTheFormatHolds) {
   for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2}) {
     std::vector<float> v(1000);
