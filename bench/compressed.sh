@@ -7,9 +7,9 @@
 # every received frame queues for a 10 Gbit/s link), float32 sum of SIZE
 # (default 64M), out of place, checked:
 #   GREX_DPDK_BOTTLENECK_MBPS=10000 grex-run -n R --backend dpdk -- \
-#     grex-perf allreduce -b SIZE -e SIZE -n 3 -w 1 --inplace 0 --compress none|bf16|fp16|int8
-# (int8 unchecked, -c 0: grex-perf's exact pattern is not exact in int8; the
-# tests bound its error instead)
+#     grex-perf allreduce -b SIZE -e SIZE -n 3 -w 1 --inplace 0 --compress none|bf16|fp16|int8|topk
+# (int8 and topk unchecked, -c 0: grex-perf's exact pattern is not exact in
+# int8, and top-k 1 % sends a hundredth of it; the tests bound their error)
 # Usage: bench/compressed.sh   (env: BUILD=build, REPEAT=3, RANKS="2 4", SIZE=64M, MBPS=10000)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,12 +19,12 @@ REPEAT=${REPEAT:-3} RANKS=${RANKS:-"2 4"} SIZE=${SIZE:-64M} MBPS=${MBPS:-10000}
 export GREX_LOG_LEVEL=error GREX_DPDK_BOTTLENECK_MBPS=$MBPS
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-formats=(none bf16 fp16 int8)
+formats=(none bf16 fp16 int8 topk)
 for ((round = 1; round <= REPEAT; round++)); do
   for n in $RANKS; do
     for f in "${formats[@]}"; do
       "$BUILD/apps/grex-run/grex-run" -n "$n" --backend dpdk --no-tag-output -- "$BUILD/apps/grex-perf/grex-perf" \
-        allreduce -b "$SIZE" -e "$SIZE" -n 3 -w 1 --inplace 0 --compress "$f" -c "$([[ $f == int8 ]] && echo 0 || echo 1)" |
+        allreduce -b "$SIZE" -e "$SIZE" -n 3 -w 1 --inplace 0 --compress "$f" -c "$([[ $f == int8 || $f == topk ]] && echo 0 || echo 1)" |
         awk -v n="$n" -v f="$f" '$1 ~ /^[0-9]+$/ && NF >= 8 { if ($8 != "0" && $8 != "N/A") { print "wrong elements" > "/dev/stderr"; exit 1 } print n, f, $5 }' >> "$tmp/runs"
     done
   done
@@ -35,10 +35,10 @@ stat() {
   awk -v n="$1" -v f="$2" '$1 == n && $2 == f { print $3 }' "$tmp/runs" | sort -g |
     awk '{ a[NR] = $1 } END { printf "%.0f (%.0f–%.0f)", a[int((NR + 1) / 2)], a[1], a[NR] }'
 }
-echo "| ranks | uncompressed (us) | bf16 (us) | fp16 (us) | int8 (us) | bf16 / uncompressed (goal <= 0.55) | fp16 / uncompressed | int8 / uncompressed (goal <= 0.3) |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| ranks | uncompressed (us) | bf16 (us) | fp16 (us) | int8 (us) | top-k 1 % (us) | bf16 / uncompressed (goal <= 0.55) | fp16 / uncompressed | int8 / uncompressed (goal <= 0.3) | top-k / uncompressed (goal <= 0.1) |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for n in $RANKS; do
   base=$(med "$n" none)
   ratio() { awk -v a="$(med "$n" "$1")" -v b="$base" 'BEGIN { printf "%.2f", a / b }'; }
-  echo "| $n | $(stat "$n" none) | $(stat "$n" bf16) | $(stat "$n" fp16) | $(stat "$n" int8) | $(ratio bf16) | $(ratio fp16) | $(ratio int8) |"
+  echo "| $n | $(stat "$n" none) | $(stat "$n" bf16) | $(stat "$n" fp16) | $(stat "$n" int8) | $(stat "$n" topk) | $(ratio bf16) | $(ratio fp16) | $(ratio int8) | $(ratio topk) |"
 done

@@ -187,8 +187,10 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
       a.compression = Compression::kFp16;
     } else if (v == "int8") {
       a.compression = Compression::kInt8;
+    } else if (v == "topk") {
+      a.compression = Compression::kTopK;
     } else if (v != "none") {
-      return bad("option --compress takes bf16, fp16, int8 or none, got '" + std::string(v) + "'");
+      return bad("option --compress takes bf16, fp16, int8, topk or none, got '" + std::string(v) + "'");
     }
   } else if (o.spelled == "--stats") {
     a.stats = true;
@@ -458,7 +460,7 @@ std::string_view usage() noexcept {
          "Common options:\n"
          "  --alloc                 buffers from the device's allocator (backend-shared memory), not malloc\n"
          "  --use_cuda              collectives: buffers in GPU 0's memory, grex's stream-ordered calls\n"
-         "  --compress bf16|fp16|int8  allreduce: float32 travels the ring compressed (AllreduceOptions)\n"
+         "  --compress bf16|fp16|int8|topk  allreduce: float32 travels compressed (AllreduceOptions; topk: 1 %)\n"
          "                          (timed until the last call's result is in place; checked on the host)\n"
          "  --stats                 every rank (every flow with -q) prints its transport counters at the end\n"
          "  --backend NAME          backend (shm, dpdk, verbs); wins over GREX_BACKEND\n"

@@ -215,8 +215,9 @@ grex_result_t grex_allreduce_compressed(grex_comm_t* c, const void* s, void* r, 
                                         grex_work_t** w) {
   const char* fn = "grex_allreduce_compressed";
   GREX_C_TRY(check_allreduce(fn, c, s, r, n, t, o));
-  if (k != GREX_COMPRESS_NONE && k != GREX_COMPRESS_BF16 && k != GREX_COMPRESS_FP16 && k != GREX_COMPRESS_INT8)
-    return invalid(fn, "compression is not GREX_COMPRESS_NONE, _BF16, _FP16 or _INT8");
+  if (k != GREX_COMPRESS_NONE && k != GREX_COMPRESS_BF16 && k != GREX_COMPRESS_FP16 && k != GREX_COMPRESS_INT8 &&
+      k != GREX_COMPRESS_TOPK)
+    return invalid(fn, "compression is not GREX_COMPRESS_NONE, _BF16, _FP16, _INT8 or _TOPK");
   grex::AllreduceOptions opts;
   opts.compression = static_cast<grex::Compression>(k);
   opts.error_feedback = feedback != 0;

@@ -6,6 +6,10 @@
 #include "collectives/jobs.h"
 
 namespace grex {
+namespace detail {
+Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, size_t count, ReduceOp op,
+                            double fraction, float* residual);  // topk_allreduce.cc
+}  // namespace detail
 
 using detail::bad_arg;
 
@@ -14,7 +18,8 @@ namespace {
 Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
                                   DataType type, ReduceOp op, const AllreduceOptions& o) {
   if (o.compression == Compression::kNone) return allreduce_job(c, sendbuf, recvbuf, count, type, op);
-  if (o.compression != Compression::kBf16 && o.compression != Compression::kFp16 && o.compression != Compression::kInt8)
+  if (o.compression != Compression::kBf16 && o.compression != Compression::kFp16 && o.compression != Compression::kInt8 &&
+      o.compression != Compression::kTopK)
     return bad_arg(c.rank, "allreduce", "unknown compression " + std::to_string(static_cast<int>(o.compression)));
   if (type != DataType::kFloat32)
     return bad_arg(c.rank, "allreduce", "compression takes float32 vectors, not " + std::string(dtype_name(type)));
@@ -23,13 +28,17 @@ Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, vo
   if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) return bad_arg(c.rank, "allreduce", "null buffer");
   // Named apart from a plain allreduce (and from each other) in the call
   // signature, so ranks that disagree on compression are told so.
+  if (o.compression == Compression::kTopK && !(o.topk_fraction > 0.0 && o.topk_fraction <= 1.0))
+    return bad_arg(c.rank, "allreduce", "topk_fraction " + std::to_string(o.topk_fraction) + " is not in (0, 1]");
   const char* what = o.compression == Compression::kBf16   ? "bf16 allreduce"
                      : o.compression == Compression::kFp16 ? "fp16 allreduce"
-                                                           : "int8 allreduce";
+                     : o.compression == Compression::kInt8 ? "int8 allreduce"
+                                                           : "top-k allreduce";
+  const double fraction = o.topk_fraction;
   const Compression kind = o.compression;
   const bool feedback = o.error_feedback;
   const void* key = o.feedback_key != nullptr ? o.feedback_key : recvbuf;
-  return detail::JobFn([&c, sendbuf, recvbuf, count, type, op, what, kind, feedback, key]() -> Result<void> {
+  return detail::JobFn([&c, sendbuf, recvbuf, count, type, op, what, kind, feedback, key, fraction]() -> Result<void> {
     GREX_TRY(c.check_usable(what));
     c.begin({what, "count", count, static_cast<int>(type), static_cast<int>(op), -1});
     if (count == 0) return ok();
@@ -39,6 +48,10 @@ Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, vo
       if (v.size() != count) v.assign(count, 0.0f);
       residual = v.data();
     }
+    if (kind == Compression::kTopK)
+      return c.finish(detail::topk_allreduce(c, static_cast<const float*>(sendbuf), static_cast<float*>(recvbuf), count,
+                                             op, fraction, residual),
+                      what);
     const detail::CollArgs a{sendbuf, recvbuf, count, type, op, 0, c.next_tag_base()};
     return c.finish(detail::compressed_ring_allreduce(c.ctx, *c.world, a, kind, residual, &c.compress_wire), what);
   });

@@ -255,9 +255,9 @@ class Comm:
         if dst.count != src.count:
             raise ValueError(f"grex: allreduce output holds {dst.count} elements, input {src.count}")
         if compression is not None or error_feedback:
-            kinds = {None: 0, "none": 0, "bf16": 1, "fp16": 2, "int8": 3}
+            kinds = {None: 0, "none": 0, "bf16": 1, "fp16": 2, "int8": 3, "topk": 4}
             if compression not in kinds:
-                raise ValueError(f"grex: compression {compression!r}: use 'bf16', 'fp16', 'int8' or None")
+                raise ValueError(f"grex: compression {compression!r}: use 'bf16', 'fp16', 'int8', 'topk' or None")
             w = _p()
             _check(_lib.grex_allreduce_compressed(self._handle(), src.ptr, dst.ptr, src.count, DTYPES[src.dtype],
                                                   _op(op), kinds[compression], int(bool(error_feedback)), None,

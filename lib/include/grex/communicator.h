@@ -46,7 +46,9 @@ enum class ReduceOp : uint8_t { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 
 /// How an allreduce's float32 vector travels (issue 29): as it is, as 16-bit
 /// floats (half the bytes), or as int8 with a float32 scale per block of 256
 /// values (about a quarter); accumulated in float32 at every hop.
-enum class Compression : uint8_t { kNone = 0, kBf16 = 1, kFp16 = 2, kInt8 = 3 };
+/// kTopK sends each rank's largest `topk_fraction` of values as (index,
+/// value) pairs, summed sparsely (use it with error_feedback).
+enum class Compression : uint8_t { kNone = 0, kBf16 = 1, kFp16 = 2, kInt8 = 3, kTopK = 4 };
 
 /// Per-call options of an allreduce.
 struct AllreduceOptions {
@@ -59,6 +61,8 @@ struct AllreduceOptions {
   /// residual has the count of the call that made it; a call with another
   /// count starts it afresh.
   const void* feedback_key = nullptr;
+  /// kTopK: the share of values each rank sends (0 < f <= 1; 1: every value, the exact sum).
+  double topk_fraction = 0.01;
 };
 
 /// Bytes per element.

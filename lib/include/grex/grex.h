@@ -64,7 +64,8 @@ typedef enum grex_compression {
   GREX_COMPRESS_NONE = 0,
   GREX_COMPRESS_BF16 = 1,
   GREX_COMPRESS_FP16 = 2,
-  GREX_COMPRESS_INT8 = 3 /* int8 with a float32 scale per block of 256 values */
+  GREX_COMPRESS_INT8 = 3, /* int8 with a float32 scale per block of 256 values */
+  GREX_COMPRESS_TOPK = 4  /* each rank's largest 1 % of values, summed sparsely */
 } grex_compression_t;
 
 typedef struct grex_comm grex_comm_t; /**< a communicator */
