@@ -15,8 +15,62 @@
 
 #include "collectives/comm_impl.h"
 #include "collectives/reduce.h"
+#include "collectives/reduce_simd.h"
 
 namespace grex::detail {
+namespace {
+
+struct Pair {
+  uint32_t index;
+  float value;
+};
+
+// Appends (i, v) for every v = in[i] (+ res[i]) with |v| >= thr and v != 0
+// (every v when `all`), at most `cap` in all, in index order; res[i] becomes
+// v where it was not sent, 0 where it was. The scalar form, and below the
+// AVX2 one that tests 8 values at a time (the same choices: the same
+// comparisons in the same order).
+void select_scalar(const float* in, float* res, size_t from, size_t to, bool all, float thr, size_t cap,
+                   std::vector<Pair>& out) {
+  size_t i = from;
+  for (; i < to && out.size() < cap; ++i) {
+    const float v = res != nullptr ? in[i] + res[i] : in[i];
+    const bool send = all || (std::fabs(v) >= thr && v != 0.f);
+    if (send) out.push_back(Pair{static_cast<uint32_t>(i), v});
+    if (res != nullptr) res[i] = send ? 0.f : v;
+  }
+  // The cap is reached (many values tie at the threshold): the rest all stay.
+  if (res != nullptr)
+    for (; i < to; ++i) res[i] = in[i] + res[i];
+}
+
+#if GREX_REDUCE_X86
+GREX_TARGET_BEGIN("avx2")
+size_t select_avx2(const float* in, float* res, size_t count, float thr, size_t cap, std::vector<Pair>& out) {
+  const __m256 sign = _mm256_set1_ps(-0.f), t = _mm256_set1_ps(thr), zero = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= count && out.size() + 8 <= cap; i += 8) {
+    __m256 v = _mm256_loadu_ps(in + i);
+    if (res != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(res + i));
+    const __m256 big = _mm256_and_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, v), t, _CMP_GE_OQ),
+                                     _mm256_cmp_ps(v, zero, _CMP_NEQ_OQ));
+    unsigned bits = static_cast<unsigned>(_mm256_movemask_ps(big));
+    if (res != nullptr) _mm256_storeu_ps(res + i, _mm256_blendv_ps(v, zero, big));
+    if (bits != 0) {
+      alignas(32) float lane[8];
+      _mm256_store_ps(lane, v);
+      for (; bits != 0; bits &= bits - 1) {
+        const int j = __builtin_ctz(bits);
+        out.push_back(Pair{static_cast<uint32_t>(i + static_cast<size_t>(j)), lane[j]});
+      }
+    }
+  }
+  return i;  // the rest (a tail, or near the cap) goes element by element
+}
+GREX_TARGET_END
+#endif
+
+}  // namespace
 
 Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, size_t count, ReduceOp op,
                             double fraction, float* residual) {
@@ -39,19 +93,14 @@ Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, 
   const size_t cap = all ? count
                          : std::min(count, static_cast<size_t>(std::ceil(1.5 * fraction * static_cast<double>(count))) + 16);
   // Select and pack; what is not sent stays in the residual.
-  struct Pair {
-    uint32_t index;
-    float value;
-  };
   static thread_local std::vector<Pair> mine, everyone;
   mine.clear();
   mine.reserve(cap);
-  for (size_t i = 0; i < count; ++i) {
-    const float v = value(i);
-    const bool send = mine.size() < cap && (all || (std::fabs(v) >= thr && v != 0.f));
-    if (send) mine.push_back(Pair{static_cast<uint32_t>(i), v});
-    if (residual != nullptr) residual[i] = send ? 0.f : v;
-  }
+  size_t done = 0;
+#if GREX_REDUCE_X86
+  if (!all && simd_level() != SimdLevel::kScalar) done = select_avx2(in, residual, count, thr, cap, mine);
+#endif
+  select_scalar(in, residual, done, count, all, thr, cap, mine);
   // Every rank's count, then every rank's pairs padded to the largest.
   std::vector<uint32_t> counts(n);
   uint32_t my_count = static_cast<uint32_t>(mine.size());
