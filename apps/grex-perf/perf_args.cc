@@ -181,17 +181,9 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
   } else if (o.spelled == "--use_cuda") {
     a.use_cuda = true;
   } else if (o.spelled == "--compress") {
-    if (v == "bf16") {
-      a.compression = Compression::kBf16;
-    } else if (v == "fp16") {
-      a.compression = Compression::kFp16;
-    } else if (v == "int8") {
-      a.compression = Compression::kInt8;
-    } else if (v == "topk") {
-      a.compression = Compression::kTopK;
-    } else if (v != "none") {
-      return bad("option --compress takes bf16, fp16, int8, topk or none, got '" + std::string(v) + "'");
-    }
+    const auto k = compression_from_name(v);
+    if (!k) return bad("option --compress takes bf16, fp16, int8, topk or none, got '" + std::string(v) + "'");
+    a.compression = *k;
   } else if (o.spelled == "--stats") {
     a.stats = true;
   } else if (o.spelled == "--backend") {

@@ -407,6 +407,11 @@ Result<WorkPtr> Communicator::alltoall(const void* sendbuf, void* recvbuf, size_
   });
 }
 
+// Where the receive half of a two-sided call's staging starts, after
+// `send_bytes`: page aligned, and never at the send half's address (a
+// zero-byte send would make the two buffers look like one: in place).
+static size_t second_half(size_t send_bytes) { return std::max<size_t>(4096, (send_bytes + 4095) & ~size_t{4095}); }
+
 // Uneven alltoall: the send extent in, the job between the two halves of
 // the staging, each received block out on its own (the gaps of recvbuf
 // between blocks are the caller's and stay as they were).
@@ -427,7 +432,7 @@ Result<WorkPtr> Communicator::alltoallv(const void* sendbuf, std::span<const siz
   if (GREX_TRY(host_buffers(c.rank, "alltoallv", {sext > 0 ? sendbuf : nullptr, rext > 0 ? recvbuf : nullptr})))
     return host_call(c, "alltoallv", stream,
                      alltoallv_job(c, sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs, type));
-  const size_t roff = std::max<size_t>(4096, (sext + 4095) & ~size_t{4095});  // never the same pointer as the send half
+  const size_t roff = second_half(sext);
   return c.gpu_call("alltoallv", stream, rext > 0 ? recvbuf : sendbuf, roff + rext,
                     [&](uint8_t* pin) -> Result<std::vector<GpuPiece>> {
                       std::vector<GpuPiece> pieces(1);
@@ -467,7 +472,7 @@ Result<WorkPtr> Communicator::sendrecv(const void* sendbuf, size_t sendbytes, in
   Impl& c = *impl_;
   if (GREX_TRY(host_buffers(c.rank, "sendrecv", {sendbuf, recvbuf})))
     return host_call(c, "sendrecv", stream, sendrecv_job(c, sendbuf, sendbytes, dst, recvbuf, recvbytes, src, tag));
-  const size_t roff = std::max<size_t>(4096, (sendbytes + 4095) & ~size_t{4095});
+  const size_t roff = second_half(sendbytes);
   return c.gpu_call("sendrecv", stream, recvbuf, roff + recvbytes, [&](uint8_t* pin) {
     return one_piece(GpuCopy{0, sendbuf, sendbytes}, GpuCopy{roff, recvbuf, recvbytes},
                      sendrecv_job(c, pin, sendbytes, dst, pin + roff, recvbytes, src, tag));

@@ -168,6 +168,26 @@ std::string_view reduce_op_name(ReduceOp op) noexcept {
   return "?";
 }
 
+namespace {
+constexpr std::pair<Compression, std::string_view> kCompressions[] = {{Compression::kNone, "none"},
+                                                                     {Compression::kBf16, "bf16"},
+                                                                     {Compression::kFp16, "fp16"},
+                                                                     {Compression::kInt8, "int8"},
+                                                                     {Compression::kTopK, "topk"}};
+}  // namespace
+
+std::string_view compression_name(Compression c) noexcept {
+  for (const auto& [k, name] : kCompressions)
+    if (k == c) return name;
+  return "?";
+}
+
+std::optional<Compression> compression_from_name(std::string_view name) noexcept {
+  for (const auto& [k, n] : kCompressions)
+    if (n == name) return k;
+  return std::nullopt;
+}
+
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Communicator::~Communicator() {

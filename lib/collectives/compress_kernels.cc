@@ -32,6 +32,26 @@ void widen_add_scalar(Compression k, const uint16_t* h, size_t m, const float* a
   }
 }
 
+// One int8 block's values [from, to): v, res, a, b and out point at the
+// block's first value, q at its first int8 (after the scale d). The scalar
+// forms run whole blocks through these, the AVX2 forms their tails.
+void int8_quantize(const float* v, float* res, size_t from, size_t to, float d, float inv, float scale,
+                   uint8_t* q) noexcept {
+  for (size_t i = from; i < to; ++i) {
+    const long x = std::clamp(std::lrintf(v[i] * inv), -127L, 127L);
+    q[i] = static_cast<uint8_t>(static_cast<int8_t>(x));
+    if (res != nullptr) res[i] += (v[i] - static_cast<float>(x) * d) * scale;
+  }
+}
+
+void int8_dequantize(const uint8_t* q, size_t from, size_t to, float d, const float* a, const float* b,
+                     float* out) noexcept {
+  for (size_t i = from; i < to; ++i) {
+    const float x = static_cast<float>(static_cast<int8_t>(q[i])) * d;
+    out[i] = a == nullptr ? x : (b != nullptr ? a[i] + b[i] : a[i]) + x;
+  }
+}
+
 void int8_narrow_scalar(const float* v, size_t m, uint8_t* w, float* res, float scale) noexcept {
   for (size_t b = 0; b < m; b += kInt8Block) {
     const size_t k = std::min(kInt8Block, m - b);
@@ -40,29 +60,17 @@ void int8_narrow_scalar(const float* v, size_t m, uint8_t* w, float* res, float 
     const float d = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
     uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
     std::memcpy(blk, &d, 4);
-    for (size_t i = 0; i < k; ++i) {
-      const long q = std::clamp(std::lrintf(v[b + i] * inv), -127L, 127L);
-      blk[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
-      if (res != nullptr) res[b + i] += (v[b + i] - static_cast<float>(q) * d) * scale;
-    }
+    int8_quantize(v + b, res != nullptr ? res + b : nullptr, 0, k, d, inv, scale, blk + 4);
   }
 }
 
 void int8_widen_add_scalar(const uint8_t* w, size_t m, const float* a, const float* bb, float* out) noexcept {
   for (size_t b = 0; b < m; b += kInt8Block) {
-    const size_t k = std::min(kInt8Block, m - b);
     const uint8_t* blk = w + (b / kInt8Block) * (kInt8Block + 4);
     float d;
     std::memcpy(&d, blk, 4);
-    for (size_t i = 0; i < k; ++i) {
-      const float x = static_cast<float>(static_cast<int8_t>(blk[4 + i])) * d;
-      if (a == nullptr) {
-        out[b + i] = x;
-      } else {
-        const float base = bb != nullptr ? a[b + i] + bb[b + i] : a[b + i];
-        out[b + i] = base + x;
-      }
-    }
+    int8_dequantize(blk + 4, 0, std::min(kInt8Block, m - b), d, a != nullptr ? a + b : nullptr,
+                    bb != nullptr ? bb + b : nullptr, out + b);
   }
 }
 
@@ -159,11 +167,7 @@ void int8_narrow_avx2(const float* v, size_t m, uint8_t* w, float* res, float sc
         _mm256_storeu_ps(res + b + i, _mm256_add_ps(_mm256_loadu_ps(res + b + i), e));
       }
     }
-    for (size_t i = k8; i < k; ++i) {
-      const long q = std::clamp(std::lrintf(v[b + i] * inv), -127L, 127L);
-      blk[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
-      if (res != nullptr) res[b + i] += (v[b + i] - static_cast<float>(q) * d) * scale;
-    }
+    int8_quantize(v + b, res != nullptr ? res + b : nullptr, k8, k, d, inv, scale, blk + 4);
   }
 }
 
@@ -187,15 +191,7 @@ void int8_widen_add_avx2(const uint8_t* w, size_t m, const float* a, const float
         _mm256_storeu_ps(out + b + i, _mm256_add_ps(base, x));
       }
     }
-    for (size_t i = k8; i < k; ++i) {
-      const float x = static_cast<float>(static_cast<int8_t>(blk[4 + i])) * d;
-      if (a == nullptr) {
-        out[b + i] = x;
-      } else {
-        const float base = bb != nullptr ? a[b + i] + bb[b + i] : a[b + i];
-        out[b + i] = base + x;
-      }
-    }
+    int8_dequantize(blk + 4, k8, k, d, a != nullptr ? a + b : nullptr, bb != nullptr ? bb + b : nullptr, out + b);
   }
 }
 

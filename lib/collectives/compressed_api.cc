@@ -18,22 +18,22 @@ namespace {
 Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
                                   DataType type, ReduceOp op, const AllreduceOptions& o) {
   if (o.compression == Compression::kNone) return allreduce_job(c, sendbuf, recvbuf, count, type, op);
-  if (o.compression != Compression::kBf16 && o.compression != Compression::kFp16 && o.compression != Compression::kInt8 &&
-      o.compression != Compression::kTopK)
+  if (compression_name(o.compression) == "?")
     return bad_arg(c.rank, "allreduce", "unknown compression " + std::to_string(static_cast<int>(o.compression)));
   if (type != DataType::kFloat32)
     return bad_arg(c.rank, "allreduce", "compression takes float32 vectors, not " + std::string(dtype_name(type)));
   if (op != ReduceOp::kSum && op != ReduceOp::kAvg)
     return bad_arg(c.rank, "allreduce", "compression sums (sum or avg), not " + std::string(reduce_op_name(op)));
   if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) return bad_arg(c.rank, "allreduce", "null buffer");
-  // Named apart from a plain allreduce (and from each other) in the call
-  // signature, so ranks that disagree on compression are told so.
   if (o.compression == Compression::kTopK && !(o.topk_fraction > 0.0 && o.topk_fraction <= 1.0))
     return bad_arg(c.rank, "allreduce", "topk_fraction " + std::to_string(o.topk_fraction) + " is not in (0, 1]");
-  const char* what = o.compression == Compression::kBf16   ? "bf16 allreduce"
-                     : o.compression == Compression::kFp16 ? "fp16 allreduce"
-                     : o.compression == Compression::kInt8 ? "int8 allreduce"
-                                                           : "top-k allreduce";
+  if (o.compression == Compression::kTopK && count > UINT32_MAX)
+    return bad_arg(c.rank, "allreduce", "top-k takes at most 2^32 - 1 values (indices are 32 bits)");
+  // Named apart from a plain allreduce (and from each other) in the call
+  // signature, so ranks that disagree on compression are told so.
+  static constexpr const char* kWhat[] = {"allreduce", "bf16 allreduce", "fp16 allreduce", "int8 allreduce",
+                                          "top-k allreduce"};
+  const char* what = kWhat[static_cast<size_t>(o.compression)];
   const double fraction = o.topk_fraction;
   const Compression kind = o.compression;
   const bool feedback = o.error_feedback;

@@ -7,7 +7,8 @@
 // sample (one pass, no sort of the vector), at most 1.5 x fraction x count
 // of them. With error feedback the values not sent stay in the residual and
 // join the next call's input; the values sent leave none. fraction 1 sends
-// every value: the exact sum (added in rank order).
+// every value: the exact sum (added in rank order). At most 2^32 - 1 values
+// (32-bit indices; compressed_api.cc checks).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -74,7 +75,6 @@ GREX_TARGET_END
 
 Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, size_t count, ReduceOp op,
                             double fraction, float* residual) {
-  if (count > UINT32_MAX) return bad_arg(c.rank, "top-k allreduce", "more than 2^32 - 1 values");
   const auto n = static_cast<size_t>(c.size);
   auto value = [&](size_t i) { return residual != nullptr ? in[i] + residual[i] : in[i]; };
   // The threshold: the (1 - fraction) quantile of the magnitudes of a sample.

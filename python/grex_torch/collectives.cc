@@ -133,15 +133,9 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::compressed_allreduce(at::Tensor t, c
               "host); got ", t.device());
   TORCH_CHECK(t.scalar_type() == at::kFloat, "grex: ", what, " takes float32 tensors, got ", t.scalar_type());
   AllreduceOptions o;
-  if (compression == "bf16") {
-    o.compression = Compression::kBf16;
-  } else if (compression == "fp16") {
-    o.compression = Compression::kFp16;
-  } else if (compression == "int8") {
-    o.compression = Compression::kInt8;
-  } else {
-    TORCH_CHECK(compression == "none", "grex: ", what, ": compression '", compression, "': bf16, fp16, int8 or none");
-  }
+  const auto kind = compression_from_name(compression);
+  TORCH_CHECK(kind.has_value(), "grex: ", what, ": compression '", compression, "': bf16, fp16, int8, topk or none");
+  o.compression = *kind;
   o.error_feedback = error_feedback;
   // An opaque key per bucket: DDP may hand a bucket's buffer at a new address.
   o.feedback_key = reinterpret_cast<const void*>(static_cast<uintptr_t>(key) + 1);

@@ -18,8 +18,8 @@ import torch.distributed as dist
 
 def compressed_hook(compression="bf16", error_feedback=True):
     """A hook for DistributedDataParallel.register_comm_hook."""
-    if compression not in ("bf16", "fp16", "int8"):
-        raise ValueError(f"grex_torch.hooks: compression {compression!r}: bf16, fp16 or int8")
+    if compression not in ("bf16", "fp16", "int8", "topk"):
+        raise ValueError(f"grex_torch.hooks: compression {compression!r}: bf16, fp16, int8 or topk (1 %)")
 
     def hook(state, bucket):
         group = state if state is not None else dist.group.WORLD

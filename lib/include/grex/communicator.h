@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -71,6 +72,10 @@ size_t dtype_size(DataType t) noexcept;
 std::string_view dtype_name(DataType t) noexcept;
 /// "sum", "prod", "min", "max", "avg".
 std::string_view reduce_op_name(ReduceOp op) noexcept;
+/// "none", "bf16", "fp16", "int8", "topk" ("?" for a value outside the enum).
+std::string_view compression_name(Compression c) noexcept;
+/// The Compression compression_name() calls `name`; nullopt for any other word.
+std::optional<Compression> compression_from_name(std::string_view name) noexcept;
 
 /// Options for Communicator::create. The environment variable of each field
 /// is in brackets; by default it overrides the field (see `precedence`).
