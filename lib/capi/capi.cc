@@ -280,6 +280,29 @@ grex_result_t grex_recv(grex_comm_t* c, void* b, size_t bytes, int peer, uint32_
   return done(c->comm->recv(b, bytes, peer, tag));
 }
 
+grex_result_t grex_recv_any(grex_comm_t* c, void* b, size_t bytes, uint32_t tag, int* source) {
+  GREX_C_TRY(need_comm("grex_recv_any", c));
+  GREX_C_TRY(need("grex_recv_any", b, bytes, "buf"));
+  if (source == nullptr) return invalid("grex_recv_any", "source is NULL");
+  auto r = c->comm->recv_any(b, bytes, tag);
+  if (!r) return fail(r.error());
+  *source = *r;
+  return GREX_OK;
+}
+
+grex_result_t grex_iprobe(grex_comm_t* c, uint32_t tag, int source, int* found, int* msg_source, size_t* msg_bytes) {
+  GREX_C_TRY(need_comm("grex_iprobe", c));
+  if (found == nullptr) return invalid("grex_iprobe", "found is NULL");
+  auto r = c->comm->iprobe(tag, source);
+  if (!r) return fail(r.error());
+  *found = r->has_value() ? 1 : 0;
+  if (r->has_value()) {
+    if (msg_source != nullptr) *msg_source = (*r)->source;
+    if (msg_bytes != nullptr) *msg_bytes = (*r)->bytes;
+  }
+  return GREX_OK;
+}
+
 grex_result_t grex_sendrecv(grex_comm_t* c, const void* sb, size_t sbytes, int dst, void* rb, size_t rbytes, int src,
                             uint32_t tag) {
   GREX_C_TRY(need_comm("grex_sendrecv", c));

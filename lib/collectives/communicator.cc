@@ -101,6 +101,7 @@ Result<void> apply_env(CommOptions* o) {
   if (from_env(&CommOptions::name)) GREX_TRY(config::env_string("GREX_COMM_NAME", &o->name));
   if (from_env(&CommOptions::progress)) GREX_TRY(config::env_string("GREX_PROGRESS", &o->progress));
   if (from_env(&CommOptions::spread)) GREX_TRY(config::env_bool("GREX_SPREAD", &o->spread));
+  if (from_env(&CommOptions::any_source)) GREX_TRY(config::env_bool("GREX_P2P_ANY_SOURCE", &o->any_source));
   if (from_env(&CommOptions::stage_sends)) GREX_TRY(config::env_string("GREX_STAGE_SENDS", &o->stage_sends));
   uint64_t stage_min = o->stage_min_bytes;
   if (from_env(&CommOptions::stage_min_bytes))
@@ -232,7 +233,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   // "<random id> <machine id> <backend>/<net> <host id>": every rank must
   // choose the drivers alike, so a job whose ranks were given different
   // GREX_BACKEND or GREX_NET fails here, naming one.
-  const std::string choice_of_drivers = c.opts.backend + "/" + c.opts.net;
+  // The same record carries any_source, which every rank must share too.
+  const std::string choice_of_drivers =
+      c.opts.backend + "/" + c.opts.net + (c.opts.any_source ? "+any-source" : "");
   auto ids = GREX_TRY_CTX(c.bootstrap->all_gather(prefix + "/id", my_id + " " + machine_id() + " " + choice_of_drivers +
                                                                       " " + host_name),
                           "communicator setup");
@@ -243,11 +246,12 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
     if (d == std::string::npos) return Error(Errc::kProtocol, "communicator setup: bad id record '" + ids[r] + "'");
     machines[r] = ids[r].substr(a + 1, b - a - 1);
     if (const std::string theirs = ids[r].substr(b + 1, d - b - 1); theirs != choice_of_drivers)
-      return Error(Errc::kMismatch, "communicator setup: rank " + std::to_string(r) + " runs GREX_BACKEND/GREX_NET " +
-                                        theirs + ", this rank " + choice_of_drivers)
+      return Error(Errc::kMismatch, "communicator setup: rank " + std::to_string(r) +
+                                        " runs GREX_BACKEND/GREX_NET[+GREX_P2P_ANY_SOURCE] " + theirs + ", this rank " +
+                                        choice_of_drivers)
           .rank(c.rank)
           .peer(static_cast<int>(r))
-          .hint("give every rank the same GREX_BACKEND and GREX_NET");
+          .hint("give every rank the same GREX_BACKEND, GREX_NET and GREX_P2P_ANY_SOURCE");
     hosts[r] = ids[r].substr(d + 1);
   }
   const detail::Placement where = detail::place(machines, hosts, c.rank);
@@ -343,6 +347,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
     c.engine->set_remote(std::move(remote));
   }
   c.bufs = std::make_unique<detail::Buffers>(*c.device);
+  if (c.opts.any_source) {
+    c.notices = std::make_unique<detail::Notices>();
+    GREX_TRY_CTX(c.notices->start(*c.device, *c.engine, c.rank, c.size), "communicator setup (notices)");
+  }
   c.world.emplace(detail::Group::world(*c.engine, c.rank, c.size));
   c.ctx.device = c.device.get();
   c.ctx.bufs = c.bufs.get();

@@ -18,11 +18,14 @@ Engine::Engine(Device* dev, std::vector<std::unique_ptr<Endpoint>>* endpoints, i
     : dev_(dev), eps_(endpoints), rank_(rank), recs_(kTrack), pending_per_peer_(endpoints->size(), 0) {}
 
 Result<OpId> Engine::track(int peer, bool is_recv) {
+  // Background receives stay posted for long: skip their slots.
+  for (size_t tries = 0; recs_[next_ % kTrack].pending && recs_[next_ % kTrack].background && tries < kTrack; ++tries)
+    ++next_;
   OpId id = next_;
   Record& r = recs_[id % kTrack];
   if (r.pending)
     return Error(Errc::kInternal, "more than " + std::to_string(kTrack) + " requests in flight").rank(rank_);
-  r = Record{id, peer, true, is_recv, 0};
+  r = Record{id, peer, true, is_recv, false, 0};
   ++next_;
   ++pending_;
   ++pending_per_peer_[static_cast<size_t>(peer)];
@@ -42,7 +45,7 @@ void Engine::untrack(OpId id) noexcept {
   Record& r = recs_[id % kTrack];
   r.pending = false;
   --pending_;
-  --pending_per_peer_[static_cast<size_t>(r.peer)];
+  if (!r.background) --pending_per_peer_[static_cast<size_t>(r.peer)];
 }
 
 template <class Req, class Post>
@@ -102,6 +105,17 @@ Result<OpId> Engine::send(int peer, const MemoryRegion* mr, uint64_t offset, uin
 Result<OpId> Engine::recv(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag) {
   return post(peer, true, RecvRequest{mr, offset, length, tag, 0},
               [](Endpoint* ep, std::span<const RecvRequest> r) { return ep->post_recv(r); });
+}
+
+Result<OpId> Engine::recv_background(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length,
+                                     uint64_t tag) {
+  auto id = recv(peer, mr, offset, length, tag);
+  if (id) {
+    Record& r = recs_[*id % kTrack];
+    r.background = true;
+    --pending_per_peer_[static_cast<size_t>(peer)];
+  }
+  return id;
 }
 
 Result<OpId> Engine::read(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length,
@@ -216,6 +230,7 @@ Result<void> Engine::progress() {
     r.pending = false;
     r.bytes = c.bytes;
     --pending_;
+    if (r.background) continue;  // its owner reads the outcome from its buffer
     --pending_per_peer_[static_cast<size_t>(r.peer)];
     if (c.status != Status::kSuccess) return failure(c);
   }
@@ -243,7 +258,7 @@ Error Engine::timeout_error(const char* what) const {
   std::set<int> peers;
   int awaited = -1;  // the peer to blame: one whose message has not come (a send waits on the receiver)
   for (const Record& r : recs_)
-    if (r.pending) {
+    if (r.pending && !r.background) {
       peers.insert(r.peer);
       if (r.is_recv && (awaited < 0 || r.peer < awaited)) awaited = r.peer;
     }

@@ -27,6 +27,11 @@ class Engine {
   /// Posts a send / receive; kOk unless the endpoint refuses (peer failed, bad args).
   Result<OpId> send(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag);
   Result<OpId> recv(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag);
+  /// A receive that may stay posted across calls (point-to-point notices):
+  /// it holds no timeout or dead-peer verdict (no wait names its peer), and
+  /// a failed one just ends (its buffer is left as it was) instead of
+  /// failing whatever polls. Its tracking slot is skipped while it is posted.
+  Result<OpId> recv_background(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag);
   /// Posts a one-sided read of the peer's `remote` (at remote_offset) into mr.
   Result<OpId> read(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, const RemoteRegion& remote,
                     uint64_t remote_offset);
@@ -87,6 +92,7 @@ class Engine {
     int32_t peer = -1;
     bool pending = false;
     bool is_recv = false;
+    bool background = false;
     uint64_t bytes = 0;
   };
   Result<OpId> track(int peer, bool is_recv);

@@ -16,6 +16,8 @@ Result<detail::JobFn> allgather_job(Communicator::Impl& c, const void* sendbuf, 
 /// Point-to-point (communicator.cc): the blocking send and recv, as jobs.
 Result<detail::JobFn> send_job(Communicator::Impl& c, const void* buf, size_t bytes, int peer, uint32_t tag);
 Result<detail::JobFn> recv_job(Communicator::Impl& c, void* buf, size_t bytes, int peer, uint32_t tag);
+Result<detail::JobFn> recv_any_job(Communicator::Impl& c, void* buf, size_t bytes, uint32_t tag, int* source);
+Result<detail::JobFn> iprobe_job(Communicator::Impl& c, uint32_t tag, int source, std::optional<Probe>* out);
 Result<detail::JobFn> sendrecv_job(Communicator::Impl& c, const void* sendbuf, size_t sendbytes, int dst,
                                    void* recvbuf, size_t recvbytes, int src, uint32_t tag);
 

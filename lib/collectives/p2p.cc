@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "collectives/notices.h"
+
 #include "collectives/comm_impl.h"
 #include "collectives/jobs.h"
 #include "collectives/stream.h"
@@ -32,7 +34,12 @@ Result<detail::JobFn> p2p_job(Communicator::Impl& c, const char* what, const voi
       if (src >= 0) GREX_TRY(rreg.acquire(recvbuf, recvbytes));
       r = [&]() -> Result<void> {
         const bool schunk = dst >= 0 && c.p2p_chunked(sendbytes), rchunk = src >= 0 && c.p2p_chunked(recvbytes);
-        std::optional<detail::OpId> rid, sid;
+        std::optional<detail::OpId> rid, sid, nid;
+        if (c.notices) {  // any_source: the notice goes first; a receive takes (or owes) its sender's
+          GREX_TRY(c.notices->service(*c.engine));
+          if (dst >= 0) nid = GREX_TRY(c.notices->post(*c.engine, dst, tag, sendbytes));
+          if (src >= 0) c.notices->consume(src, tag);
+        }
         if (src >= 0 && !rchunk) rid = GREX_TRY(c.engine->recv(src, rreg.get(), rreg.offset(recvbuf), recvbytes, tag));
         if (dst >= 0 && !schunk) sid = GREX_TRY(c.engine->send(dst, sreg.get(), sreg.offset(sendbuf), sendbytes, tag));
         if (schunk || rchunk) {
@@ -48,6 +55,7 @@ Result<detail::JobFn> p2p_job(Communicator::Impl& c, const char* what, const voi
         }
         const Deadline deadline = c.ctx.deadline();
         if (sid) GREX_TRY(c.engine->wait(*sid, deadline, what));
+        if (nid) GREX_TRY(c.engine->wait(*nid, deadline, what));
         if (rid) {
           GREX_TRY(c.engine->wait(*rid, deadline, what));
           if (c.engine->bytes(*rid) != recvbytes)
@@ -63,7 +71,72 @@ Result<detail::JobFn> p2p_job(Communicator::Impl& c, const char* what, const voi
   });
 }
 
+Result<void> check_any_source(const Communicator::Impl& c, const char* what) {
+  if (c.notices) return ok();
+  return Error(Errc::kInvalidArgument, std::string(what) + " needs CommOptions::any_source on every rank")
+      .rank(c.rank)
+      .hint("set GREX_P2P_ANY_SOURCE=1 for every rank (sends then carry a 16-byte notice)");
+}
+
 }  // namespace
+
+Result<detail::JobFn> recv_any_job(Communicator::Impl& c, void* buf, size_t bytes, uint32_t tag, int* source) {
+  GREX_TRY(check_any_source(c, "recv_any"));
+  if (buf == nullptr && bytes > 0) return c.check_p2p("recv_any", buf, bytes, c.rank == 0 ? 1 : 0).error();
+  return detail::JobFn([&c, buf, bytes, tag, source]() -> Result<void> {
+    GREX_TRY(c.check_usable("recv_any"));
+    const Deadline deadline = c.ctx.deadline();
+    for (uint32_t spins = 1;; ++spins) {
+      GREX_TRY(c.notices->service(*c.engine));
+      if (auto n = c.notices->peek(tag, -1)) {
+        const auto [src, sent] = *n;
+        if (sent != bytes)
+          return c.finish(Error(Errc::kMismatch, "rank " + std::to_string(src) + " sent " + std::to_string(sent) +
+                                                     " bytes with tag " + std::to_string(tag) + ", this rank receives " +
+                                                     std::to_string(bytes))
+                              .rank(c.rank)
+                              .peer(src),
+                          "recv_any");
+        *source = src;
+        return GREX_TRY(p2p_job(c, "recv_any", nullptr, 0, -1, buf, bytes, src, tag))();
+      }
+      // A rank that is gone may have been the one to send: say so rather
+      // than wait for the others.
+      for (int p = 0; p < c.size; ++p) {
+        if (p == c.rank) continue;
+        Result<void> dead = c.engine->check_peer(p);
+        if (dead && c.notices->peer_failed(p))
+          dead = Error(Errc::kPeerFailed, "rank " + std::to_string(p) + " stopped taking notices (it exited?)")
+                     .rank(c.rank)
+                     .peer(p);
+        if (!dead) return c.finish(std::move(dead), "recv_any");
+      }
+      if (auto r = c.engine->progress(); !r) return c.finish(std::move(r), "recv_any");
+      if ((spins & 255) == 0 && deadline.expired())  // nothing was posted: the communicator stays usable
+        return Error(Errc::kTimeout, "recv_any: no rank sent a message with tag " + std::to_string(tag) +
+                                         " within " + std::to_string(c.opts.timeout_ms) + " ms")
+            .rank(c.rank)
+            .hint("every rank's send for it may not have started yet; raise GREX_TIMEOUT_MS if it is just slow");
+    }
+  });
+}
+
+Result<detail::JobFn> iprobe_job(Communicator::Impl& c, uint32_t tag, int source, std::optional<Probe>* out) {
+  GREX_TRY(check_any_source(c, "iprobe"));
+  if (source >= 0) GREX_TRY(c.check_p2p("iprobe", nullptr, 0, source));
+  return detail::JobFn([&c, tag, source, out]() -> Result<void> {
+    GREX_TRY(c.check_usable("iprobe"));
+    GREX_TRY(c.notices->service(*c.engine));
+    if (auto n = c.notices->peek(tag, source)) {
+      *out = Probe{n->first, n->second};
+      return ok();
+    }
+    if (auto r = c.engine->progress(); !r) return c.finish(std::move(r), "iprobe");
+    GREX_TRY(c.notices->service(*c.engine));
+    if (auto n = c.notices->peek(tag, source)) *out = Probe{n->first, n->second};
+    return ok();
+  });
+}
 
 Result<detail::JobFn> send_job(Communicator::Impl& c, const void* buf, size_t bytes, int peer, uint32_t tag) {
   if (peer < 0) return c.check_p2p("send", buf, bytes, peer).error();
@@ -94,6 +167,18 @@ Result<void> Communicator::sendrecv(const void* sendbuf, size_t sendbytes, int d
 
 Result<void> Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag) {
   return impl_->run(GREX_TRY(recv_job(*impl_, buf, bytes, peer, tag)));
+}
+
+Result<int> Communicator::recv_any(void* buf, size_t bytes, uint32_t tag) {
+  int source = -1;
+  GREX_TRY(impl_->run(GREX_TRY(recv_any_job(*impl_, buf, bytes, tag, &source))));
+  return source;
+}
+
+Result<std::optional<Probe>> Communicator::iprobe(uint32_t tag, int source) {
+  std::optional<Probe> found;
+  GREX_TRY(impl_->run(GREX_TRY(iprobe_job(*impl_, tag, source, &found))));
+  return found;
 }
 
 }  // namespace grex

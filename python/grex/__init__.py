@@ -78,6 +78,8 @@ for _name, _args in {
     "grex_alltoallv": [_p, _p, _c.POINTER(_sz), _c.POINTER(_sz), _p, _c.POINTER(_sz), _c.POINTER(_sz), _i],
     "grex_barrier": [_p], "grex_send": [_p, _p, _sz, _i, _u32], "grex_recv": [_p, _p, _sz, _i, _u32],
     "grex_sendrecv": [_p, _p, _sz, _i, _p, _sz, _i, _u32],
+    "grex_recv_any": [_p, _p, _sz, _u32, _c.POINTER(_i)],
+    "grex_iprobe": [_p, _u32, _i, _c.POINTER(_i), _c.POINTER(_i), _c.POINTER(_sz)],
     "grex_allreduce_compressed": [_p, _p, _p, _sz, _i, _i, _i, _i, _p, _p], "grex_clear_feedback": [_p, _p],
     "grex_allreduce_async": [_p, _p, _p, _sz, _i, _i, _c.POINTER(_p)],
     "grex_broadcast_async": [_p, _p, _sz, _i, _i, _c.POINTER(_p)],
@@ -366,6 +368,24 @@ class Comm:
         b = _Buf(buf, "u8", writable=True)
         _check(_lib.grex_recv(self._handle(), b.ptr, b.nbytes, int(peer), int(tag)))
         return buf
+
+    def recv_any(self, buf, tag=0):
+        """Receives buf (its exact size) from whichever rank's message with
+        `tag` comes first, and returns that rank (MPI_ANY_SOURCE). Needs
+        GREX_P2P_ANY_SOURCE=1 on every rank."""
+        b = _Buf(buf, "u8", writable=True)
+        src = _i(-1)
+        _check(_lib.grex_recv_any(self._handle(), b.ptr, b.nbytes, int(tag), _c.byref(src)))
+        return src.value
+
+    def iprobe(self, tag=0, source=-1):
+        """(source, nbytes) of a message with `tag` from `source` (-1: any
+        rank) waiting to be received, or None (MPI_Iprobe); never waits.
+        Needs GREX_P2P_ANY_SOURCE=1 on every rank."""
+        found, src, nbytes = _i(0), _i(-1), _sz(0)
+        _check(_lib.grex_iprobe(self._handle(), int(tag), int(source), _c.byref(found), _c.byref(src),
+                                _c.byref(nbytes)))
+        return (src.value, nbytes.value) if found.value else None
 
     def clear_feedback(self):
         """Drops every error-feedback residual of compressed allreduces."""

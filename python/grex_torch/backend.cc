@@ -109,6 +109,11 @@ bool GrexWork::wait(std::chrono::milliseconds timeout) {
 
 c10::intrusive_ptr<c10::ivalue::Future> GrexWork::getFuture() { return future_; }
 
+int GrexWork::sourceRank() const {
+  // Set before the Work completes; torch reads it after wait().
+  return source_ >= 0 ? source_ : c10d::Work::sourceRank();
+}
+
 void GrexWork::piece_done(const Result<void>& r) {
   std::unique_lock<std::mutex> lock(mu_);
   if (completing_) return;
@@ -377,11 +382,22 @@ void GrexBackend::abort() {
   for (auto& w : queued) w->fail(core_->describe(why));
   for (auto& [key, ch] : channels_) ch->abort(core_->describe(why));
   channels_.clear();
+  fail_any_source(why);
+}
+
+void GrexBackend::fail_any_source(const std::string& why) {
+  std::deque<std::shared_ptr<AnyRecv>> left;
+  {
+    std::lock_guard<std::mutex> lock(core_->any_mu);
+    left.swap(core_->any);
+  }
+  for (auto& a : left) a->work->fail(core_->describe(why));
 }
 
 void GrexBackend::shutdown() {
   if (closed_) return;
   closed_ = true;
+  fail_any_source("the process group was shut down");  // no rank sent: nothing else ends them
   for (auto& [key, ch] : channels_) ch->stop(true);
   channels_.clear();
   std::unique_lock<std::mutex> lock(core_->mu);

@@ -16,9 +16,8 @@
 // the stream-ordered calls on torch's current stream of their device (as
 // ProcessGroupNCCL's users expect: the collective starts after the work queued
 // on that stream, and work queued after it sees the result), and their
-// copy-outs are queued on that stream too. Operations without a CUDA form yet
-// (gather, scatter, the list alltoall, uneven alltoall_base, send/recv) raise
-// an error naming grex and the operation.
+// copy-outs are queued on that stream too. Point-to-point of CUDA tensors goes
+// through host copies in the channels.
 #pragma once
 
 #include <grex/communicator.h>
@@ -49,7 +48,6 @@ Path path_of(const at::Tensor& t, const char* op);
 bool on_cuda(const at::Tensor& t, const std::vector<at::Tensor>& others, const char* op);
 /// torch's current stream on `t`'s CUDA device.
 GpuStream stream_of(const at::Tensor& t);
-/// Raises for an operation that has no CUDA form yet.
 /// grex's element type for `t`'s dtype; raises for types grex lacks.
 DataType dtype_of(const at::Tensor& t, const char* op);
 /// Checks that `t` is contiguous, of a grex dtype and on a device grex serves.
@@ -69,6 +67,9 @@ class GrexWork final : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
+  /// recv_anysource: the rank the message came from (set before it completes).
+  void set_source(int rank) { source_ = rank; }
+  int sourceRank() const override;
   /// One piece finished with `r` (message already prefixed by the caller).
   void piece_done(const Result<void>& r);
   /// Completes at once with `message` as the error (abort); later pieces are ignored.
@@ -83,10 +84,22 @@ class GrexWork final : public c10d::Work {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int pieces_left_;
+  int source_ = -1;
   bool constructing_ = true;  // complete_locked from the constructor: no callbacks yet
   bool completing_ = false;   // the future's completion is queued or running
   bool done_ = false;         // the future is complete
   std::string error_;
+};
+
+/// A receive from whichever rank sends first (recv_anysource). Every
+/// receiving channel looks for its message (the pair communicators carry
+/// notices: CommOptions::any_source) until one channel claims it.
+struct AnyRecv {
+  at::Tensor tensor;  // host memory the message lands in
+  at::Tensor dest;    // a CUDA tensor it is then copied into, if any
+  int tag = 0;
+  c10::intrusive_ptr<GrexWork> work;
+  std::chrono::steady_clock::time_point deadline;
 };
 
 /// What the threads of one backend share; it outlives the backend while a
@@ -111,6 +124,13 @@ struct Core {
   bool completer_done = false;
   std::string aborted;  // non-empty: why every later call fails
 
+  std::mutex any_mu;  // taken after a channel's own lock, never before
+  std::deque<std::shared_ptr<AnyRecv>> any;  // recv_anysource calls no channel has claimed, oldest first
+  /// The unclaimed receives from any source, oldest first.
+  std::vector<std::shared_ptr<AnyRecv>> any_waiting();
+  /// Takes `r` off the board; false when another channel took it first.
+  bool claim(const AnyRecv* r);
+
   /// "grex: rank R: " + what, the prefix of every error this backend raises.
   std::string describe(const std::string& what) const;
   /// Waits for queued collectives in issue order until stopping and drained.
@@ -126,6 +146,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void start();
   /// Queues the send or receive of `t` (tag `tag`); `w` completes when it is done.
   void post(const at::Tensor& t, int tag, c10::intrusive_ptr<GrexWork> w, at::Tensor dest = {});
+  /// A receive from any source was posted: a receiving channel looks for it.
+  void nudge();
   /// Fails what is queued with `message`; the op in flight ends by the timeout.
   void abort(const std::string& message);
   /// Stops the thread after what is queued; with `wait`, returns once it did
@@ -141,6 +163,13 @@ class Channel : public std::enable_shared_from_this<Channel> {
   };
   void loop();
   Result<void> run(Op& op);
+  /// Makes the pair communicator (a two-rank rendezvous with the peer).
+  Result<void> connect();
+  /// Receiving channels while a receive from any source waits: the first
+  /// message noticed from this peer with its tag goes to it. Without a pair
+  /// yet, only once the peer has begun making its side (a store key says).
+  void poll_any();
+  std::string pair_name() const;
 
   std::shared_ptr<Core> core_;
   int peer_;
@@ -152,6 +181,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   c10::intrusive_ptr<GrexWork> in_flight_;  // the op the thread runs now
   bool stopping_ = false;
   bool done_ = false;
+  std::chrono::steady_clock::time_point next_store_check_{};  // poll_any without a pair: the store, at most each ms
 };
 
 /// The group name in torch's options, or "" where torch (2.4) has none.
@@ -259,6 +289,8 @@ class GrexBackend final : public c10d::Backend {
   /// The group's communicator; raises when the backend was aborted or shut down.
   Communicator& comm(const char* op) const;
   Channel& channel(int peer, bool sending);
+  /// Fails the receives from any source no channel has claimed.
+  void fail_any_source(const std::string& why);
   c10::intrusive_ptr<c10d::Work> remember(c10::intrusive_ptr<c10d::Work> w);
   /// alltoallv on flat staging buffers (gather, scatter, the list alltoall).
   c10::intrusive_ptr<c10d::Work> exchange(c10d::OpType type, const char* op, at::Tensor send_flat,

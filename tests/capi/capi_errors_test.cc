@@ -63,6 +63,10 @@ TEST(CApi, NullHandlesReturnInvalidArgument) {
   EXPECT_NE(last().find("grex_send_stream: comm is NULL"), std::string::npos) << last();
   EXPECT_EQ(grex_recv_stream(nullptr, f, 4, 1, 0, nullptr, &w), kInvalid);
   EXPECT_EQ(grex_sendrecv_stream(nullptr, f, 4, 1, f, 4, 1, 0, nullptr, &w), kInvalid);
+  int from = 0, found = 0;
+  EXPECT_EQ(grex_recv_any(nullptr, f, 4, 0, &from), kInvalid);
+  EXPECT_NE(last().find("grex_recv_any: comm is NULL"), std::string::npos) << last();
+  EXPECT_EQ(grex_iprobe(nullptr, 0, -1, &found, nullptr, nullptr), kInvalid);
   EXPECT_EQ(grex_sendrecv(nullptr, f, 4, 1, f, 4, 1, 0), kInvalid);
   EXPECT_NE(last().find("grex_sendrecv: comm is NULL"), std::string::npos) << last();
   EXPECT_EQ(w, nullptr) << "no work handle on failure";

@@ -105,6 +105,33 @@ static void point_to_point(grex_comm_t* c, int rank, int size) {
   int mine = 100 + rank, got = -1;
   OK(grex_sendrecv(c, &mine, sizeof mine, (rank + 1) % size, &got, sizeof got, (rank + size - 1) % size, 8));
   CHECK(got == 100 + (rank + size - 1) % size);
+
+  /* Receives from any source, where the job set GREX_P2P_ANY_SOURCE=1 (capi_test.sh
+   * grex_run_3); refused elsewhere. */
+  const char* any = getenv("GREX_P2P_ANY_SOURCE");
+  int from = -1, found = -1;
+  if (any == NULL || strcmp(any, "1") != 0) {
+    CHECK(grex_recv_any(c, &got, sizeof got, 9, &from) == GREX_ERR_INVALID_ARGUMENT);
+    CHECK(grex_iprobe(c, 9, -1, &found, NULL, NULL) == GREX_ERR_INVALID_ARGUMENT);
+    return;
+  }
+  if (rank != 0) {
+    mine = 500 + rank;
+    OK(grex_send(c, &mine, sizeof mine, 0, 9));
+  } else {
+    int seen = 0;
+    for (int k = 1; k < size; ++k) {
+      got = -1;
+      OK(grex_recv_any(c, &got, sizeof got, 9, &from));
+      CHECK(from > 0 && from < size && got == 500 + from && !(seen & (1 << from)));
+      seen |= 1 << from;
+    }
+    size_t bytes = 0;
+    OK(grex_iprobe(c, 9, -1, &found, &from, &bytes));
+    CHECK(found == 0);
+    CHECK(grex_recv_any(c, &got, sizeof got, 9, NULL) == GREX_ERR_INVALID_ARGUMENT);
+  }
+  OK(grex_barrier(c));
 }
 
 static void compressed(grex_comm_t* c, int rank, int size) {

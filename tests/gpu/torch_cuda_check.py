@@ -7,7 +7,7 @@ reduction order): all_reduce (SUM, AVG, MAX, PREMUL_SUM; f32, bf16, i64) on
 the default stream, on a side stream with work queued after it, and with
 async_op; broadcast, reduce, all_gather (list and into_tensor),
 reduce_scatter (list and tensor), all_to_all_single with even and uneven
-splits, all_to_all (lists), gather, scatter, send/recv and
+splits, all_to_all (lists), gather, scatter, send/recv, recv without src and
 batch_isend_irecv around the ring with the payload written just before by
 queued GPU work. Then DDP
 on CUDA trains 20 steps over grex and over gloo (same model, data and seed)
@@ -140,6 +140,16 @@ def main():
         b16 = torch.empty(4096, dtype=torch.bfloat16, device=dev)
         dist.recv(b16, src=0, tag=5)
         check("send/recv bf16 with a tag", b16, pattern(4096, 7, torch.bfloat16))
+    dist.barrier()
+    # recv without src into a CUDA tensor: the sender is named.
+    if rank == world - 1:
+        dist.send(pattern(1000, 9).to(dev), dst=0, tag=6)
+    elif rank == 0:
+        anyt = torch.empty(1000, device=dev)
+        src = dist.recv(anyt, tag=6)
+        check("recv without src (CUDA)", anyt, pattern(1000, 9))
+        if src != world - 1:
+            failures.append(f"recv without src: source {src}, expected {world - 1}")
     dist.barrier()
 
     # DDP on CUDA: grex against gloo, same model, data and seed.

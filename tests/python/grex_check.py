@@ -4,6 +4,7 @@ each collective against values computed here, async work, argument errors
 raised before any call, and a library error carried up as GrexError.
 Prints "PASS grex on N ranks" on rank 0."""
 import array
+import os
 import sys
 
 import grex
@@ -75,6 +76,19 @@ def main():
             ring = bytearray(3 << 20)  # chunked: each rank streams while it receives
             c.sendrecv(bytes([r + 1] * (3 << 20)), (r + 1) % n, ring, (r - 1) % n, tag=4)
             expect(ring == bytearray([(r - 1) % n + 1] * (3 << 20)), "sendrecv around the ring")
+            # receives from any source (python_test.sh ranks_3 sets GREX_P2P_ANY_SOURCE=1)
+            if os.environ.get("GREX_P2P_ANY_SOURCE") == "1":
+                if r != 0:
+                    c.send(bytes([r] * 8), 0, tag=6)
+                else:
+                    got = set()
+                    for _ in range(n - 1):
+                        m = bytearray(8)
+                        s = c.recv_any(m, tag=6)
+                        expect(m == bytearray([s] * 8) and s not in got, f"recv_any from {s}: {m}")
+                        got.add(s)
+                    expect(c.iprobe(tag=6) is None, "iprobe after every message was taken")
+                c.barrier()
         # several async allreduces in flight, waited in reverse order
         bufs = [array.array("f", [float(i + r)] * 1000) for i in range(4)]
         works = [c.allreduce(buf, async_op=True) for buf in bufs]

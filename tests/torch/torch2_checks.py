@@ -2,6 +2,7 @@
 """The checks of torch2_worker.py: every operation of the grex backend against
 gloo's result on the same tensors, each recorded by name in `results`."""
 import datetime
+import time
 import traceback
 import warnings
 
@@ -277,13 +278,55 @@ def p2p_ops(rank, size, gloo):
     check("send and recv", blocking)
 
     def anysource():
-        try:
-            dist.recv(torch.empty(1))
-        except RuntimeError as e:
-            assert "grex" in str(e) and "recv_anysource" in str(e), str(e)
-            return
-        raise AssertionError("recv without src did not raise")
-    check("recv without src raises naming grex", anysource)
+        # Every other rank sends to rank 0, which takes them in whatever order
+        # they come: each sender once, with its bytes.
+        n = 1000 + 37
+        if rank != 0:
+            dist.send(data(torch.float32, n, 300 + rank), 0, tag=3)
+        else:
+            seen = set()
+            for _ in range(size - 1):
+                y = torch.empty(n)
+                src = dist.recv(y, tag=3)
+                assert 0 < src < size and src not in seen, f"source {src} (seen {sorted(seen)})"
+                seen.add(src)
+                same(y, data(torch.float32, n, 300 + src), f"recv without src from rank {src}")
+        # irecv without src: the Work names its source.
+        if rank == size - 1:
+            dist.send(torch.full((3,), 7.0, dtype=torch.float64), 0, tag=4)
+        elif rank == 0:
+            y = torch.empty(3, dtype=torch.float64)
+            w = dist.irecv(y, tag=4)
+            w.wait()
+            assert w._source_rank() == size - 1 and torch.all(y == 7.0), (w._source_rank(), y.tolist())
+        # One tag, two messages from rank 1: recv(src=1) takes the first,
+        # recv without src the second.
+        if rank == 1:
+            for v in (11, 22):
+                dist.send(torch.tensor([v], dtype=torch.int32), 0, tag=5)
+        elif rank == 0:
+            a, b = torch.empty(1, dtype=torch.int32), torch.empty(1, dtype=torch.int32)
+            dist.recv(a, 1, tag=5)
+            src = dist.recv(b, tag=5)
+            assert (src, int(a), int(b)) == (1, 11, 22), (src, int(a), int(b))
+        dist.barrier()
+    check("recv without src (recv_anysource)", anysource)
+
+    def anysource_timeout():
+        # Nobody sends: the receive fails at the group's timeout, naming grex.
+        g = dist.new_group(list(range(size)), timeout=datetime.timedelta(milliseconds=800))
+        if rank == 0:
+            w = dist.irecv(torch.empty(2), group=g, tag=9)
+            t0 = time.monotonic()
+            try:
+                w.wait()
+            except RuntimeError as e:
+                assert "grex" in str(e) and "no rank sent" in str(e), str(e)
+                assert time.monotonic() - t0 < 20, "took too long"
+            else:
+                raise AssertionError("recv without src returned with nothing sent")
+        dist.barrier()
+    check("recv without src times out naming grex", anysource_timeout)
 
 
 def async_ops(rank, size, gloo):

@@ -131,6 +131,12 @@ struct CommOptions {
   /// "ALPHA_US,BETA_GBPS,GAMMA_GBPS" [GREX_COST]. Across hosts, "INTRA;INTER"
   /// gives each level its own (one triple: both).
   std::string cost = "measure";
+  /// Receives from any source: every point-to-point send is preceded by a
+  /// 16-byte notice (its tag and size), so recv_any() and iprobe() can see
+  /// which ranks have messages waiting [GREX_P2P_ANY_SOURCE]. Off by default:
+  /// the notice costs one small message per send. Every rank must agree
+  /// (create() fails naming a rank that differs).
+  bool any_source = false;
   /// Congestion control of every flow (dpdk, verbs): "rttcc", "rttcc-template",
   /// "dcqcn", "dcqcn-mlx5", "timely", "swift", "none"; empty: rttcc on the
   /// network backend of a communicator whose ranks span hosts, none inside a
@@ -165,6 +171,12 @@ class Work {
   std::shared_ptr<State> state_;
 };
 using WorkPtr = std::shared_ptr<Work>;
+
+/// A message waiting to be received, as iprobe() saw its notice.
+struct Probe {
+  int source = -1;  ///< the sending rank
+  size_t bytes = 0;  ///< its size
+};
 
 /// A CUDA stream for the stream-ordered collectives: a CUstream or
 /// cudaStream_t; nullptr is the legacy default stream.
@@ -212,6 +224,16 @@ class Communicator {
   Result<void> send(const void* buf, size_t bytes, int peer, uint32_t tag = 0);
   /// Receives exactly `bytes` bytes from `peer` with `tag`.
   Result<void> recv(void* buf, size_t bytes, int peer, uint32_t tag = 0);
+  /// With CommOptions::any_source: receives exactly `bytes` bytes with `tag`
+  /// from whichever rank's message was noticed first (MPI_ANY_SOURCE) and
+  /// returns that rank. A message of another size fails with kMismatch
+  /// naming its sender; none within the timeout fails with kTimeout and
+  /// leaves the communicator usable.
+  Result<int> recv_any(void* buf, size_t bytes, uint32_t tag = 0);
+  /// With CommOptions::any_source: a message with `tag` from `source` (-1:
+  /// any rank) waiting to be received, or nullopt (MPI_Iprobe). Polls once;
+  /// never waits. The next recv(buf, bytes, probe->source, tag) gets it.
+  Result<std::optional<Probe>> iprobe(uint32_t tag, int source = -1);
   /// Sends `sendbytes` to `dst` while receiving exactly `recvbytes` from `src`
   /// (MPI_Sendrecv): neither waits for the other, so ranks in a ring (each
   /// sending to the next, receiving from the previous) never deadlock. `dst`

@@ -123,6 +123,16 @@ grex_result_t grex_barrier(grex_comm_t* comm);
 /** Blocking point-to-point of `bytes` bytes, matched by (peer, tag). */
 grex_result_t grex_send(grex_comm_t* comm, const void* buf, size_t bytes, int peer, uint32_t tag);
 grex_result_t grex_recv(grex_comm_t* comm, void* buf, size_t bytes, int peer, uint32_t tag);
+/** Receives exactly `bytes` bytes with `tag` from whichever rank's message was
+ * noticed first (MPI_ANY_SOURCE); *source (required) gets that rank. Needs
+ * GREX_P2P_ANY_SOURCE=1 on every rank (each send then carries a 16-byte
+ * notice); without it GREX_ERR_INVALID_ARGUMENT. */
+grex_result_t grex_recv_any(grex_comm_t* comm, void* buf, size_t bytes, uint32_t tag, int* source);
+/** Whether a message with `tag` from `source` (-1: any rank) waits to be
+ * received (MPI_Iprobe): *found (required) is 0 or 1; when 1, *msg_source and
+ * *msg_bytes (each may be NULL) describe it, and the next grex_recv from that
+ * rank with that tag gets it. Polls once, never waits. Needs GREX_P2P_ANY_SOURCE=1. */
+grex_result_t grex_iprobe(grex_comm_t* comm, uint32_t tag, int source, int* found, int* msg_source, size_t* msg_bytes);
 /** Sends to dst while receiving exactly recvbytes from src (MPI_Sendrecv): a
  * ring of ranks, each sending to the next, never deadlocks. */
 grex_result_t grex_sendrecv(grex_comm_t* comm, const void* sendbuf, size_t sendbytes, int dst, void* recvbuf,

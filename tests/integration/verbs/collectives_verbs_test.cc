@@ -11,6 +11,7 @@
 
 #include <sys/mman.h>
 
+#include "../shm/any_source_check.h"
 #include "../shm/collective_check.h"
 #include "verbs_env.h"
 
@@ -46,6 +47,14 @@ TEST_P(VerbsAllreduce, MatchesReference) {
     for (int i = 0; i < 5; ++i) RANK_OK(c->barrier());
     return 0;
   }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// recv_any and iprobe over verbs: the notices' receives stay posted
+// across calls (sizes modest, as above).
+TEST_P(VerbsAllreduce, ReceivesFromAnySource) {
+  REQUIRE_VERBS();
+  auto res = run_ranks(GetParam(), [](Rank& r) -> int { return any_source_rank(r, comm_options(), 300'000); }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
