@@ -9,20 +9,23 @@
 #     median step time (steps after the first 3) at R ranks minus the 1-rank
 #     step time with the same per-rank batch, grex vs gloo;
 #  3. all_gather_into_tensor and reduce_scatter_tensor of SIZES (the full
-#     tensor) through torch, grex vs gloo.
+#     tensor) through torch, grex vs gloo;
+#  4. (PARTS=p2p) send/recv ping-pong between ranks 0 and 1 of P2P_SIZES,
+#     rank 0 receiving by name and without src (recv_anysource), grex vs gloo.
 # Commands (BUILD defaults to build/, PY to the interpreter with torch 2):
 #   grex-run -n R -- $PY bench/torch_colls.py all_reduce --bytes 26214400 -n 20 -w 5
 #   grex-run -n R -- $BUILD/apps/grex-perf/grex-perf allreduce -b 25M -e 25M -n 20 -w 5 --inplace 1 -c 0
 #   grex-run -n R -- $PY examples/torch/{ddp,fsdp2}.py --backend B --steps STEPS --json
 #   grex-run -n R -- $PY bench/torch_colls.py OP --bytes S --backend B
+#   grex-run -n 2 -- $PY bench/torch_colls.py pingpong[_any] --bytes S --backend B -n 2000 -w 200
 # Usage: bench/torch_compare.sh   (env: BUILD, PY, REPEAT=3, STEPS=15, RANKS="2", SIZES="1M 4M 16M 64M",
-#                                  PARTS="binding train coll")
+#                                  PARTS="binding train coll", P2P_SIZES="8 1M")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 PY=${PY:-$ROOT/.venv/bin/python}
-REPEAT=${REPEAT:-3} STEPS=${STEPS:-15} RANKS=${RANKS:-2} SIZES=${SIZES:-"1M 4M 16M 64M"}
+REPEAT=${REPEAT:-3} STEPS=${STEPS:-15} RANKS=${RANKS:-2} SIZES=${SIZES:-"1M 4M 16M 64M"} P2P_SIZES=${P2P_SIZES:-"8 1M"}
 PARTS=${PARTS:-"binding train coll"}  # which of the three to run
 export PYTHONPATH=$ROOT/python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export GREX_LOG_LEVEL=error
@@ -68,6 +71,14 @@ for ((i = 0; i < REPEAT; i++)); do
       done
     done
   done
+  [[ " $PARTS " == *" p2p "* ]] && for s in $P2P_SIZES; do
+    for b in "${order[@]}"; do
+      for op in pingpong pingpong_any; do
+        $RUN -n 2 -- "$PY" "$ROOT/bench/torch_colls.py" "$op" --bytes "$(bytes "$s")" --backend "$b" -n 2000 -w 200 |
+          awk -v b="$b" -v s="$s" -v o="$op" '/^torch_coll/ {print o, s, b, $4}' >> "$tmp/p2p"
+      done
+    done
+  done
   echo "torch_compare: round $((i + 1))/$REPEAT done" >&2
 done
 
@@ -110,6 +121,19 @@ for op in all_gather_into_tensor reduce_scatter_tensor; do
       printf "| %s | %s | %s | %.0f (%.0f-%.0f) | %.0f (%.0f-%.0f) | %.2f |\n" "$op" "$s" "$r" "$g" "$gl" "$gh" "$l" "$ll" "$lh" \
         "$(echo "$g / $l" | bc -l)"
     done
+  done
+done
+fi
+if [[ -s "$tmp/p2p" ]]; then
+echo
+echo "| ping-pong, 2 ranks | size | grex one-way (us) | gloo one-way (us) | grex / gloo |"
+echo "|---|---:|---:|---:|---:|"
+for op in pingpong pingpong_any; do
+  for s in $P2P_SIZES; do
+    read -r g gl gh <<< "$(awk -v o="$op" -v s="$s" '$1 == o && $2 == s && $3 == "grex" {print $4}' "$tmp/p2p" | stats)"
+    read -r l ll lh <<< "$(awk -v o="$op" -v s="$s" '$1 == o && $2 == s && $3 == "gloo" {print $4}' "$tmp/p2p" | stats)"
+    printf "| %s | %s | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.2f |\n" "$([[ $op == pingpong ]] && echo "recv(src)" || echo "recv() any source")" \
+      "$s" "$g" "$gl" "$gh" "$l" "$ll" "$lh" "$(echo "$g / $l" | bc -l)"
   done
 done
 fi

@@ -99,7 +99,7 @@ struct AnyRecv {
   at::Tensor dest;    // a CUDA tensor it is then copied into, if any
   int tag = 0;
   c10::intrusive_ptr<GrexWork> work;
-  std::chrono::steady_clock::time_point deadline;
+  std::chrono::steady_clock::time_point posted, deadline;
 };
 
 /// What the threads of one backend share; it outlives the backend while a
@@ -168,7 +168,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   /// Receiving channels while a receive from any source waits: the first
   /// message noticed from this peer with its tag goes to it. Without a pair
   /// yet, only once the peer has begun making its side (a store key says).
-  void poll_any();
+  /// True while one of them was posted less than 10 ms ago (look again soon).
+  bool poll_any();
   std::string pair_name() const;
 
   std::shared_ptr<Core> core_;
