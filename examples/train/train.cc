@@ -6,6 +6,12 @@
 //
 //   grex-run -n 4 -- train [--steps 300] [--hidden 512] [--batch 256] [--lr 0.1]
 //
+// Issue 29's options: --compress bf16|fp16|int8|topk sends the gradient
+// compressed (with error feedback; topk keeps 1 %); --deadline-ms D makes
+// each step's allreduce a deadline allreduce (the gradient of the ranks in
+// time, averaged over them; --late drop|carry for the others), and
+// --delay-ms T slows the last rank by T ms every step (a straggler).
+//
 // The data set is synthetic and seeded: inputs are Gaussian, labels come from
 // a fixed random "teacher" network, so the task is learnable but not trivial.
 #include <grex/communicator.h>
@@ -18,6 +24,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -32,6 +39,10 @@ struct Args {
   float lr = 0.1f;
   uint32_t seed = 1;
   int log_every = 25;
+  std::string compress = "none";
+  int deadline_ms = 0;
+  std::string late = "drop";
+  int delay_ms = 0;
 };
 
 bool parse(int argc, char** argv, Args* a) {
@@ -49,15 +60,22 @@ bool parse(int argc, char** argv, Args* a) {
                 : k == "--lr"      ? next(&a->lr)
                 : k == "--seed"    ? next(&a->seed)
                 : k == "--log-every" ? next(&a->log_every)
-                                     : false;
+                : k == "--deadline-ms" ? next(&a->deadline_ms)
+                : k == "--delay-ms"    ? next(&a->delay_ms)
+                : k == "--compress" && i + 1 < argc ? (a->compress = argv[++i], true)
+                : k == "--late" && i + 1 < argc     ? (a->late = argv[++i], true)
+                                                    : false;
     if (!good) {
       std::fprintf(stderr,
                    "usage: train [--steps N] [--batch N] [--hidden N] [--samples N] [--lr X] [--seed N] "
-                   "[--log-every N]\n");
+                   "[--log-every N] [--compress none|bf16|fp16|int8|topk] [--deadline-ms D] [--late drop|carry] "
+                   "[--delay-ms T]\n");
       return false;
     }
   }
-  return a->steps > 0 && a->batch > 0 && a->hidden > 0 && a->samples >= a->batch;
+  if (!grex::compression_from_name(a->compress) || (a->late != "drop" && a->late != "carry")) return false;
+  return a->steps > 0 && a->batch > 0 && a->hidden > 0 && a->samples >= a->batch && a->deadline_ms >= 0 &&
+         a->delay_ms >= 0;
 }
 
 // The model: h = relu(W1 x + b1); logits = W2 h + b2. All parameters live in
@@ -206,6 +224,14 @@ int main(int argc, char** argv) {
 
   // Timing per step: compute, then a barrier (how long this rank waits for the
   // slowest one: load imbalance, not communication), then the allreduce.
+  grex::AllreduceOptions ro;
+  ro.compression = *grex::compression_from_name(a.compress);
+  ro.error_feedback = ro.compression != grex::Compression::kNone;
+  ro.deadline_ms = a.deadline_ms;
+  ro.late = a.late == "carry" ? grex::LateInput::kCarry : grex::LateInput::kDrop;
+  std::vector<int> contributors;
+  ro.contributors = &contributors;
+  double contributed = 0;  // ranks per step, summed
   double comm_s = 0, skew_s = 0, step_s_total = 0, last_loss = 0;
   const double bytes = static_cast<double>(grad.size() * sizeof(float));
   const double bus_factor = world > 1 ? 2.0 * (world - 1) / world : 0.0;
@@ -217,32 +243,47 @@ int main(int argc, char** argv) {
     double loss = forward_backward(m, d, first, local, &grad, &correct);
     grad[np] = static_cast<float>(loss);
     grad[np + 1] = static_cast<float>(correct);
+    if (a.delay_ms > 0 && rank == world - 1) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
     auto t1 = std::chrono::steady_clock::now();
-    auto st = comm.barrier();
+    // The barrier measures how long this rank waits for the slowest; with a
+    // deadline nobody waits for the slowest, so there is none.
+    auto st = a.deadline_ms > 0 ? grex::Result<void>(grex::ok()) : comm.barrier();
     auto t2 = std::chrono::steady_clock::now();
-    if (st) st = comm.allreduce(grad.data(), grad.size(), grex::DataType::kFloat32, grex::ReduceOp::kSum);
+    contributors.assign(static_cast<size_t>(world), 0);
+    if (st) st = comm.allreduce(grad.data(), grad.data(), grad.size(), grex::DataType::kFloat32, grex::ReduceOp::kSum, ro);
     auto t3 = std::chrono::steady_clock::now();
     if (!st) {
       std::fprintf(stderr, "train: step %d: %s\n", step, st.error().message().c_str());
       return 1;
     }
-    const float scale = a.lr / static_cast<float>(a.batch);
+    // The gradient summed over the ranks in time: average over their samples.
+    const int in_time = a.deadline_ms > 0 ? static_cast<int>(contributors.size()) : world;
+    contributed += in_time;
+    const float scale = a.lr / static_cast<float>(local * in_time);
     for (size_t i = 0; i < np; ++i) m.p[i] -= scale * grad[i];
     skew_s += std::chrono::duration<double>(t2 - t1).count();
     comm_s += std::chrono::duration<double>(t3 - t2).count();
     step_s_total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    last_loss = grad[np] / a.batch;
+    last_loss = grad[np] / static_cast<float>(local * in_time);
     if (rank == 0 && (step % a.log_every == 0 || step == a.steps - 1)) {
       double per = comm_s / (step + 1);
       std::printf("step %4d  loss %.6f  acc %5.1f%%  allreduce %7.1f us (algbw %.2f GB/s, busbw %.2f GB/s)  "
                   "wait for slowest rank %6.1f us  step %.2f ms\n",
-                  step, last_loss, 100.0 * grad[np + 1] / a.batch, per * 1e6, bytes / per / 1e9,
+                  step, last_loss, 100.0 * grad[np + 1] / (local * in_time), per * 1e6, bytes / per / 1e9,
                   bytes / per / 1e9 * bus_factor, skew_s / (step + 1) * 1e6, step_s_total / (step + 1) * 1e3);
     }
   }
   if (rank == 0) {
     std::printf("final loss %.6f after %d steps; allreduce %.1f%% of step time, waiting for other ranks %.1f%%\n",
                 last_loss, a.steps, 100.0 * comm_s / step_s_total, 100.0 * skew_s / step_s_total);
+    std::printf("mean step %.3f ms, %.2f of %d ranks in time per step\n", step_s_total / a.steps * 1e3,
+                contributed / a.steps, world);
+    // The same samples for every run, whichever ranks' gradients counted.
+    const int eval_n = std::min(a.samples, 2048);
+    std::vector<float> scratch(grad.size());
+    int eval_correct = 0;
+    const double eval = forward_backward(m, d, 0, eval_n, &scratch, &eval_correct) / eval_n;
+    std::printf("eval loss %.6f  acc %5.1f%% on the first %d samples\n", eval, 100.0 * eval_correct / eval_n, eval_n);
     std::fflush(stdout);
   }
   return comm.barrier() ? 0 : 1;

@@ -104,6 +104,17 @@ struct Communicator::Impl {
   /// the compressed copy of the vector in flight.
   std::unordered_map<const void*, std::vector<float>> feedback;
   std::vector<uint8_t> compress_wire;
+  /// Deadline allreduce (deadline_allreduce.cc, the worker's): calls so far,
+  /// results on their way to late ranks (a copy each, freed once its sends
+  /// finished; ~Communicator frees the rest after the endpoints), and the
+  /// vectors late ranks carry into their next call, per key.
+  uint64_t deadline_calls = 0;
+  struct Delivery {
+    MemoryRegion* copy = nullptr;
+    std::vector<detail::OpId> sends;
+  };
+  std::vector<Delivery> deliveries;
+  std::unordered_map<const void*, std::vector<uint8_t>> carried;
 
   /// One piece of a stream-ordered call (gpu_call): copies between pinned
   /// memory (offset) and the caller's buffers, and the host job between them.

@@ -12,6 +12,7 @@
 #include <grex/probe.h>
 
 #include "collectives/comm_impl.h"
+#include "collectives/jobs.h"
 #include "collectives/placement.h"
 #include "collectives/reduce.h"
 #include "core/config.h"
@@ -198,6 +199,7 @@ Communicator::~Communicator() {
   // failed collective that flow may hold operations on the registrations and
   // buffers released below (a DPDK flow matched a send against a freed region).
   impl_->endpoints.clear();
+  for (auto& d : impl_->deliveries) (void)impl_->device->free(d.copy);
   if (impl_->hier)
     for (auto* b : {&impl_->hier->pack, &impl_->hier->mid})
       if (b->mr != nullptr) (void)impl_->device->free(b->mr);
@@ -347,6 +349,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
     c.engine->set_remote(std::move(remote));
   }
   c.bufs = std::make_unique<detail::Buffers>(*c.device);
+  c.queue.set_background([&c] { return poll_deliveries(c); });
   if (c.opts.any_source) {
     c.notices = std::make_unique<detail::Notices>();
     GREX_TRY_CTX(c.notices->start(*c.device, *c.engine, c.rank, c.size), "communicator setup (notices)");

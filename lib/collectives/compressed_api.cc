@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Allreduce with options (issue 29): the compressed ring and its error
-// feedback residuals, kept per buffer on the communicator's worker.
+// feedback residuals, kept per buffer on the communicator's worker; the
+// deadline allreduce (deadline_allreduce.cc).
 #include "collectives/algorithm.h"
 #include "collectives/comm_impl.h"
 #include "collectives/jobs.h"
@@ -17,6 +18,9 @@ namespace {
 
 Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
                                   DataType type, ReduceOp op, const AllreduceOptions& o) {
+  if (o.deadline_ms > 0) return deadline_allreduce_job(c, sendbuf, recvbuf, count, type, op, o);
+  if (o.deadline_ms < 0)
+    return bad_arg(c.rank, "allreduce", "deadline_ms " + std::to_string(o.deadline_ms) + " is negative");
   if (o.compression == Compression::kNone) return allreduce_job(c, sendbuf, recvbuf, count, type, op);
   if (compression_name(o.compression) == "?")
     return bad_arg(c.rank, "allreduce", "unknown compression " + std::to_string(static_cast<int>(o.compression)));
@@ -74,8 +78,10 @@ Result<void> Communicator::clear_feedback(const void* key) {
   return c.run([&c, key]() -> Result<void> {
     if (key == nullptr) {
       c.feedback.clear();
+      c.carried.clear();
     } else {
       c.feedback.erase(key);
+      c.carried.erase(key);
     }
     return ok();
   });

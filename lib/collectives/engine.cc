@@ -107,14 +107,24 @@ Result<OpId> Engine::recv(int peer, const MemoryRegion* mr, uint64_t offset, uin
               [](Endpoint* ep, std::span<const RecvRequest> r) { return ep->post_recv(r); });
 }
 
+void Engine::make_background(OpId id) noexcept {
+  Record& r = recs_[id % kTrack];
+  if (r.id != id || !r.pending || r.background) return;  // finished already (shm completes eager sends at once)
+  r.background = true;
+  --pending_per_peer_[static_cast<size_t>(r.peer)];
+}
+
 Result<OpId> Engine::recv_background(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length,
                                      uint64_t tag) {
   auto id = recv(peer, mr, offset, length, tag);
-  if (id) {
-    Record& r = recs_[*id % kTrack];
-    r.background = true;
-    --pending_per_peer_[static_cast<size_t>(peer)];
-  }
+  if (id) make_background(*id);
+  return id;
+}
+
+Result<OpId> Engine::send_background(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length,
+                                     uint64_t tag) {
+  auto id = send(peer, mr, offset, length, tag);
+  if (id) make_background(*id);
   return id;
 }
 
@@ -217,7 +227,7 @@ Error Engine::failure(const Completion& c) const {
   return e;
 }
 
-Result<void> Engine::progress() {
+size_t Engine::take_completions(std::optional<Error>* failed) {
   // A member buffer: a local Completion[64] would be value-initialised
   // (2.5 KB of memset) on every poll.
   std::span<Completion> cs(cq_buf_);
@@ -232,8 +242,26 @@ Result<void> Engine::progress() {
     --pending_;
     if (r.background) continue;  // its owner reads the outcome from its buffer
     --pending_per_peer_[static_cast<size_t>(r.peer)];
-    if (c.status != Status::kSuccess) return failure(c);
+    if (c.status != Status::kSuccess && !*failed) *failed = failure(c);
   }
+  return n;
+}
+
+void Engine::poll_quietly() {
+  std::optional<Error> failed;
+  take_completions(&failed);
+  if (failed && !deferred_) deferred_ = std::move(failed);
+}
+
+Result<void> Engine::progress() {
+  if (deferred_) {  // a failure poll_quietly() took: the next wait reports it
+    Error e = std::move(*deferred_);
+    deferred_.reset();
+    return e;
+  }
+  std::optional<Error> failed;
+  const size_t n = take_completions(&failed);
+  if (failed) return std::move(*failed);
   if (n > 0) {
     idle_polls_ = 0;
   } else if (++idle_polls_ > (adaptive_ ? kAdaptiveSpinPolls : kSpinPolls)) {

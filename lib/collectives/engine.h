@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -32,6 +33,9 @@ class Engine {
   /// a failed one just ends (its buffer is left as it was) instead of
   /// failing whatever polls. Its tracking slot is skipped while it is posted.
   Result<OpId> recv_background(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag);
+  /// The same for a send (a deadline allreduce's result for a late rank,
+  /// which may arrive calls later): check done() later; a failed one ends.
+  Result<OpId> send_background(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, uint64_t tag);
   /// Posts a one-sided read of the peer's `remote` (at remote_offset) into mr.
   Result<OpId> read(int peer, const MemoryRegion* mr, uint64_t offset, uint64_t length, const RemoteRegion& remote,
                     uint64_t remote_offset);
@@ -51,6 +55,9 @@ class Engine {
   bool done(OpId id) const noexcept;
   /// Polls once. Returns an error for any failed request or dead peer.
   Result<void> progress();
+  /// Polls once between calls (WorkQueue's background poll): no yields or
+  /// naps, no peer checks; a failed request's error waits for the next progress().
+  void poll_quietly();
   /// An error naming `peer` if it is gone or gave up, for waits outside the
   /// engine's requests (a peer's store into shared memory).
   Result<void> check_peer(int peer) const;
@@ -101,6 +108,10 @@ class Engine {
   template <class Req, class Post>
   Result<void> post_batch(int peer, bool is_recv, std::span<Req> reqs, OpId* ids, Post post_fn);
   void untrack(OpId id) noexcept;
+  /// Polls the device and settles the requests it completed; the first
+  /// failure of a request someone waits for goes to *failed.
+  size_t take_completions(std::optional<Error>* failed);
+  void make_background(OpId id) noexcept;
   Error failure(const Completion& c) const;
   Error peer_error(int peer, const Endpoint* ep) const;
   Result<void> check_peers() const;
@@ -122,6 +133,7 @@ class Engine {
   std::vector<uint8_t> remote_;
   Counter wait_ns_;
   int64_t timeout_ms_ = 0;
+  std::optional<Error> deferred_;  // poll_quietly()'s failure, for the next progress()
   uint32_t idle_polls_ = 0;
   bool adaptive_ = false;
   static constexpr uint32_t kSpinPolls = 256;     // empty polls before yielding the CPU

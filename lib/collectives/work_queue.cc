@@ -49,14 +49,21 @@ bool Work::test() const {
 namespace detail {
 
 Result<void> WorkQueue::run(JobFn fn) {
-  // Nothing submitted is still running: the device is ours (see open_).
-  if (open_.load(std::memory_order_acquire) == 0) return fn();
+  // Nothing submitted is still running: the device is ours (see open_),
+  // but for the background poll, which yields it.
+  if (open_.load(std::memory_order_acquire) == 0) {
+    std::lock_guard<std::mutex> dev(device_mu_);
+    return fn();
+  }
   {
     std::unique_lock<std::mutex> lk(mu_);
     if (queue_.empty() && !running_) {
       running_ = true;
       lk.unlock();
-      Result<void> r = fn();
+      Result<void> r = [&] {
+        std::lock_guard<std::mutex> dev(device_mu_);
+        return fn();
+      }();
       lk.lock();
       running_ = false;
       cv_.notify_all();
@@ -93,7 +100,10 @@ void WorkQueue::worker_loop() {
     queue_.pop_front();
     running_ = true;
     lk.unlock();
-    Result<void> r = job.fn();
+    Result<void> r = [&] {
+      std::lock_guard<std::mutex> dev(device_mu_);
+      return job.fn();
+    }();
     // Done with the device before the Work says so: a blocking call the
     // caller makes after wait() may then run inline.
     open_.fetch_sub(1, std::memory_order_release);
@@ -111,6 +121,40 @@ void WorkQueue::stop() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();  // what was queued still runs first
+  {
+    std::lock_guard<std::mutex> lk(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_.joinable()) bg_.join();
+}
+
+void WorkQueue::kick() {
+  {
+    std::lock_guard<std::mutex> lk(bg_mu_);
+    if (bg_stop_ || !bg_poll_) return;
+    bg_active_ = true;
+    if (!bg_.joinable()) bg_ = std::thread([this] { background_loop(); });
+  }
+  bg_cv_.notify_all();
+}
+
+void WorkQueue::background_loop() {
+  std::unique_lock<std::mutex> lk(bg_mu_);
+  for (;;) {
+    bg_cv_.wait(lk, [&] { return bg_stop_ || bg_active_; });
+    if (bg_stop_) return;
+    bg_cv_.wait_for(lk, std::chrono::microseconds(50), [&] { return bg_stop_; });
+    if (bg_stop_) return;
+    lk.unlock();
+    // Only between jobs: a job that holds the device makes the progress itself.
+    std::unique_lock<std::mutex> dev(device_mu_, std::try_to_lock);
+    bool more = true;
+    if (dev.owns_lock()) more = bg_poll_();
+    lk.lock();  // still holding the device: a kick() (a job's) cannot slip in before the flag
+    if (!more) bg_active_ = false;
+    if (dev.owns_lock()) dev.unlock();
+  }
 }
 
 }  // namespace detail

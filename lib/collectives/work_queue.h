@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -105,11 +106,19 @@ class WorkQueue {
   WorkPtr submit(JobFn fn);
   /// A Work that is already complete with `r`.
   static WorkPtr completed(Result<void> r);
-  /// Runs what is queued, then ends the worker.
+  /// Runs what is queued, then ends the worker (and the background poll).
   void stop();
+  /// Work that must progress between calls (a deadline allreduce's result
+  /// on its way to a late rank): once kick()ed, `poll` runs on a thread of
+  /// its own about every 50 us, whenever no job holds the device, until it
+  /// returns false. Set once, before the first kick().
+  void set_background(std::function<bool()> poll) { bg_poll_ = std::move(poll); }
+  /// Called by a job (holding the device): the background poll has work.
+  void kick();
 
  private:
   void worker_loop();
+  void background_loop();
   struct Job {
     JobFn fn;
     std::shared_ptr<Work::State> state;
@@ -125,6 +134,15 @@ class WorkQueue {
   /// after each job) nothing else can touch the device, and a blocking call
   /// runs inline without taking mu_.
   std::atomic<uint64_t> open_{0};
+  /// Held by whatever drives the device: a job (inline or on the worker) or
+  /// the background poll, which only try_locks it.
+  std::mutex device_mu_;
+  std::function<bool()> bg_poll_;
+  std::thread bg_;
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool bg_active_ = false;
+  bool bg_stop_ = false;
 };
 
 }  // namespace grex::detail

@@ -28,6 +28,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace grex {
 
@@ -51,6 +52,12 @@ enum class ReduceOp : uint8_t { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 
 /// value) pairs, summed sparsely (use it with error_feedback).
 enum class Compression : uint8_t { kNone = 0, kBf16 = 1, kFp16 = 2, kInt8 = 3, kTopK = 4 };
 
+/// What a rank late for a deadline allreduce does with its own vector.
+enum class LateInput : uint8_t {
+  kDrop = 0,   ///< discard it: the call's result is the others' reduction
+  kCarry = 1,  ///< keep it (per feedback_key) and add it to this rank's next deadline call's input
+};
+
 /// Per-call options of an allreduce.
 struct AllreduceOptions {
   Compression compression = Compression::kNone;
@@ -64,6 +71,20 @@ struct AllreduceOptions {
   const void* feedback_key = nullptr;
   /// kTopK: the share of values each rank sends (0 < f <= 1; 1: every value, the exact sum).
   double topk_fraction = 0.01;
+  /// Deadline allreduce (> 0; without compression): the first rank whose
+  /// deadline_ms, counted from its own entry, passes before every rank
+  /// entered closes the call. The ranks that entered by then are its
+  /// contributors; the result is their reduction (kAvg divides by their
+  /// count), the same bits on every rank. A late rank gets that same result
+  /// when it enters, from the lowest contributor, which sends it without
+  /// waiting. Ranks agree through the bootstrap store: each call costs a few
+  /// store round trips, so use it for vectors whose reduction takes
+  /// milliseconds. The contributors' reduction is a ring.
+  int64_t deadline_ms = 0;
+  /// What a late rank does with its vector (deadline_ms > 0).
+  LateInput late = LateInput::kDrop;
+  /// Where not null, set to the contributors (ascending ranks), on every rank.
+  std::vector<int>* contributors = nullptr;
 };
 
 /// Bytes per element.

@@ -14,6 +14,7 @@
 
 #include "../shm/any_source_check.h"
 #include "../shm/collective_check.h"
+#include "../shm/deadline_check.h"
 #include "hugepages.h"
 #include "congestion/cc.h"
 
@@ -85,6 +86,21 @@ TEST_P(DpdkAllreduce, ReceivesFromAnySource) {
     o.backend = "dpdk";
     o.timeout_ms = 60'000;
     return any_source_rank(r, o, size_t{3} << 20);
+  }, 240);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// The deadline allreduce over dpdk: a late rank's result is a background
+// send that waits for its advert, calls later if need be.
+TEST_P(DpdkAllreduce, DeadlineAllreduce) {
+  bool have = false;
+  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
+  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  auto res = run_ranks(GetParam(), [](Rank& r) -> int {
+    CommOptions o;
+    o.backend = "dpdk";
+    o.timeout_ms = 60'000;
+    return deadline_rank(r, o, 300'001);
   }, 240);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }

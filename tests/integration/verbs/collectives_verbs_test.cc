@@ -13,6 +13,7 @@
 
 #include "../shm/any_source_check.h"
 #include "../shm/collective_check.h"
+#include "../shm/deadline_check.h"
 #include "verbs_env.h"
 
 namespace grex::test {
@@ -55,6 +56,13 @@ TEST_P(VerbsAllreduce, MatchesReference) {
 TEST_P(VerbsAllreduce, ReceivesFromAnySource) {
   REQUIRE_VERBS();
   auto res = run_ranks(GetParam(), [](Rank& r) -> int { return any_source_rank(r, comm_options(), 300'000); }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// The deadline allreduce over verbs.
+TEST_P(VerbsAllreduce, DeadlineAllreduce) {
+  REQUIRE_VERBS();
+  auto res = run_ranks(GetParam(), [](Rank& r) -> int { return deadline_rank(r, comm_options(), 30'001); }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Issue 29 on the C++ training demo (examples/train/train.cc), side by side in
+# one run, REPEAT rounds with the variants alternating inside each round:
+#  1. compression: the loss after 300 steps with the gradient sent as
+#     bf16, int8 and top-k 1 % (error feedback on), against float32;
+#  2. a straggler: the last rank sleeps DELAY ms every step. Rank 0's mean
+#     step time and loss undelayed, delayed, and delayed with a deadline
+#     allreduce (DEADLINE ms, late gradients dropped), and undelayed with it.
+# Commands (one per variant; BUILD defaults to build/):
+#   grex-run -n R -- $BUILD/examples/train/train --steps 300 --log-every 1000 [--compress C]
+#   grex-run -n R -- $BUILD/examples/train/train --steps 30 --hidden 4096 --batch 1024 --lr 0.02 \
+#       --log-every 1000 [--delay-ms 50] [--deadline-ms 5]
+# Usage: bench/train_demo.sh   (env: BUILD, REPEAT=3, RANKS=2, DELAY=50, DEADLINE=5, PARTS="compress straggler")
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-build}
+[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+REPEAT=${REPEAT:-3} RANKS=${RANKS:-2} DELAY=${DELAY:-50} DEADLINE=${DEADLINE:-5}
+PARTS=${PARTS:-"compress straggler"}
+export GREX_LOG_LEVEL=error
+RUN="$BUILD/apps/grex-run/grex-run --no-tag-output -n $RANKS --"
+TRAIN=$BUILD/examples/train/train
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+stats() { sort -g | awk '{a[NR]=$1} END {if (NR) printf "%.4f %.4f %.4f", a[int((NR+1)/2)], a[1], a[NR]}'; }
+# "eval loss L ..." (rank 0's final model on the first 2048 samples, the same
+# for every variant) and "mean step S ms, K of N ranks ..." of one launch, as "L S K".
+one() { $RUN "$TRAIN" --log-every 1000 "$@" | awk '/^eval loss/ {l = $3} /^mean step/ {s = $3; k = $5} END {print l, s, k}'; }
+
+echo "# train_demo: $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $RANKS ranks, REPEAT=$REPEAT"
+compress=(none bf16 int8 topk)
+straggler=("plain" "delayed" "delayed+deadline" "deadline")
+args_of() {
+  case $1 in
+    plain) echo "" ;;
+    delayed) echo "--delay-ms $DELAY" ;;
+    delayed+deadline) echo "--delay-ms $DELAY --deadline-ms $DEADLINE" ;;
+    deadline) echo "--deadline-ms $DEADLINE" ;;
+  esac
+}
+for ((i = 0; i < REPEAT; i++)); do
+  if [[ " $PARTS " == *" compress "* ]]; then
+    for c in "${compress[@]}"; do echo "$c $(one --steps 300 --compress "$c")" >> "$tmp/compress"; done
+  fi
+  if [[ " $PARTS " == *" straggler "* ]]; then
+    order=("${straggler[@]}")
+    ((i % 2 == 0)) || order=("deadline" "delayed+deadline" "delayed" "plain")
+    for v in "${order[@]}"; do
+      # shellcheck disable=SC2046  # the variant's flags split on purpose
+      echo "$v $(one --steps 30 --hidden 4096 --batch 1024 --lr 0.02 $(args_of "$v"))" >> "$tmp/straggler"
+    done
+  fi
+  echo "train_demo: round $((i + 1))/$REPEAT done" >&2
+done
+
+if [[ -s "$tmp/compress" ]]; then
+  read -r base _ _ <<< "$(awk '$1 == "none" {print $2}' "$tmp/compress" | stats)"
+  echo
+  echo "| gradient | eval loss after 300 steps (median, min-max) | vs float32 | goal |"
+  echo "|---|---:|---:|---|"
+  for c in "${compress[@]}"; do
+    read -r l ll lh <<< "$(awk -v c="$c" '$1 == c {print $2}' "$tmp/compress" | stats)"
+    goal="within 2 %"
+    [[ $c == topk ]] && goal="within 5 %"
+    [[ $c == none ]] && goal=""
+    printf "| %s | %.4f (%.4f-%.4f) | %+.1f %% | %s |\n" "$c" "$l" "$ll" "$lh" "$(echo "($l / $base - 1) * 100" | bc -l)" "$goal"
+  done
+fi
+if [[ -s "$tmp/straggler" ]]; then
+  read -r base_ms _ _ <<< "$(awk '$1 == "plain" {print $3}' "$tmp/straggler" | stats)"
+  read -r base_loss _ _ <<< "$(awk '$1 == "plain" {print $2}' "$tmp/straggler" | stats)"
+  echo
+  echo "| job (last rank +${DELAY} ms a step) | rank 0 step (ms) | vs undelayed | ranks in time | eval loss after 30 steps | vs undelayed |"
+  echo "|---|---:|---:|---:|---:|---:|"
+  for v in "${straggler[@]}"; do
+    read -r s sl sh <<< "$(awk -v v="$v" '$1 == v {print $3}' "$tmp/straggler" | stats)"
+    read -r l ll lh <<< "$(awk -v v="$v" '$1 == v {print $2}' "$tmp/straggler" | stats)"
+    read -r k _ _ <<< "$(awk -v v="$v" '$1 == v {print $4}' "$tmp/straggler" | stats)"
+    printf "| %s | %.1f (%.1f-%.1f) | %.2f | %.2f | %.4f (%.4f-%.4f) | %+.1f %% |\n" "$v" "$s" "$sl" "$sh" \
+      "$(echo "$s / $base_ms" | bc -l)" "$k" "$l" "$ll" "$lh" "$(echo "($l / $base_loss - 1) * 100" | bc -l)"
+  done
+fi
