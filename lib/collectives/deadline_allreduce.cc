@@ -39,7 +39,11 @@ namespace {
 constexpr int kPerWord = 62;
 constexpr int64_t kClosed = int64_t{1} << 62;
 constexpr uint64_t kDeliveryPhase = uint64_t{0xF} << 16;  // the result for late ranks: phase 15 of the call's tags
-constexpr size_t kMaxDeliveries = 64;                     // calls whose results may be on their way at once
+// Results on their way at once, at most: sends (each holds one of the
+// engine's 4096 tracking slots) and bytes of copies. Past either, the next
+// call first waits for the oldest result to arrive.
+constexpr size_t kMaxDeliverySends = 1024;
+constexpr size_t kMaxDeliveryBytes = size_t{1} << 30;
 
 int64_t word_mask(int size, int word) {
   const int n = std::min(kPerWord, size - word * kPerWord);
@@ -114,16 +118,26 @@ Result<std::vector<int>> decide(Communicator::Impl& c, const std::string& base, 
   }
 }
 
-// Frees the copies whose sends to late ranks all finished; with `room`,
-// first waits for the oldest until fewer than kMaxDeliveries remain.
-Result<void> reap(Communicator::Impl& c, bool room) {
+// Frees the copies whose sends to late ranks all finished; with `room` (a
+// call of `bytes` and up to `sends` sends to come), first waits for the
+// oldest until that call fits under the limits.
+Result<void> reap(Communicator::Impl& c, bool room, size_t bytes = 0, size_t sends = 0) {
   auto finished = [&](const Communicator::Impl::Delivery& d) {
     return std::all_of(d.sends.begin(), d.sends.end(), [&](detail::OpId id) { return c.engine->done(id); });
   };
-  if (room) GREX_TRY(c.engine->progress());
-  if (room && c.deliveries.size() >= kMaxDeliveries) {
-    const Deadline deadline = c.ctx.deadline();
-    GREX_TRY(c.engine->wait_all(c.deliveries.front().sends, deadline, "deadline allreduce (a late rank's result)"));
+  if (room) {
+    GREX_TRY(c.engine->progress());
+    size_t held = bytes, posted = sends;
+    for (const auto& d : c.deliveries) {
+      held += d.copy->length();
+      posted += d.sends.size();
+    }
+    for (size_t k = 0; k < c.deliveries.size() && (held > kMaxDeliveryBytes || posted > kMaxDeliverySends); ++k) {
+      const auto& d = c.deliveries[k];
+      GREX_TRY(c.engine->wait_all(d.sends, c.ctx.deadline(), "deadline allreduce (a late rank's result)"));
+      held -= d.copy->length();
+      posted -= d.sends.size();
+    }
   }
   for (size_t i = 0; i < c.deliveries.size();) {
     if (finished(c.deliveries[i])) {
@@ -168,7 +182,7 @@ Result<detail::JobFn> deadline_allreduce_job(Communicator::Impl& c, const void* 
     const std::string base = c.opts.name + "/dl/" + std::to_string(++c.deadline_calls) + "/";
     return c.finish(
         [&]() -> Result<void> {
-          GREX_TRY(reap(c, true));
+          GREX_TRY(reap(c, true, bytes, static_cast<size_t>(c.size - 1)));
           bool late = false;
           const std::vector<int> in = GREX_TRY(decide(c, base, deadline_ms, &late));
           if (contributors != nullptr) *contributors = in;
