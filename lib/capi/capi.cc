@@ -6,10 +6,12 @@
 #include <grex/communicator.h>
 #include <grex/grex.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "grex_version.h"
 
@@ -224,6 +226,24 @@ grex_result_t grex_allreduce_compressed(grex_comm_t* c, const void* s, void* r, 
   opts.feedback_key = key;
   if (w != nullptr) return started(c->comm->allreduce_async(s, r, n, dt(t), rop(o), opts), w);
   return done(c->comm->allreduce(s, r, n, dt(t), rop(o), opts));
+}
+
+grex_result_t grex_allreduce_deadline(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t, grex_op_t o,
+                                      int64_t deadline_ms, int carry, int* contributed) {
+  const char* fn = "grex_allreduce_deadline";
+  GREX_C_TRY(check_allreduce(fn, c, s, r, n, t, o));
+  if (deadline_ms <= 0) return invalid(fn, "deadline_ms " + std::to_string(deadline_ms) + " is not positive");
+  std::vector<int> in;
+  grex::AllreduceOptions opts;
+  opts.deadline_ms = deadline_ms;
+  opts.late = carry != 0 ? grex::LateInput::kCarry : grex::LateInput::kDrop;
+  opts.contributors = &in;
+  const grex_result_t rc = done(c->comm->allreduce(s, r, n, dt(t), rop(o), opts));
+  if (rc == GREX_OK && contributed != nullptr) {
+    std::fill(contributed, contributed + c->comm->size(), 0);
+    for (int x : in) contributed[x] = 1;
+  }
+  return rc;
 }
 
 grex_result_t grex_clear_feedback(grex_comm_t* c, const void* key) {

@@ -79,6 +79,7 @@ for _name, _args in {
     "grex_barrier": [_p], "grex_send": [_p, _p, _sz, _i, _u32], "grex_recv": [_p, _p, _sz, _i, _u32],
     "grex_sendrecv": [_p, _p, _sz, _i, _p, _sz, _i, _u32],
     "grex_recv_any": [_p, _p, _sz, _u32, _c.POINTER(_i)],
+    "grex_allreduce_deadline": [_p, _p, _p, _sz, _i, _i, _c.c_int64, _i, _c.POINTER(_i)],
     "grex_iprobe": [_p, _u32, _i, _c.POINTER(_i), _c.POINTER(_i), _c.POINTER(_sz)],
     "grex_allreduce_compressed": [_p, _p, _p, _sz, _i, _i, _i, _i, _p, _p], "grex_clear_feedback": [_p, _p],
     "grex_allreduce_async": [_p, _p, _p, _sz, _i, _i, _c.POINTER(_p)],
@@ -274,6 +275,23 @@ class Comm:
             return Work(w, (src, dst))
         _check(_lib.grex_allreduce(self._handle(), src.ptr, dst.ptr, src.count, DTYPES[src.dtype], _op(op)))
         return out if out is not None else buf
+
+    def allreduce_deadline(self, buf, deadline_ms, out=None, op="sum", dtype=None, carry=False):
+        """Allreduce that waits at most deadline_ms (from this rank's entry)
+        for the other ranks: the result is the reduction over the ranks in
+        time ("avg" divides by their count), the same on every rank, late
+        ones included. carry=True keeps a late rank's vector for its next
+        such call (sum or avg). Returns the ranks in time."""
+        src = _Buf(buf, dtype, writable=out is None)
+        dst = _Buf(out, src.dtype, writable=True) if out is not None else src
+        if dst.count != src.count:
+            raise ValueError(f"grex: allreduce output holds {dst.count} elements, input {src.count}")
+        if not deadline_ms or deadline_ms <= 0:
+            raise ValueError(f"grex: deadline_ms {deadline_ms!r} is not a positive number of milliseconds")
+        flags = (_i * self.size)()
+        _check(_lib.grex_allreduce_deadline(self._handle(), src.ptr, dst.ptr, src.count, DTYPES[src.dtype], _op(op),
+                                            int(deadline_ms), int(bool(carry)), flags))
+        return [r for r in range(self.size) if flags[r]]
 
     def broadcast(self, buf, root=0, dtype=None, async_op=False):
         b = _Buf(buf, dtype, writable=True)

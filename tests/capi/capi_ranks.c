@@ -134,6 +134,18 @@ static void point_to_point(grex_comm_t* c, int rank, int size) {
   OK(grex_barrier(c));
 }
 
+/* A deadline allreduce with every rank in time (a deadline no rank misses):
+ * every rank contributes. */
+static void deadline(grex_comm_t* c, int rank, int size) {
+  int32_t v[4] = {rank, rank, rank, rank};
+  int in[64];
+  if (size > 64) return;
+  OK(grex_allreduce_deadline(c, v, v, 4, GREX_INT32, GREX_SUM, 20000, 0, in));
+  for (int r = 0; r < size; ++r) CHECK(in[r] == 1);
+  CHECK(v[0] == size * (size - 1) / 2 && v[3] == v[0]);
+  CHECK(grex_allreduce_deadline(c, v, v, 4, GREX_INT32, GREX_SUM, 0, 0, NULL) == GREX_ERR_INVALID_ARGUMENT);
+}
+
 static void compressed(grex_comm_t* c, int rank, int size) {
   /* Small integers are exact in bf16: the compressed sum is the exact sum. */
   float v[1000], w[1000];
@@ -258,6 +270,7 @@ int main(int argc, char** argv) {
   collectives(c, rank, size);
   point_to_point(c, rank, size);
   compressed(c, rank, size);
+  deadline(c, rank, size);
   non_blocking(c, rank, size);
   memory(c, rank, size);
   errors(c, size);

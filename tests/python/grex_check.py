@@ -58,6 +58,10 @@ def main():
         c.reduce(red, root=0, op="prod")
         if r == 0:
             expect(list(red) == [2.0 ** n] * 3, f"reduce prod: {list(red)}")
+        # deadline allreduce, every rank in time: every rank contributes
+        dl = array.array("i", [r + 1] * 5)
+        inn = c.allreduce_deadline(dl, deadline_ms=20000)
+        expect(inn == list(range(n)) and list(dl) == [n * (n + 1) // 2] * 5, f"deadline allreduce: {inn} {list(dl)}")
         # compressed allreduce: small integers are exact in bf16
         cz = array.array("f", [float(r + i % 5) for i in range(1000)])
         c.allreduce(cz, compression="bf16", error_feedback=True)

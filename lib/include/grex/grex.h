@@ -153,6 +153,16 @@ grex_result_t grex_allreduce_compressed(grex_comm_t* comm, const void* sendbuf, 
                                         int error_feedback, const void* feedback_key, grex_work_t** work);
 /** Drops the error-feedback residual of key (NULL: every residual). */
 grex_result_t grex_clear_feedback(grex_comm_t* comm, const void* key);
+/* Deadline allreduce (blocking): waits at most deadline_ms (> 0, from this
+ * rank's entry) for the other ranks. The result is the reduction over the ranks
+ * in time (GREX_AVG divides by their count), the same on every rank; a late
+ * rank gets it when it enters. carry != 0 keeps a late rank's vector (per
+ * recvbuf; grex_clear_feedback drops it) and adds it to its next deadline call
+ * (GREX_SUM or GREX_AVG only); 0 drops it. contributed may be NULL or an array
+ * of the communicator's size: 1 for each rank in time, 0 for the others. */
+grex_result_t grex_allreduce_deadline(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                      grex_dtype_t dtype, grex_op_t op, int64_t deadline_ms, int carry,
+                                      int* contributed);
 grex_result_t grex_reduce_scatter_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                                         grex_dtype_t dtype, grex_op_t op, grex_work_t** work);
 grex_result_t grex_allgather_async(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
