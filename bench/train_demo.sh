@@ -7,17 +7,24 @@
 #  2. a straggler: the last rank sleeps DELAY ms every step. Rank 0's mean
 #     step time and loss undelayed, delayed, and delayed with a deadline
 #     allreduce (DEADLINE ms, late gradients dropped), and undelayed with it.
-# Commands (one per variant; BUILD defaults to build/):
+#  3. (PARTS=ddp) the PyTorch DDP example with grex's compressing comm hooks
+#     (bf16, int8, top-k 1 %, error feedback on) against none: the eval loss
+#     after 300 steps at lr 0.02, at RANKS ranks.
+# Commands (one per variant; BUILD defaults to build/, PY to .venv's python):
 #   grex-run -n R -- $BUILD/examples/train/train --steps 300 --log-every 1000 [--compress C]
 #   grex-run -n R -- $BUILD/examples/train/train --steps 30 --hidden 4096 --batch 1024 --lr 0.02 \
 #       --log-every 1000 [--delay-ms 50] [--deadline-ms 5]
-# Usage: bench/train_demo.sh   (env: BUILD, REPEAT=3, RANKS=2, DELAY=50, DEADLINE=5, PARTS="compress straggler")
+#   grex-run -n R -- $PY examples/torch/ddp.py --steps 300 --lr 0.02 --json [--hook grex-bf16|grex-int8|grex-topk]
+# Usage: bench/train_demo.sh   (env: BUILD, PY, REPEAT=3, RANKS=2, DELAY=50, DEADLINE=5,
+#                               PARTS="compress straggler ddp")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 REPEAT=${REPEAT:-3} RANKS=${RANKS:-2} DELAY=${DELAY:-50} DEADLINE=${DEADLINE:-5}
-PARTS=${PARTS:-"compress straggler"}
+PARTS=${PARTS:-"compress straggler ddp"}
+PY=${PY:-$ROOT/.venv/bin/python}
+export PYTHONPATH=$ROOT/python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export GREX_LOG_LEVEL=error
 RUN="$BUILD/apps/grex-run/grex-run --no-tag-output -n $RANKS --"
 TRAIN=$BUILD/examples/train/train
@@ -51,6 +58,13 @@ for ((i = 0; i < REPEAT; i++)); do
       echo "$v $(one --steps 30 --hidden 4096 --batch 1024 --lr 0.02 $(args_of "$v"))" >> "$tmp/straggler"
     done
   fi
+  if [[ " $PARTS " == *" ddp "* ]]; then
+    for h in none grex-bf16 grex-int8 grex-topk; do
+      l=$($RUN "$PY" "$ROOT/examples/torch/ddp.py" --steps 300 --lr 0.02 --json --hook "$h" |
+        grep '^{"losses"' | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["eval_loss"])')
+      echo "$h $l" >> "$tmp/ddp"
+    done
+  fi
   echo "train_demo: round $((i + 1))/$REPEAT done" >&2
 done
 
@@ -79,5 +93,18 @@ if [[ -s "$tmp/straggler" ]]; then
     read -r k _ _ <<< "$(awk -v v="$v" '$1 == v {print $4}' "$tmp/straggler" | stats)"
     printf "| %s | %.1f (%.1f-%.1f) | %.2f | %.2f | %.4f (%.4f-%.4f) | %+.1f %% |\n" "$v" "$s" "$sl" "$sh" \
       "$(echo "$s / $base_ms" | bc -l)" "$k" "$l" "$ll" "$lh" "$(echo "($l / $base_loss - 1) * 100" | bc -l)"
+  done
+fi
+if [[ -s "$tmp/ddp" ]]; then
+  read -r base _ _ <<< "$(awk '$1 == "none" {print $2}' "$tmp/ddp" | stats)"
+  echo
+  echo "| DDP hook | eval loss after 300 steps (median, min-max) | vs none | goal |"
+  echo "|---|---:|---:|---|"
+  for h in none grex-bf16 grex-int8 grex-topk; do
+    read -r l ll lh <<< "$(awk -v h="$h" '$1 == h {print $2}' "$tmp/ddp" | stats)"
+    goal="within 2 %"
+    [[ $h == grex-topk ]] && goal="within 5 %"
+    [[ $h == none ]] && goal=""
+    printf "| %s | %.4f (%.4f-%.4f) | %+.1f %% | %s |\n" "$h" "$l" "$ll" "$lh" "$(echo "($l / $base - 1) * 100" | bc -l)" "$goal"
   done
 fi

@@ -59,6 +59,9 @@ def mlp(hidden, seed=0):
         torch.nn.Linear(hidden, CLASSES))
 
 
+EVAL_SEED = 999_983  # batch(EVAL_SEED, 0, ...): held out from training (ranks train on seeds 0..world-1)
+
+
 def batch(seed, step, size):
     """A synthetic batch for (seed, step), labelled by a fixed random teacher."""
     g = torch.Generator().manual_seed(1000003 * step + seed)
@@ -86,9 +89,12 @@ class Report:
         if self.rank == 0:
             print(f"step {i:3d}  loss {self.losses[-1]:.6f}  step {self.ms[-1]:8.2f} ms{comm}", flush=True)
 
-    def end(self):
+    def end(self, eval_loss=None):
+        if self.rank == 0 and eval_loss is not None:
+            print(f"eval loss {eval_loss:.6f}", flush=True)
         if self.rank == 0 and self.args.json:
-            print(json.dumps({"losses": self.losses, "step_ms": self.ms, "comm_ms": self.comm_ms}), flush=True)
+            print(json.dumps({"losses": self.losses, "step_ms": self.ms, "comm_ms": self.comm_ms,
+                              "eval_loss": eval_loss}), flush=True)
         dist.barrier()
         dist.destroy_process_group()
 
@@ -107,4 +113,9 @@ def train(model, args, rank, world, name, batch_seed, comm_ms=None):
         loss.backward()
         opt.step()
         report.step(step, loss.item(), t0, comm_ms() if comm_ms else None)
-    report.end()
+    # The trained model's loss on one fixed batch no step trained on, the same
+    # for every run (every rank runs it: a sharded model's forward is collective).
+    with torch.no_grad():
+        x, y = batch(EVAL_SEED, 0, 2048)
+        eval_loss = float(F.cross_entropy(model(x), y))
+    report.end(eval_loss)

@@ -2,8 +2,9 @@
 """DistributedDataParallel over grex: a small MLP, each rank its own batches,
 gradients allreduced in buckets while backward runs. --hook adds one of
 torch's DDP communication hooks (bf16 compression or PowerSGD), or grex's
-own (grex-bf16: the buckets travel grex's ring as bf16, added in float32 at
-every hop, with error feedback; grex_torch/hooks.py).
+own (grex-bf16, grex-fp16, grex-int8, grex-topk: the buckets travel grex's
+ring as bf16, fp16 or int8, added in float32 at every hop, or as their top
+1 %, all with error feedback; grex_torch/hooks.py).
 
     grex-run -n 4 -- python examples/torch/ddp.py
     torchrun --standalone --nproc_per_node 4 examples/torch/ddp.py --hook powersgd
@@ -46,7 +47,8 @@ def timed_allreduce(timer, bucket):
 
 
 def main():
-    a = common.parse(__doc__, **{"--hook": (str, "none", "none, bf16, powersgd or grex-bf16")})
+    hooks = "none, bf16, powersgd, grex-bf16, grex-fp16, grex-int8 or grex-topk"
+    a = common.parse(__doc__, **{"--hook": (str, "none", hooks)})
     rank, world = common.init(a.backend)
     # PowerSGD's hook issues its second allreduce from the first one's
     # callback; with several buckets those callbacks may run in a different
@@ -65,14 +67,14 @@ def main():
         state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=2,
                                        start_powerSGD_iter=2, random_seed=0)
         model.register_comm_hook(state, powersgd.powerSGD_hook)
-    elif a.hook == "grex-bf16":  # grex's in-ring bf16 with error feedback (grex only)
+    elif a.hook in ("grex-bf16", "grex-fp16", "grex-int8", "grex-topk"):  # grex's, with error feedback (grex only)
         import grex_torch.hooks
-        model.register_comm_hook(None, grex_torch.hooks.compressed_hook("bf16"))
+        model.register_comm_hook(None, grex_torch.hooks.compressed_hook(a.hook[len("grex-"):]))
     elif a.hook == "none":
         timer = CommTimer(world)
         model.register_comm_hook(timer, timed_allreduce)
     else:
-        raise SystemExit(f"--hook {a.hook}: none, bf16, powersgd or grex-bf16")
+        raise SystemExit(f"--hook {a.hook}: {hooks}")
     common.train(model, a, rank, world, f"DDP (hook {a.hook})", batch_seed=rank,
                  comm_ms=timer.take_ms if timer else None)
 
