@@ -14,6 +14,7 @@
 
 #include "../shm/any_source_check.h"
 #include "../shm/collective_check.h"
+#include "../shm/compressed_check.h"
 #include "../shm/deadline_check.h"
 #include "hugepages.h"
 #include "congestion/cc.h"
@@ -86,6 +87,23 @@ TEST_P(DpdkAllreduce, ReceivesFromAnySource) {
     o.backend = "dpdk";
     o.timeout_ms = 60'000;
     return any_source_rank(r, o, size_t{3} << 20);
+  }, 240);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// The compressed allreduce over dpdk: bf16 and int8 within their rounding,
+// top-k with fraction 1 exact, the same bits on every rank.
+TEST_P(DpdkAllreduce, Compressed) {
+  bool have = false;
+  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
+  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  auto res = run_ranks(GetParam(), [](Rank& r) -> int {
+    CommOptions o;
+    o.backend = "dpdk";
+    o.timeout_ms = 60'000;
+    RANK_CHECK(check_bounds(r, Compression::kBf16, ReduceOp::kAvg, false, o) == 0);
+    RANK_CHECK(check_bounds(r, Compression::kInt8, ReduceOp::kSum, true, o) == 0);
+    return check_topk_exact(r, o);
   }, 240);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }

@@ -17,6 +17,8 @@
 #include <string>
 
 #include "../shm/collective_check.h"
+#include "../shm/compressed_check.h"
+#include "../shm/deadline_check.h"
 
 namespace grex::test {
 namespace {
@@ -108,6 +110,19 @@ TEST_P(Hosts, EveryCollectiveMatchesTheReference) {
 // network alone) and one host (AAA: shm alone).
 INSTANTIATE_TEST_SUITE_P(Layouts, Hosts, ::testing::Values("AABB", "ABAB", "AAB", "ABBC", "ABC", "AAA"),
                          [](const auto& info) { return std::string(info.param); });
+
+// Issue 29 on the two-level communicator (2 hosts x 2 ranks): the compressed
+// and deadline allreduces run their flat forms (a ring over every rank, shm
+// and memif links alike) and give what they give on one backend.
+TEST(HostsIssue29, CompressedAndDeadlineAllreduce) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  auto res = run_ranks(4, [](Rank& r) -> int {
+    RANK_CHECK(check_bounds(r, Compression::kBf16, ReduceOp::kSum, false, across_hosts(r, "AABB", "auto", "c29a")) == 0);
+    RANK_CHECK(check_topk_exact(r, across_hosts(r, "AABB", "auto", "c29b")) == 0);
+    return deadline_rank(r, across_hosts(r, "AABB", "auto", "d29"), 100'003);
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
 
 // 2 hosts x 2 ranks, 4 MiB: the hierarchical allreduce sends each shard (half
 // the vector) once across hosts per rank (2 ranks on a rail: each algorithm

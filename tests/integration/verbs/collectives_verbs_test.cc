@@ -13,6 +13,7 @@
 
 #include "../shm/any_source_check.h"
 #include "../shm/collective_check.h"
+#include "../shm/compressed_check.h"
 #include "../shm/deadline_check.h"
 #include "verbs_env.h"
 
@@ -56,6 +57,17 @@ TEST_P(VerbsAllreduce, MatchesReference) {
 TEST_P(VerbsAllreduce, ReceivesFromAnySource) {
   REQUIRE_VERBS();
   auto res = run_ranks(GetParam(), [](Rank& r) -> int { return any_source_rank(r, comm_options(), 300'000); }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// The compressed allreduce over verbs (as over dpdk).
+TEST_P(VerbsAllreduce, Compressed) {
+  REQUIRE_VERBS();
+  auto res = run_ranks(GetParam(), [](Rank& r) -> int {
+    RANK_CHECK(check_bounds(r, Compression::kBf16, ReduceOp::kAvg, false, comm_options()) == 0);
+    RANK_CHECK(check_bounds(r, Compression::kInt8, ReduceOp::kSum, true, comm_options()) == 0);
+    return check_topk_exact(r, comm_options());
+  }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
