@@ -3,7 +3,9 @@
 // failure the diagnosis (which rank disagrees, which one to blame) and the
 // word to every peer.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "collectives/comm_impl.h"
@@ -39,6 +41,7 @@ void Communicator::Impl::begin(const detail::CallSig& s) noexcept {
   sig = static_cast<uint32_t>(h ^ (h >> 32));
   ctx.call = s;
   ++ctx.ncoll;
+  if (recorder) recorder->start(s.what, ctx.ncoll, s.count, s.dtype, s.op, s.root, -1, engine->posted_bytes());
 }
 
 std::string detail::describe(const CallSig& c) {
@@ -129,12 +132,23 @@ Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
     if (raw.code() == Errc::kTimeout) raw = diagnose(std::move(raw));
     Error e = std::move(raw).context(what);
     GREX_WARN(kSubsys, "%s", e.message().c_str());
+    if (recorder) {
+      recorder->end(false, engine->posted_bytes());
+      if (const std::string& dir = detail::Recorder::dump_dir(); !dir.empty()) {
+        const std::string path = recorder->dump(dir);
+        if (path.empty())
+          GREX_WARN(kSubsys, "GREX_TRACE_DUMP: cannot write to %s: %s", dir.c_str(), std::strerror(errno));
+        else
+          GREX_WARN(kSubsys, "flight recorder written to %s", path.c_str());
+      }
+    }
     tell(e);
     broken = e;
     return e;
   }
   bufs->release_retired();
   collectives_done.add();
+  if (recorder) recorder->end(true, engine->posted_bytes());
   return ok();
 }
 

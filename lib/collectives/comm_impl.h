@@ -25,6 +25,7 @@
 #include "collectives/group.h"
 #include "collectives/hierarchy.h"
 #include "collectives/notices.h"
+#include "collectives/recorder.h"
 #include "collectives/selector.h"
 #include "collectives/shared_area.h"
 #include "collectives/work_queue.h"
@@ -43,6 +44,7 @@ struct Communicator::Impl {
   std::vector<std::unique_ptr<Endpoint>> endpoints;  // [rank]; null for self
   std::unique_ptr<detail::Engine> engine;
   std::unique_ptr<detail::Notices> notices;  // CommOptions::any_source
+  std::unique_ptr<detail::Recorder> recorder;  // the flight recorder (CommOptions::trace_entries)
   std::unique_ptr<detail::Buffers> bufs;
   std::unique_ptr<detail::SharedArea> area;
   std::optional<detail::Group> world;  // every rank, in rank order

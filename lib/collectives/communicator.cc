@@ -27,6 +27,7 @@ using detail::bad_arg;
 namespace {
 
 constexpr const char* kSubsys = "comm";
+constexpr const char* kInit = "init";  // setup lines (GREX_LOG_SUBSYS=INIT)
 
 // `bytes` random bytes as hex; an error when OpenSSL has no entropy (the id
 // would repeat, and two jobs could share shared-memory names).
@@ -103,6 +104,9 @@ Result<void> apply_env(CommOptions* o) {
   if (from_env(&CommOptions::progress)) GREX_TRY(config::env_string("GREX_PROGRESS", &o->progress));
   if (from_env(&CommOptions::spread)) GREX_TRY(config::env_bool("GREX_SPREAD", &o->spread));
   if (from_env(&CommOptions::any_source)) GREX_TRY(config::env_bool("GREX_P2P_ANY_SOURCE", &o->any_source));
+  uint64_t trace = o->trace_entries;
+  if (from_env(&CommOptions::trace_entries)) GREX_TRY(config::env_size("GREX_TRACE_ENTRIES", &trace, 0, 1u << 24));
+  o->trace_entries = trace;
   if (from_env(&CommOptions::stage_sends)) GREX_TRY(config::env_string("GREX_STAGE_SENDS", &o->stage_sends));
   uint64_t stage_min = o->stage_min_bytes;
   if (from_env(&CommOptions::stage_min_bytes))
@@ -349,6 +353,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
     c.engine->set_remote(std::move(remote));
   }
   c.bufs = std::make_unique<detail::Buffers>(*c.device);
+  if (c.opts.trace_entries > 0) c.recorder = std::make_unique<detail::Recorder>(c.opts.trace_entries, c.rank, prefix);
   c.queue.set_background([&c] { return poll_deliveries(c); });
   if (c.opts.any_source) {
     c.notices = std::make_unique<detail::Notices>();
@@ -451,10 +456,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
     if (c.hier) c.topology += ", " + std::to_string(c.hier->rails) + (c.hier->rails == 1 ? " rail" : " rails");
   }
   if (c.hier) {
-    GREX_INFO(kSubsys, "cost model: GREX_COST=%s;%s (intra-host;inter-host: alpha us, beta GB/s, gamma GB/s)",
+    GREX_INFO(kInit, "cost model: GREX_COST=%s;%s (intra-host;inter-host: alpha us, beta GB/s, gamma GB/s)",
               c.hier->local.select.cost.describe().c_str(), c.hier->rail.select.cost.describe().c_str());
   } else {
-    GREX_INFO(kSubsys, "cost model: GREX_COST=%s (alpha us, beta GB/s, gamma GB/s)", c.select.cost.describe().c_str());
+    GREX_INFO(kInit, "cost model: GREX_COST=%s (alpha us, beta GB/s, gamma GB/s)", c.select.cost.describe().c_str());
   }
   std::string others;  // the other collectives' algorithms (the first usable entry: size does not change it)
   for (detail::Coll k : {detail::Coll::kReduceScatter, detail::Coll::kAllgather, detail::Coll::kBroadcast,
@@ -464,11 +469,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
               detail::first_usable(k, c.ctx, *c.world, probe).name;
   }
   if (c.rank == 0)
-    GREX_INFO(kSubsys, "topology: %s; allreduce: %s; %s", c.topology.c_str(), choice.c_str(), others.c_str());
-  GREX_DEBUG(kSubsys, "%d ranks on this machine, %d cores: %s progress", where.machine_local, cores,
+    GREX_INFO(kInit, "topology: %s; allreduce: %s; %s", c.topology.c_str(), choice.c_str(), others.c_str());
+  GREX_DEBUG(kInit, "%d ranks on this machine, %d cores: %s progress", where.machine_local, cores,
              adaptive ? "adaptive" : "spin");
   if (where.machine_local > 1 && c.opts.spread) spread_local_rank(where.machine_index, cpus);
-  GREX_INFO(kSubsys, "communicator '%s' ready: %d ranks over %s", prefix.c_str(), c.size,
+  GREX_INFO(kInit, "communicator '%s' ready: %d ranks over %s", prefix.c_str(), c.size,
             c.device->capabilities().driver.c_str());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }

@@ -25,6 +25,10 @@ Result<detail::JobFn> p2p_job(Communicator::Impl& c, const char* what, const voi
   if (src >= 0) GREX_TRY(c.check_p2p(what, recvbuf, recvbytes, src));
   return detail::JobFn([&c, what, sendbuf, sendbytes, dst, recvbuf, recvbytes, src, tag]() -> Result<void> {
     GREX_TRY(c.check_usable(what));
+    // The recorder's entry: bytes as the count, the peer (sendrecv: the destination; root: its source).
+    if (c.recorder)
+      c.recorder->start(what, 0, dst >= 0 ? sendbytes : recvbytes, -1, -1, dst >= 0 && src >= 0 ? src : -1,
+                        dst >= 0 ? dst : src, c.engine->posted_bytes());
     // The registrations end (with their scope) before finish(), which
     // releases them on success, as a collective's do.
     Result<void> r = ok();

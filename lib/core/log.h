@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Logging: GREX_LOG_LEVEL=error|warn|info|debug|trace, one line per event, "[rank N subsystem]".
+// Logging: GREX_LOG_LEVEL=error|warn|info|debug|trace, one line per event,
+// "[rank N host H subsystem] LEVEL text". GREX_LOG_SUBSYS picks the
+// subsystems whose info, debug and trace lines print (warnings and errors
+// always do), as NCCL_DEBUG_SUBSYS: INIT, COLL, P2P, NET, SHM, CC, BOOT, GPU,
+// ALL, and ^X to leave X out. GREX_LOG_FILE=path (%r: rank, %h: host, %p:
+// pid) writes the lines there instead of stderr.
 #pragma once
 
 #include <cstdarg>
@@ -20,7 +25,30 @@ void set_rank_if_unset(int rank) noexcept;
 /// Parses "error|warn|info|debug|trace" (or 0..4); returns false if unknown.
 bool parse_level(const char* text, Level* out) noexcept;
 
-/// Writes one line "[rank R subsystem] LEVEL message" to stderr. Thread-safe.
+/// The subsystem groups GREX_LOG_SUBSYS names, as bits.
+enum Group : unsigned {
+  kInit = 1u << 0,  // communicator setup ("init")
+  kColl = 1u << 1,  // collectives and their outcomes ("comm")
+  kP2p = 1u << 2,   // point-to-point ("p2p")
+  kNet = 1u << 3,   // network drivers ("dpdk", "verbs", "loop", "net")
+  kShm = 1u << 4,   // shared memory ("shm")
+  kCc = 1u << 5,    // congestion control ("cc")
+  kBoot = 1u << 6,  // bootstrap and store ("bootstrap", "store", "run")
+  kGpu = 1u << 7,   // GPU buffers ("gpu")
+  kOther = 1u << 8, // anything else (tools)
+  kAll = (1u << 9) - 1,
+};
+/// The group of a line's subsystem name.
+unsigned group_of(const char* subsystem) noexcept;
+/// Parses a GREX_LOG_SUBSYS value into groups; false (and *bad set to the
+/// word) for a name it does not know.
+bool parse_subsys(const char* text, unsigned* out, const char** bad) noexcept;
+/// Overrides GREX_LOG_SUBSYS (tests).
+void set_subsys(unsigned groups) noexcept;
+
+/// Writes one line "[rank R host H subsystem] LEVEL message" to stderr (or
+/// GREX_LOG_FILE); info and below only where GREX_LOG_SUBSYS takes the
+/// subsystem. Thread-safe.
 void write(Level l, const char* subsystem, const char* fmt, ...) noexcept
     __attribute__((format(printf, 3, 4)));
 

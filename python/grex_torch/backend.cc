@@ -12,6 +12,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <optional>
@@ -33,13 +34,26 @@ bool on_cuda(const at::Tensor& t, const std::vector<at::Tensor>& others, const c
   return path_of(t, op) == Path::kCuda;
 }
 
-GpuStream stream_of(const at::Tensor& t) {
-  const c10::Stream s = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device());
+namespace {
+
+// The stream's CUstream, where this torch's c10::Stream tells it (2.11 does,
+// 2.7.1 does not). A template, so that the test for the member is made on
+// the instantiation and an older torch still builds (CPU tensors work there).
+template <class S>
+GpuStream native_stream(const S& s) {
   if constexpr (requires { s.native_handle(); }) {
     return GpuStream{s.native_handle()};
   } else {
-    TORCH_CHECK(false, "grex: CUDA tensors need torch 2.2 or later (c10::Stream::native_handle)");
+    TORCH_CHECK(false, "grex: CUDA tensors need a torch whose c10::Stream has native_handle() (2.11 has it; ",
+                TORCH_VERSION, " does not); CPU tensors work");
+    return GpuStream{};
   }
+}
+
+}  // namespace
+
+GpuStream stream_of(const at::Tensor& t) {
+  return native_stream(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()));
 }
 
 DataType dtype_of(const at::Tensor& t, const char* op) {

@@ -80,8 +80,28 @@ def compare(got, ref, ranks, what):
     assert min(got[-5:]) < got[0], f"{what}: the loss did not go down: {got}"
 
 
+_gloo_avg = []
+
+
+def gloo_averages():
+    """Whether this torch's gloo averages in reduce_scatter_tensor(op=AVG);
+    torch 2.7.1's sums (measured), so FSDP2, which averages fp32 gradients
+    that way, has no gloo reference there."""
+    if not _gloo_avg:
+        probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gloo_avg_probe.py")
+        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", probe],
+                           env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=120)
+        got = [line.split()[-1] for line in p.stdout.splitlines() if "gloo-avg" in line]
+        assert got, f"the gloo AVG probe printed nothing:\n{(p.stdout + p.stderr)[-2000:]}"
+        _gloo_avg.append(float(got[0]) == 1.5)
+    return _gloo_avg[0]
+
+
 @pytest.mark.parametrize("example,opts,ranks", PARAMS)
 def test_trains_as_on_gloo(example, opts, ranks):
+    if example == "fsdp2" and not gloo_averages():
+        pytest.skip(f"torch {torch.__version__}'s gloo sums where reduce_scatter_tensor asks ReduceOp.AVG "
+                    "(FSDP2's fp32 gradients): no gloo reference")
     ref = run(example, opts, ranks, "gloo")
     got = run(example, opts, ranks, "grex")
     compare(got, ref, ranks, f"{example} {' '.join(opts)} at {ranks} ranks")

@@ -414,6 +414,9 @@ def group_ops(rank, size, gloo):
     def split():
         if not hasattr(dist, "split_group"):
             return f"skip: torch {torch.__version__} has no split_group"
+        import inspect
+        if "isinstance(parent_backend, ProcessGroupNCCL)" in inspect.getsource(dist.split_group):
+            return f"skip: torch {torch.__version__}'s split_group splits NCCL groups only"
         # torch splits only groups bound to a device (init_process_group's
         # device_id, an accelerator); grex serves "cuda" too, so bind that.
         # (barrier() would then place its tensor on that device: unbind after.)

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/clock.h"
@@ -121,14 +125,60 @@ TEST(Log, ParsesLevelsByNameAndNumber) {
   log::set_level(log::Level::kWarn);
 }
 
-TEST(Log, LinesCarryRankAndSubsystem) {
+std::string host() {
+  char h[64] = {};
+  gethostname(h, sizeof h - 1);
+  if (char* dot = std::strchr(h, '.')) *dot = '\0';
+  return h;
+}
+
+TEST(Log, LinesCarryRankHostAndSubsystem) {
   log::set_level(log::Level::kInfo);
   log::set_rank(3);
   testing::internal::CaptureStderr();
   GREX_INFO("shm", "hello %d", 7);
   GREX_DEBUG("shm", "hidden");
   std::string out = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(out, "[rank 3 shm] INFO hello 7\n");
+  EXPECT_EQ(out, "[rank 3 host " + host() + " shm] INFO hello 7\n");
+  log::set_rank(-1);
+  log::set_level(log::Level::kWarn);
+}
+
+// GREX_LOG_SUBSYS as NCCL_DEBUG_SUBSYS: a list of groups, ^X leaves one out;
+// warnings and errors print whatever the list.
+TEST(Log, SubsystemFilterSelectsExactlyTheLinesAskedFor) {
+  unsigned m = 0;
+  const char* bad = nullptr;
+  ASSERT_TRUE(log::parse_subsys("INIT,NET", &m, &bad));
+  EXPECT_EQ(m, log::kInit | log::kNet);
+  ASSERT_TRUE(log::parse_subsys("^NET", &m, &bad));
+  EXPECT_EQ(m, log::kAll & ~log::kNet);
+  ASSERT_TRUE(log::parse_subsys("ALL,^shm,^boot", &m, &bad));
+  EXPECT_EQ(m, log::kAll & ~(log::kShm | log::kBoot));
+  EXPECT_FALSE(log::parse_subsys("INIT,WIRE", &m, &bad));
+  EXPECT_STREQ(bad, "WIRE");
+  EXPECT_EQ(log::group_of("dpdk"), log::kNet);
+  EXPECT_EQ(log::group_of("verbs"), log::kNet);
+  EXPECT_EQ(log::group_of("comm"), log::kColl);
+  EXPECT_EQ(log::group_of("bootstrap"), log::kBoot);
+  EXPECT_EQ(log::group_of("grex-perf"), log::kOther);
+
+  log::set_level(log::Level::kTrace);
+  log::set_rank(1);
+  log::set_subsys(log::kInit | log::kNet);
+  testing::internal::CaptureStderr();
+  GREX_INFO("init", "a");
+  GREX_DEBUG("dpdk", "b");
+  GREX_TRACE("verbs", "c");
+  GREX_INFO("shm", "d");       // not asked for
+  GREX_DEBUG("comm", "e");     // not asked for
+  GREX_INFO("bootstrap", "f"); // not asked for
+  GREX_WARN("shm", "g");       // a warning prints anyway
+  std::string out = testing::internal::GetCapturedStderr();
+  const std::string h = host();
+  EXPECT_EQ(out, "[rank 1 host " + h + " init] INFO a\n[rank 1 host " + h + " dpdk] DEBUG b\n[rank 1 host " + h +
+                     " verbs] TRACE c\n[rank 1 host " + h + " shm] WARN g\n");
+  log::set_subsys(log::kAll);
   log::set_rank(-1);
   log::set_level(log::Level::kWarn);
 }
@@ -142,7 +192,7 @@ TEST(Log, TheFirstRankSetStays) {
   log::set_rank_if_unset(0);
   testing::internal::CaptureStderr();
   GREX_INFO("comm", "x");
-  EXPECT_EQ(testing::internal::GetCapturedStderr(), "[rank 5 comm] INFO x\n");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "[rank 5 host " + host() + " comm] INFO x\n");
   log::set_rank(-1);
   log::set_level(log::Level::kWarn);
 }

@@ -158,6 +158,10 @@ struct CommOptions {
   /// the notice costs one small message per send. Every rank must agree
   /// (create() fails naming a rank that differs).
   bool any_source = false;
+  /// The flight recorder's ring: the last this many calls, with their
+  /// state and times, written as JSON to GREX_TRACE_DUMP's directory on an
+  /// error, a timeout or SIGUSR1; 0 turns it off [GREX_TRACE_ENTRIES].
+  size_t trace_entries = 2000;
   /// Congestion control of every flow (dpdk, verbs): "rttcc", "rttcc-template",
   /// "dcqcn", "dcqcn-mlx5", "timely", "swift", "none"; empty: rttcc on the
   /// network backend of a communicator whose ranks span hosts, none inside a

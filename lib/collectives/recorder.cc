@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+// The flight recorder: the ring, its JSON, and the SIGUSR1 dump (recorder.h).
+#include "collectives/recorder.h"
+
+#include <grex/communicator.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include "core/clock.h"
+#include "core/log.h"
+
+namespace grex::detail {
+
+namespace {
+
+uint64_t ticks() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return now_ns();
+#endif
+}
+
+std::mutex g_mu;                       // the live recorders
+std::vector<const Recorder*>* g_live;  // never freed: SIGUSR1's thread may outlive main
+int g_pipe[2] = {-1, -1};
+
+void on_sigusr1(int) {
+  const char b = 1;
+  ssize_t ignored = ::write(g_pipe[1], &b, 1);  // async-signal-safe; the dump runs on its own thread
+  (void)ignored;
+}
+
+// Once per process, where GREX_TRACE_DUMP is set: SIGUSR1 dumps every ring.
+void install_sigusr1() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (::pipe2(g_pipe, O_CLOEXEC) != 0) return;
+    std::thread([] {
+      char b;
+      while (::read(g_pipe[0], &b, 1) == 1) Recorder::dump_all();
+    }).detach();
+    struct sigaction sa {};
+    sa.sa_handler = on_sigusr1;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, nullptr);
+  });
+}
+
+const char* state_name(uint8_t s) {
+  switch (s) {
+    case Recorder::kRunning: return "running";
+    case Recorder::kDone: return "done";
+    case Recorder::kFailed: return "failed";
+  }
+  return "?";
+}
+
+}  // namespace
+
+const std::string& Recorder::dump_dir() {
+  static const std::string dir = [] {
+    const char* d = std::getenv("GREX_TRACE_DUMP");
+    return std::string(d != nullptr ? d : "");
+  }();
+  return dir;
+}
+
+Recorder::Recorder(size_t entries, int rank, std::string comm)
+    : ring_(new Entry[entries > 0 ? entries : 1]), n_(entries > 0 ? entries : 1), rank_(rank), comm_(std::move(comm)),
+      tsc0_(ticks()), ns0_(now_ns()) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_live == nullptr) g_live = new std::vector<const Recorder*>();
+  g_live->push_back(this);
+  if (!dump_dir().empty()) install_sigusr1();
+}
+
+Recorder::~Recorder() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (auto it = g_live->begin(); it != g_live->end(); ++it)
+    if (*it == this) {
+      g_live->erase(it);
+      break;
+    }
+}
+
+void Recorder::start(const char* what, uint64_t coll, uint64_t count, int dtype, int op, int root, int peer,
+                     uint64_t posted_bytes) noexcept {
+  const uint64_t t = ticks();
+  if (running_ != nullptr) end(true, posted_bytes);
+  const uint64_t i = next_.load(std::memory_order_relaxed);
+  Entry& e = ring_[i % n_];
+  constexpr auto r = std::memory_order_relaxed;
+  const uint64_t v = e.version.load(r) + 1;  // odd: being written
+  e.version.store(v, r);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.seq.store(i, r);
+  e.coll.store(coll, r);
+  e.count.store(count, r);
+  e.t0.store(t, r);
+  e.t1.store(0, r);
+  e.bytes.store(0, r);
+  e.what.store(what, r);
+  e.root.store(root, r);
+  e.peer.store(peer, r);
+  e.dtype.store(static_cast<int8_t>(dtype), r);
+  e.op.store(static_cast<int8_t>(op), r);
+  e.state.store(kRunning, r);
+  e.version.store(v + 1, std::memory_order_release);
+  next_.store(i + 1, std::memory_order_release);
+  running_ = &e;
+  start_bytes_ = posted_bytes;
+}
+
+void Recorder::end(bool ok, uint64_t posted_bytes) noexcept {
+  Entry* e = running_;
+  if (e == nullptr) return;
+  running_ = nullptr;
+  constexpr auto r = std::memory_order_relaxed;
+  const uint64_t v = e->version.load(r) + 1;
+  e->version.store(v, r);
+  std::atomic_thread_fence(std::memory_order_release);
+  e->t1.store(ticks(), r);
+  e->bytes.store(posted_bytes - start_bytes_, r);
+  e->state.store(ok ? kDone : kFailed, r);
+  e->version.store(v + 1, std::memory_order_release);
+}
+
+std::string Recorder::json() const {
+  const uint64_t tnow = ticks(), nsnow = now_ns();
+  const double ns_per_tick = tnow > tsc0_ && nsnow > ns0_ ? static_cast<double>(nsnow - ns0_) / (tnow - tsc0_) : 1.0;
+  char host[64] = {};
+  gethostname(host, sizeof host - 1);
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"rank\": %d, \"host\": \"%s\", \"pid\": %d, \"comm\": \"%s\", \"entries\": [", rank_, host,
+                static_cast<int>(getpid()), comm_.c_str());
+  out += buf;
+  bool first = true;
+  // Oldest first. Copies taken under the entry's version; one written meanwhile is left out.
+  const uint64_t upto = next_.load(std::memory_order_acquire);
+  for (uint64_t i = upto > n_ ? upto - n_ : 0; i < upto; ++i) {
+    const Entry& e = ring_[i % n_];
+    constexpr auto r = std::memory_order_relaxed;
+    const uint64_t v0 = e.version.load(std::memory_order_acquire);
+    if (v0 & 1) continue;
+    const uint64_t seq = e.seq.load(r), coll = e.coll.load(r), count = e.count.load(r), t0 = e.t0.load(r),
+                   t1 = e.t1.load(r), bytes = e.bytes.load(r);
+    const char* what = e.what.load(r);
+    const int root = e.root.load(r), peer = e.peer.load(r), dtype = e.dtype.load(r), op = e.op.load(r);
+    const uint8_t state = e.state.load(r);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.version.load(r) != v0 || seq != i || what == nullptr) continue;
+    const double ago = static_cast<double>(tnow - t0) * ns_per_tick;
+    char dur[48] = "null";
+    if (state != kRunning && t1 >= t0) std::snprintf(dur, sizeof dur, "%.0f", static_cast<double>(t1 - t0) * ns_per_tick);
+    const std::string dt = dtype >= 0 ? std::string(dtype_name(static_cast<DataType>(dtype))) : "";
+    const std::string rop = op >= 0 ? std::string(reduce_op_name(static_cast<ReduceOp>(op))) : "";
+    std::snprintf(buf, sizeof buf,
+                  "%s\n  {\"seq\": %llu, \"coll\": %llu, \"op\": \"%s\", \"count\": %llu, \"dtype\": \"%s\", "
+                  "\"redop\": \"%s\", \"root\": %d, \"peer\": %d, \"state\": \"%s\", \"started_ns_ago\": %.0f, "
+                  "\"duration_ns\": %s, \"bytes\": %llu}",
+                  first ? "" : ",", static_cast<unsigned long long>(seq), static_cast<unsigned long long>(coll), what,
+                  static_cast<unsigned long long>(count), dt.c_str(), rop.c_str(), root, peer, state_name(state), ago,
+                  dur, static_cast<unsigned long long>(bytes));
+    out += buf;
+    first = false;
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+std::string Recorder::dump(const std::string& dir) const {
+  std::string name = comm_;
+  for (char& ch : name)
+    if (ch == '/' || ch == ' ') ch = '_';
+  const std::string path = dir + "/grex-trace." + std::to_string(rank_) + "." + name + ".json";
+  const std::string body = json();
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "";
+  const bool whole = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size());
+  ::close(fd);
+  if (!whole || ::rename(tmp.c_str(), path.c_str()) != 0) return "";
+  return path;
+}
+
+void Recorder::dump_all() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_live == nullptr) return;
+  for (const Recorder* r : *g_live) {
+    const std::string path = r->dump(dump_dir());
+    if (path.empty())
+      GREX_WARN("comm", "GREX_TRACE_DUMP: cannot write to %s: %s", dump_dir().c_str(), std::strerror(errno));
+    else
+      GREX_INFO("comm", "flight recorder written to %s (SIGUSR1)", path.c_str());
+  }
+}
+
+}  // namespace grex::detail

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// The flight recorder (issue 30): each communicator keeps its last N calls
+// (GREX_TRACE_ENTRIES, default 2000; 0 turns it off) in a ring: sequence
+// number, operation, count, type, op, root or peer, start and end times,
+// state and bytes posted. GREX_TRACE_DUMP=DIR writes every communicator's
+// ring of this process as JSON to DIR/grex-trace.<rank>.<comm>.json when a
+// call fails or times out, and on SIGUSR1.
+//
+// One thread writes (the one running the communicator's jobs: they hold the
+// device one at a time); any thread may read. Each entry carries a version
+// that is odd while it is written, so a reader copies an entry whole or
+// skips it (a seqlock); its fields are relaxed atomics, plain moves on x86.
+// Times are TSC ticks (a few ns to read), turned into nanoseconds when the
+// ring is written out.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace grex::detail {
+
+class Recorder {
+ public:
+  enum State : uint8_t { kRunning = 1, kDone = 2, kFailed = 3 };
+  /// A ring of `entries` (at least 1).
+  Recorder(size_t entries, int rank, std::string comm);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  /// A call begins: `what` must outlive the recorder (a string literal).
+  /// A call still running ends first (as done: it returned without a verdict).
+  void start(const char* what, uint64_t coll, uint64_t count, int dtype, int op, int root, int peer,
+             uint64_t posted_bytes) noexcept;
+  /// The running call ends.
+  void end(bool ok, uint64_t posted_bytes) noexcept;
+
+  /// The ring as JSON, oldest first.
+  std::string json() const;
+  /// Writes json() to DIR/grex-trace.<rank>.<comm>.json; the path, or "" (with
+  /// errno) where it could not.
+  std::string dump(const std::string& dir) const;
+
+  /// GREX_TRACE_DUMP, or "" where unset.
+  static const std::string& dump_dir();
+  /// Every live recorder of this process dumps (SIGUSR1's thread).
+  static void dump_all();
+
+ private:
+  struct Entry {
+    std::atomic<uint64_t> version{0};
+    std::atomic<uint64_t> seq{0}, coll{0}, count{0}, t0{0}, t1{0}, bytes{0};
+    std::atomic<const char*> what{nullptr};
+    std::atomic<int32_t> root{-1}, peer{-1};
+    std::atomic<int8_t> dtype{-1}, op{-1};
+    std::atomic<uint8_t> state{0};
+  };
+  std::unique_ptr<Entry[]> ring_;
+  size_t n_;
+  std::atomic<uint64_t> next_{0};  // entries written so far
+  Entry* running_ = nullptr;
+  uint64_t start_bytes_ = 0;
+  int rank_;
+  std::string comm_;
+  uint64_t tsc0_, ns0_;  // for ticks -> ns at dump time
+};
+
+}  // namespace grex::detail
