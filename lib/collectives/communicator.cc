@@ -104,6 +104,8 @@ Result<void> apply_env(CommOptions* o) {
   if (from_env(&CommOptions::progress)) GREX_TRY(config::env_string("GREX_PROGRESS", &o->progress));
   if (from_env(&CommOptions::spread)) GREX_TRY(config::env_bool("GREX_SPREAD", &o->spread));
   if (from_env(&CommOptions::any_source)) GREX_TRY(config::env_bool("GREX_P2P_ANY_SOURCE", &o->any_source));
+  if (from_env(&CommOptions::warn_after_ms))
+    GREX_TRY(config::env_int("GREX_WARN_AFTER_MS", &o->warn_after_ms, -1, INT64_MAX / 1'000'000));
   uint64_t trace = o->trace_entries;
   if (from_env(&CommOptions::trace_entries)) GREX_TRY(config::env_size("GREX_TRACE_ENTRIES", &trace, 0, 1u << 24));
   o->trace_entries = trace;
@@ -346,6 +348,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
                "communicator setup");
   c.engine = std::make_unique<detail::Engine>(c.device.get(), &c.endpoints, c.rank);
   c.engine->set_timeout_ms(c.opts.timeout_ms);
+  c.engine->set_warn_after_ms(c.opts.warn_after_ms < 0 ? c.opts.timeout_ms / 10 : c.opts.warn_after_ms);
   if (nhosts > 1) {
     std::vector<uint8_t> remote(static_cast<size_t>(c.size));
     for (size_t p = 0; p < remote.size(); ++p)

@@ -282,24 +282,30 @@ Result<void> Engine::progress() {
   return ok();
 }
 
-Error Engine::timeout_error(const char* what) const {
+std::string Engine::awaited(int* blame) const {
   std::set<int> peers;
-  int awaited = -1;  // the peer to blame: one whose message has not come (a send waits on the receiver)
+  int first = -1;  // the peer to blame: one whose message has not come (a send waits on the receiver)
   for (const Record& r : recs_)
     if (r.pending && !r.background) {
       peers.insert(r.peer);
-      if (r.is_recv && (awaited < 0 || r.peer < awaited)) awaited = r.peer;
+      if (r.is_recv && (first < 0 || r.peer < first)) first = r.peer;
     }
-  if (awaited < 0 && !peers.empty()) awaited = *peers.begin();
-  std::string list;
-  for (int p : peers) list += (list.empty() ? "" : ", ") + std::to_string(p);
+  if (first < 0 && !peers.empty()) first = *peers.begin();
+  if (blame != nullptr) *blame = first;
+  std::string list = peers.size() == 1 ? "rank " : "ranks ";
+  for (int p : peers) list += (p == *peers.begin() ? "" : ", ") + std::to_string(p);
+  return peers.empty() ? "rank ?" : list;
+}
+
+Error Engine::timeout_error(const char* what) const {
+  int awaited_rank = -1;
+  const std::string list = awaited(&awaited_rank);
   Error e = Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(timeout_ms_) +
-                                      " ms waiting on rank" + (peers.size() == 1 ? " " : "s ") +
-                                      (list.empty() ? "?" : list))
+                                      " ms waiting on " + list)
                 .rank(rank_)
                 .hint("a rank is slower, stuck, or called a different collective; raise GREX_TIMEOUT_MS if it is just slow");
   // The first awaited rank is the one peers are told to blame (Impl::finish).
-  if (awaited >= 0) e.peer(awaited);
+  if (awaited_rank >= 0) e.peer(awaited_rank);
   return e;
 }
 
@@ -307,9 +313,18 @@ Result<void> Engine::wait(OpId id, const Deadline& deadline, const char* what) {
   return wait_all({&id, 1}, deadline, what);
 }
 
+void Engine::warn_if_long(uint64_t t0, bool* warned, const char* what) {
+  if (*warned || warn_after_ms_ <= 0 || now_ns() - t0 < static_cast<uint64_t>(warn_after_ms_) * 1'000'000) return;
+  // Once per wait: whom this rank still waits for, long before the timeout names them.
+  *warned = true;
+  GREX_WARN("comm", "%s has waited %lld ms for %s (GREX_WARN_AFTER_MS); still waiting, up to %lld ms", what,
+            static_cast<long long>(warn_after_ms_), awaited(nullptr).c_str(), static_cast<long long>(timeout_ms_));
+}
+
 Result<void> Engine::wait_all(std::span<const OpId> ids, const Deadline& deadline, const char* what) {
   uint64_t t0 = now_ns();
   size_t spins = 0;
+  bool warned = false;
   for (;;) {
     bool all = true;
     for (OpId id : ids)
@@ -319,7 +334,8 @@ Result<void> Engine::wait_all(std::span<const OpId> ids, const Deadline& deadlin
       }
     if (all) break;
     GREX_TRY(progress());
-    if ((++spins & 255) == 0 && deadline.expired()) {
+    if ((++spins & 255) == 0) warn_if_long(t0, &warned, what);
+    if ((spins & 255) == 0 && deadline.expired()) {
       wait_ns_.add(now_ns() - t0);
       return timeout_error(what);
     }

@@ -65,6 +65,9 @@ class Engine {
   Result<void> wait(OpId id, const Deadline& deadline, const char* what);
   /// Polls until every id is done.
   Result<void> wait_all(std::span<const OpId> ids, const Deadline& deadline, const char* what);
+  /// For wait loops of their own (begun at t0): past GREX_WARN_AFTER_MS,
+  /// logs once (per *warned) which peers are still awaited.
+  void warn_if_long(uint64_t t0, bool* warned, const char* what);
   /// Error for a wait that ran past its deadline: names the peers still awaited.
   Error timeout_error(const char* what) const;
   /// Oversubscribed hosts (more ranks than cores): after spinning a while, a
@@ -77,6 +80,8 @@ class Engine {
   void note_progress() noexcept { idle_polls_ = 0; }
   /// The timeout quoted in timeout errors.
   void set_timeout_ms(int64_t ms) noexcept { timeout_ms_ = ms; }
+  /// A wait that lasts this long logs once whom it still waits for (0: never).
+  void set_warn_after_ms(int64_t ms) noexcept { warn_after_ms_ = ms; }
   /// Bytes received by a finished receive.
   uint64_t bytes(OpId id) const noexcept;
   /// The endpoint to `peer` (null for this rank), for setup-time calls such as map().
@@ -113,6 +118,9 @@ class Engine {
   size_t take_completions(std::optional<Error>* failed);
   void make_background(OpId id) noexcept;
   Error failure(const Completion& c) const;
+  /// "rank 3" / "ranks 1, 3": the peers of requests still pending; *blame
+  /// (if given): the one to name (a receive's peer first).
+  std::string awaited(int* blame) const;
   Error peer_error(int peer, const Endpoint* ep) const;
   Result<void> check_peers() const;
 
@@ -133,6 +141,7 @@ class Engine {
   std::vector<uint8_t> remote_;
   Counter wait_ns_;
   int64_t timeout_ms_ = 0;
+  int64_t warn_after_ms_ = 0;
   std::optional<Error> deferred_;  // poll_quietly()'s failure, for the next progress()
   uint32_t idle_polls_ = 0;
   bool adaptive_ = false;

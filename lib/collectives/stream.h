@@ -43,6 +43,8 @@ Result<void> stream(Context& c, const Group& g, const StreamSide& send, const St
   uint8_t* scratch = scratch_mr != nullptr ? static_cast<uint8_t*>(scratch_mr->addr()) : nullptr;
   SpinDeadline deadline(c.opts->timeout_ms);  // most exchanges end before its first check
   size_t spins = 0;
+  uint64_t t0 = 0;  // read at the first check, as the deadline's clock (spin loops mostly end before)
+  bool warned = false;
   while (dr < nr || ds < ns) {
     // What the window has room for goes out in one post call per side.
     if (pr < nr && pr - dr < kStreamWindow) {
@@ -91,7 +93,11 @@ Result<void> stream(Context& c, const Group& g, const StreamSide& send, const St
       ++dr;
     }
     while (ds < ps && e.done(sids[ds % kStreamWindow])) ++ds;
-    if ((++spins & 1023) == 0 && deadline.expired()) return e.timeout_error("exchange");
+    if ((++spins & 1023) == 0) {
+      if (t0 == 0) t0 = now_ns();
+      e.warn_if_long(t0, &warned, "exchange");
+      if (deadline.expired()) return e.timeout_error("exchange");
+    }
   }
   return ok();
 }

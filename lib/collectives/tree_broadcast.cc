@@ -50,6 +50,8 @@ Result<void> tree_broadcast(Context& c, const Group& g, const CollArgs& a) {
   } else {
     OpId rids[kStreamWindow];
     size_t pr = 0, dr = 0, spins = 0;
+    const uint64_t t0 = now_ns();
+    bool warned = false;
     while (dr < nchunks) {
       while (pr < nchunks && pr - dr < kStreamWindow) {
         uint64_t off = pr * chunk;
@@ -59,7 +61,10 @@ Result<void> tree_broadcast(Context& c, const Group& g, const CollArgs& a) {
       }
       GREX_TRY(e.progress());
       while (dr < pr && e.done(rids[dr % kStreamWindow])) GREX_TRY(forward(dr++));
-      if ((++spins & 1023) == 0 && dl.expired()) return e.timeout_error("broadcast");
+      if ((++spins & 1023) == 0) {
+        e.warn_if_long(t0, &warned, "broadcast");
+        if (dl.expired()) return e.timeout_error("broadcast");
+      }
     }
   }
   return e.wait_all(sends, dl, "broadcast");

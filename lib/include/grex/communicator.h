@@ -115,6 +115,9 @@ struct CommOptions {
   std::string host_id;
   /// Every collective and point-to-point call gives up after this [GREX_TIMEOUT_MS].
   int64_t timeout_ms = 60'000;
+  /// A wait that lasts this long logs once which ranks it still waits for;
+  /// -1: a tenth of timeout_ms; 0: never [GREX_WARN_AFTER_MS].
+  int64_t warn_after_ms = -1;
   /// Waiting: "spin" (busy poll), "adaptive" (spin, then nap), or "auto":
   /// adaptive when this host runs more ranks than it has cores [GREX_PROGRESS].
   std::string progress = "auto";

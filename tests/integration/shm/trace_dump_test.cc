@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The flight recorder's dumps (issue 30) with GREX_TRACE_DUMP set: SIGUSR1
-// writes every rank's ring as JSON while calls run; a timed-out call writes
-// its rank's ring with that call marked failed.
+// Issue 30's first part: the flight recorder's dumps with GREX_TRACE_DUMP set
+// (SIGUSR1 writes every rank's ring as JSON; a timed-out call writes its
+// rank's ring with that call marked failed), and GREX_WARN_AFTER_MS's one
+// warning naming the rank a long wait is for.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 #include <stdlib.h>
 
 #include <chrono>
@@ -108,6 +111,48 @@ TEST(TraceDump, ATimeoutWritesTheRingWithTheCallFailed) {
     } else {
       std::this_thread::sleep_for(std::chrono::seconds(2));
     }
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+  fs::remove_all(dir);
+}
+
+// GREX_WARN_AFTER_MS: rank 1 enters 800 ms late; rank 0 (warning after
+// 200 ms, timeout 10 s) logs once, naming rank 1, and the call succeeds.
+TEST(TraceDump, ALongWaitWarnsOnceNamingTheRankAwaited) {
+  const fs::path dir = scratch("warn");
+  auto res = run_ranks(2, [&](Rank& r) -> int {
+    CommOptions o;
+    o.backend = "shm";
+    o.algo = "ring";  // message waits (the flat and direct algorithms wait on shared memory)
+    o.cost = "1,10,10";
+    o.timeout_ms = 10'000;
+    o.warn_after_ms = 200;
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    std::vector<float> v(1 << 20, 1.0f);
+    if (r.rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(800));
+      RANK_OK(c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum));
+      return 0;
+    }
+    // This rank's stderr goes to a file for the call.
+    const fs::path log = dir / "rank0.err";
+    const int saved = ::dup(STDERR_FILENO), fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    RANK_CHECK(saved >= 0 && fd >= 0 && ::dup2(fd, STDERR_FILENO) >= 0);
+    auto st = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    ::dup2(saved, STDERR_FILENO);
+    ::close(fd);
+    ::close(saved);
+    RANK_OK(st);
+    RANK_CHECK(v[0] == 2.0f);
+    std::ifstream in(log);
+    std::string line;
+    int warnings = 0;
+    while (std::getline(in, line))
+      if (line.find("has waited 200 ms for rank 1") != std::string::npos) ++warnings;
+    if (warnings != 1) std::fprintf(stdout, "log: %s\n", std::string(std::istreambuf_iterator<char>(std::ifstream(log).rdbuf()), {}).c_str());
+    RANK_CHECK(warnings == 1);
     return 0;
   });
   EXPECT_TRUE(res.all_ok()) << res.describe();
