@@ -334,10 +334,12 @@ Result<void> Engine::wait_all(std::span<const OpId> ids, const Deadline& deadlin
       }
     if (all) break;
     GREX_TRY(progress());
-    if ((++spins & 255) == 0) warn_if_long(t0, &warned, what);
-    if ((spins & 255) == 0 && deadline.expired()) {
-      wait_ns_.add(now_ns() - t0);
-      return timeout_error(what);
+    if ((++spins & 255) == 0) {
+      warn_if_long(t0, &warned, what);
+      if (deadline.expired()) {
+        wait_ns_.add(now_ns() - t0);
+        return timeout_error(what);
+      }
     }
   }
   wait_ns_.add(now_ns() - t0);

@@ -5,8 +5,6 @@
 #include <optional>
 #include <string>
 
-#include "collectives/notices.h"
-
 #include "collectives/comm_impl.h"
 #include "collectives/jobs.h"
 #include "collectives/stream.h"
@@ -86,7 +84,7 @@ Result<void> check_any_source(const Communicator::Impl& c, const char* what) {
 
 Result<detail::JobFn> recv_any_job(Communicator::Impl& c, void* buf, size_t bytes, uint32_t tag, int* source) {
   GREX_TRY(check_any_source(c, "recv_any"));
-  if (buf == nullptr && bytes > 0) return c.check_p2p("recv_any", buf, bytes, c.rank == 0 ? 1 : 0).error();
+  if (buf == nullptr && bytes > 0) return detail::bad_arg(c.rank, "recv_any", "null buffer");
   return detail::JobFn([&c, buf, bytes, tag, source]() -> Result<void> {
     GREX_TRY(c.check_usable("recv_any"));
     const Deadline deadline = c.ctx.deadline();
@@ -104,6 +102,8 @@ Result<detail::JobFn> recv_any_job(Communicator::Impl& c, void* buf, size_t byte
         *source = src;
         return GREX_TRY(p2p_job(c, "recv_any", nullptr, 0, -1, buf, bytes, src, tag))();
       }
+      if (auto r = c.engine->progress(); !r) return c.finish(std::move(r), "recv_any");
+      if ((spins & 255) != 0) continue;
       // A rank that is gone may have been the one to send: say so rather
       // than wait for the others.
       for (int p = 0; p < c.size; ++p) {
@@ -115,12 +115,11 @@ Result<detail::JobFn> recv_any_job(Communicator::Impl& c, void* buf, size_t byte
                      .peer(p);
         if (!dead) return c.finish(std::move(dead), "recv_any");
       }
-      if (auto r = c.engine->progress(); !r) return c.finish(std::move(r), "recv_any");
-      if ((spins & 255) == 0 && deadline.expired())  // nothing was posted: the communicator stays usable
+      if (deadline.expired())  // nothing was posted: the communicator stays usable
         return Error(Errc::kTimeout, "recv_any: no rank sent a message with tag " + std::to_string(tag) +
                                          " within " + std::to_string(c.opts.timeout_ms) + " ms")
             .rank(c.rank)
-            .hint("every rank's send for it may not have started yet; raise GREX_TIMEOUT_MS if it is just slow");
+            .hint("no rank has sent with this tag yet; raise GREX_TIMEOUT_MS if a sender is just slow");
     }
   });
 }
@@ -130,11 +129,6 @@ Result<detail::JobFn> iprobe_job(Communicator::Impl& c, uint32_t tag, int source
   if (source >= 0) GREX_TRY(c.check_p2p("iprobe", nullptr, 0, source));
   return detail::JobFn([&c, tag, source, out]() -> Result<void> {
     GREX_TRY(c.check_usable("iprobe"));
-    GREX_TRY(c.notices->service(*c.engine));
-    if (auto n = c.notices->peek(tag, source)) {
-      *out = Probe{n->first, n->second};
-      return ok();
-    }
     if (auto r = c.engine->progress(); !r) return c.finish(std::move(r), "iprobe");
     GREX_TRY(c.notices->service(*c.engine));
     if (auto n = c.notices->peek(tag, source)) *out = Probe{n->first, n->second};

@@ -48,22 +48,21 @@ bool Work::test() const {
 
 namespace detail {
 
+Result<void> WorkQueue::on_device(JobFn& fn) {
+  std::lock_guard<std::mutex> dev(device_mu_);
+  return fn();
+}
+
 Result<void> WorkQueue::run(JobFn fn) {
   // Nothing submitted is still running: the device is ours (see open_),
   // but for the background poll, which yields it.
-  if (open_.load(std::memory_order_acquire) == 0) {
-    std::lock_guard<std::mutex> dev(device_mu_);
-    return fn();
-  }
+  if (open_.load(std::memory_order_acquire) == 0) return on_device(fn);
   {
     std::unique_lock<std::mutex> lk(mu_);
     if (queue_.empty() && !running_) {
       running_ = true;
       lk.unlock();
-      Result<void> r = [&] {
-        std::lock_guard<std::mutex> dev(device_mu_);
-        return fn();
-      }();
+      Result<void> r = on_device(fn);
       lk.lock();
       running_ = false;
       cv_.notify_all();
@@ -100,10 +99,7 @@ void WorkQueue::worker_loop() {
     queue_.pop_front();
     running_ = true;
     lk.unlock();
-    Result<void> r = [&] {
-      std::lock_guard<std::mutex> dev(device_mu_);
-      return job.fn();
-    }();
+    Result<void> r = on_device(job.fn);
     // Done with the device before the Work says so: a blocking call the
     // caller makes after wait() may then run inline.
     open_.fetch_sub(1, std::memory_order_release);

@@ -119,6 +119,8 @@ class WorkQueue {
  private:
   void worker_loop();
   void background_loop();
+  /// Runs a job holding the device (device_mu_).
+  Result<void> on_device(JobFn& fn);
   struct Job {
     JobFn fn;
     std::shared_ptr<Work::State> state;

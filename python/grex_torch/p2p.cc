@@ -152,7 +152,7 @@ bool Channel::poll_any() {
     }
     if (!coming) return recent;
     if (auto r = connect(); !r) {
-      for (auto& a : core_->any_waiting())
+      for (auto& a : waiting)
         if (core_->claim(a.get()))
           a->work->fail(core_->describe("recv from any source: connecting to rank " + std::to_string(peer_) + ": " +
                                         r.error().message()));
@@ -160,7 +160,7 @@ bool Channel::poll_any() {
     }
   }
   const int other = core_->rank == std::min(core_->rank, peer_) ? 1 : 0;
-  for (auto& a : core_->any_waiting()) {
+  for (auto& a : waiting) {  // one claimed meanwhile (here, or by another channel) fails claim() below
     auto seen = pair_->iprobe(static_cast<uint32_t>(a->tag), other);
     std::string error;
     if (!seen) {
