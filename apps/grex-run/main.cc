@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // grex-run: command line, the job's in-process rendezvous store, and the hand-off to the Launcher.
+#include "jobfile.h"
 #include "launcher.h"
 
 #include <grex/bootstrap.h>
@@ -31,10 +32,15 @@ constexpr size_t kJobTokenBytes = 32;
 constexpr size_t kJobIdBytes = 8;
 constexpr const char* kStoreHost = "127.0.0.1";
 constexpr const char* kDefaultBackend = "auto";
+constexpr int64_t kStatusTimeoutMs = 3000;  // --status waits this long for the ranks' answers
 
 constexpr const char* kUsage =
     "Usage: grex-run -n N [options] [--] PROGRAM [ARGS...]\n"
+    "       grex-run --status [--json] [PID]\n"
     "Starts N ranks of PROGRAM on this host with a rendezvous store for them.\n"
+    "With --status, asks the running job (this user's; the one grex-run PID\n"
+    "leads where several run) what every rank is doing: one line per rank,\n"
+    "then the stragglers and the ranks that do not answer (exit 3 if any).\n"
     "\n"
     "  -n, --nproc N          number of ranks to start (1-1024)\n"
     "  --backend NAME         GREX_BACKEND for the ranks (default: inherited, else auto)\n"
@@ -64,6 +70,9 @@ struct Cli {
   std::optional<std::string> backend;
   bool help = false;
   bool version = false;
+  bool status = false;
+  bool json = false;
+  std::vector<std::string> status_args;
 };
 
 Result<int> parse_ranks(const std::string& text) {
@@ -108,6 +117,8 @@ Result<void> parse_args(int argc, char** argv, Cli* cli) {
       app.add_option("--timeout", timeout)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
       app.add_option("--kill-grace", kill_grace)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
       app.add_flag("--tag-output,!--no-tag-output", cli->launch.tag_output)->disable_flag_override(),
+      app.add_flag("--status", cli->status)->disable_flag_override(),
+      app.add_flag("--json", cli->json)->disable_flag_override(),
   };
   try {
     app.parse(argc, argv);
@@ -119,6 +130,11 @@ Result<void> parse_args(int argc, char** argv, Cli* cli) {
   }
   if (cli->help || cli->version) return ok();
   std::vector<std::string> rest = app.remaining();
+  if (cli->status) {
+    cli->status_args = rest;
+    return ok();
+  }
+  if (cli->json) return Error(Errc::kInvalidArgument, "--json goes with --status");
   if (!rest.empty() && rest.front() != "--" && rest.front().starts_with("-"))
     return Error(Errc::kInvalidArgument, "unknown option '" + rest.front() + "'");
   if (opts[2]->count() > 0) cli->launch.nprocs = GREX_TRY(parse_ranks(nproc));
@@ -206,6 +222,7 @@ int run_main(int argc, char** argv) {
     std::fprintf(stderr, "grex-run: %s\nTry 'grex-run --help'.\n", parsed.error().cause().c_str());
     return kExitUsage;
   }
+  if (cli.status) return print_status(cli.status_args, cli.json, kStatusTimeoutMs);
 
   // Before the store starts its thread, so that thread inherits the blocked signals.
   Result<std::unique_ptr<Launcher>> launcher = Launcher::create();
@@ -230,7 +247,12 @@ int run_main(int argc, char** argv) {
     return 1;
   }
   cli.launch.job_env = std::move(*env);
+  // For `grex-run --status` from another terminal; the job runs without it where it cannot be written.
+  Result<std::string> job_file = publish_job(std::string(kStoreHost) + ":" + std::to_string((*store)->port()), *token);
+  if (!job_file.ok())
+    std::fprintf(stderr, "grex-run: %s (grex-run --status will not find this job)\n", job_file.error().message().c_str());
   int code = (*launcher)->run(cli.launch);
+  if (job_file.ok()) (void)::unlink(job_file->c_str());
   (*store)->stop();
   return code;
 }

@@ -61,6 +61,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const BootstrapConfig& cfg)
   auto store = TcpStore::connect(host, cfg.store_port, cfg.job_token, cfg.timeout_ms);
   if (!store.ok()) return std::move(store).error().context("bootstrap").rank(cfg.rank);
   b->store_ = std::shared_ptr<Store>(std::move(*store));
+  b->store_host_ = host;
+  b->store_port_ = cfg.store_port;
   GREX_INFO("bootstrap", "rank %d of %d (launcher %s) joined %s", cfg.rank, cfg.world_size,
             cfg.launcher.empty() ? "explicit" : cfg.launcher.c_str(), b->store_where_.c_str());
   return b;
@@ -74,6 +76,12 @@ std::unique_ptr<Bootstrap> Bootstrap::with_store(std::shared_ptr<Store> store, i
   b->world_size_ = world_size;
   b->timeout_ms_ = no_overflow(timeout_ms);
   return b;
+}
+
+Result<std::unique_ptr<TcpStore>> Bootstrap::connect_again(int64_t timeout_ms) const {
+  if (store_host_.empty())
+    return Error(Errc::kNotSupported, "bootstrap: this store is not grex's own (with_store): no second connection");
+  return TcpStore::connect(store_host_, store_port_, job_token_, timeout_ms);
 }
 
 Result<std::vector<std::string>> Bootstrap::all_gather(std::string_view name, std::string_view value) {

@@ -9,6 +9,7 @@
 
 #include <grex/bootstrap.h>
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -130,6 +131,12 @@ struct TcpStore::Impl {
 
 TcpStore::TcpStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TcpStore::~TcpStore() = default;
+
+void TcpStore::interrupt() noexcept {
+  // fd is fixed from connect() to the destructor; shutdown(2) wakes a recv
+  // blocked in another thread, and the failed call marks the connection broken.
+  if (impl_->fd >= 0) ::shutdown(impl_->fd, SHUT_RDWR);
+}
 
 Result<std::unique_ptr<TcpStore>> TcpStore::connect(const std::string& host, uint16_t port,
                                                     const std::string& job_token, int64_t timeout_ms) {

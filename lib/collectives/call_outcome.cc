@@ -105,6 +105,60 @@ Error Communicator::Impl::await_verdict(Error e) {
   return e;
 }
 
+Error Communicator::Impl::explain(Error e) {
+  if (!status || size < 2) return e;
+  std::vector<int> peers;
+  for (int p = 0; p < size; ++p)
+    if (p != rank) peers.push_back(p);
+  // Within the same budget as diagnose(): every rank's status thread answers
+  // at once; only a rank that cannot answer costs the whole of it.
+  const int64_t budget_ms = std::min<int64_t>(1000, std::max<int64_t>(1, opts.timeout_ms / 4));
+  const std::vector<RankStatus> all = status->ask(opts.name, peers, budget_ms);
+  const uint64_t coll = ctx.ncoll;
+  // The awaited rank first, then every rank not in this collective (behind, elsewhere, or silent).
+  std::vector<const RankStatus*> named;
+  for (const RankStatus& a : all)
+    if (a.rank == e.peer_rank()) named.push_back(&a);
+  for (const RankStatus& a : all)
+    if (a.rank != e.peer_rank() && !(a.answered && a.running && a.coll == coll)) named.push_back(&a);
+  if (named.empty()) return e;
+  std::string more;
+  for (size_t i = 0; i < named.size(); ++i) {
+    if (i == 8) {
+      more += "; and " + std::to_string(named.size() - i) + " more ranks";
+      break;
+    }
+    more += "; rank " + std::to_string(named[i]->rank) + " is " + detail::describe_peer(*named[i], coll);
+  }
+  Error out = Error(e.code(), e.cause() + more).rank(e.rank_or(rank)).hint(e.hint_text());
+  if (e.peer_rank() >= 0) out.peer(e.peer_rank());
+  if (!e.device_name().empty()) out.device(e.device_name());
+  return out;
+}
+
+bool Communicator::Impl::long_wait(const char* what, int64_t waited_ms, const std::vector<int>& peers) {
+  if (!status || !recorder || peers.empty()) return false;
+  const detail::Recorder::Snapshot s = recorder->snapshot();
+  const std::string call = s.what == nullptr ? std::string(what)
+                                             : std::string(s.what) + (s.coll > 0 ? " #" + std::to_string(s.coll) : "");
+  const std::string part = what;
+  const uint64_t coll = s.coll;
+  const int64_t timeout = opts.timeout_ms;
+  // The line comes from the service's thread once the awaited ranks answered
+  // (or a second passed): this wait goes on meanwhile.
+  return status->ask_later(opts.name, peers, 1000, [call, part, coll, waited_ms, timeout](std::vector<RankStatus> a) {
+    std::string list, who;
+    for (const RankStatus& r : a) {
+      list += (list.empty() ? "" : ", ") + std::to_string(r.rank);
+      who += (who.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r.rank) + " is " +
+             detail::describe_peer(r, coll);
+    }
+    GREX_WARN(kSubsys, "%s: %s has waited %lld ms for %s %s (GREX_WARN_AFTER_MS): %s; still waiting, up to %lld ms",
+              call.c_str(), part.c_str(), static_cast<long long>(waited_ms), a.size() == 1 ? "rank" : "ranks",
+              list.c_str(), who.c_str(), static_cast<long long>(timeout));
+  });
+}
+
 Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
   if (!r) {
     Error raw = std::move(r).error();
@@ -130,6 +184,7 @@ Result<void> Communicator::Impl::finish(Result<void> r, const char* what) {
       raw = await_verdict(std::move(raw));
     }
     if (raw.code() == Errc::kTimeout) raw = diagnose(std::move(raw));
+    if (raw.code() == Errc::kTimeout) raw = explain(std::move(raw));
     Error e = std::move(raw).context(what);
     GREX_WARN(kSubsys, "%s", e.message().c_str());
     if (recorder) {

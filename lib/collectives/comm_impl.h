@@ -27,6 +27,7 @@
 #include "collectives/notices.h"
 #include "collectives/recorder.h"
 #include "collectives/selector.h"
+#include "collectives/status.h"
 #include "collectives/shared_area.h"
 #include "collectives/work_queue.h"
 #include "core/counters.h"
@@ -45,6 +46,7 @@ struct Communicator::Impl {
   std::unique_ptr<detail::Engine> engine;
   std::unique_ptr<detail::Notices> notices;  // CommOptions::any_source
   std::unique_ptr<detail::Recorder> recorder;  // the flight recorder (CommOptions::trace_entries)
+  std::shared_ptr<detail::StatusService> status;  // answers status requests from the recorder (status.h)
   std::unique_ptr<detail::Buffers> bufs;
   std::unique_ptr<detail::SharedArea> area;
   std::optional<detail::Group> world;  // every rank, in rank order
@@ -204,6 +206,13 @@ struct Communicator::Impl {
   /// for that rank's own verdict (its announce_abort naming a culprit); that
   /// error if it comes, else e.
   Error await_verdict(Error e);
+  /// After a timeout: asks every rank what it is doing (the status service)
+  /// and adds to e's cause the awaited rank and every rank not in this
+  /// collective, each as alive and where, or not answering.
+  Error explain(Error e);
+  /// The engine's long-wait warning, handed to the status service so that
+  /// it names what the awaited ranks are doing (Engine::LongWait).
+  bool long_wait(const char* what, int64_t waited_ms, const std::vector<int>& peers);
   /// Fails fast if an earlier error broke the communicator.
   Result<void> check_usable(const char* what) const;
   /// Argument checks shared by send and recv.

@@ -200,6 +200,7 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 Communicator::~Communicator() {
   if (!impl_) return;
+  if (impl_->status) impl_->status->leave(impl_->recorder.get());  // answers no more, before the recorder goes
   impl_->queue.stop();
   // Endpoints first: closing one still makes progress on its flow, and after a
   // failed collective that flow may hold operations on the registrations and
@@ -356,7 +357,15 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
     c.engine->set_remote(std::move(remote));
   }
   c.bufs = std::make_unique<detail::Buffers>(*c.device);
-  if (c.opts.trace_entries > 0) c.recorder = std::make_unique<detail::Recorder>(c.opts.trace_entries, c.rank, prefix);
+  if (c.opts.trace_entries > 0) {
+    c.recorder = std::make_unique<detail::Recorder>(c.opts.trace_entries, c.rank, prefix);
+    c.engine->set_recorder(c.recorder.get());
+    c.status = detail::StatusService::join(c.bootstrap, prefix, c.rank, c.size, c.recorder.get());
+    if (c.status)
+      c.engine->set_long_wait([&c](const char* what, int64_t waited_ms, const std::vector<int>& peers) {
+        return c.long_wait(what, waited_ms, peers);
+      });
+  }
   c.queue.set_background([&c] { return poll_deliveries(c); });
   if (c.opts.any_source) {
     c.notices = std::make_unique<detail::Notices>();

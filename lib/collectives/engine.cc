@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "collectives/recorder.h"
 #include "core/log.h"
 
 namespace grex::detail {
@@ -313,12 +314,34 @@ Result<void> Engine::wait(OpId id, const Deadline& deadline, const char* what) {
   return wait_all({&id, 1}, deadline, what);
 }
 
-void Engine::warn_if_long(uint64_t t0, bool* warned, const char* what) {
-  if (*warned || warn_after_ms_ <= 0 || now_ns() - t0 < static_cast<uint64_t>(warn_after_ms_) * 1'000'000) return;
+std::vector<int> Engine::awaited_list(int peer) const {
+  if (peer >= 0) return {peer};
+  std::set<int> peers;
+  for (const Record& r : recs_)
+    if (r.pending && !r.background) peers.insert(r.peer);
+  return {peers.begin(), peers.end()};
+}
+
+void Engine::warn_if_long(uint64_t t0, bool* warned, const char* what, int peer) {
+  constexpr uint64_t kPublishAfterNs = 1'000'000, kRepublishNs = 20'000'000;
+  const uint64_t now = now_ns();
+  const uint64_t waited = now - t0;
+  // A wait past a millisecond tells the recorder whom it waits for (the job
+  // status reads it), again every 20 ms as the awaited set shrinks.
+  if (recorder_ != nullptr && waited >= kPublishAfterNs && now - published_ns_ >= kRepublishNs) {
+    published_ns_ = now;
+    recorder_->waiting(awaited_list(peer));
+  }
+  if (*warned || warn_after_ms_ <= 0 || waited < static_cast<uint64_t>(warn_after_ms_) * 1'000'000) return;
   // Once per wait: whom this rank still waits for, long before the timeout names them.
   *warned = true;
+  const std::vector<int> peers = awaited_list(peer);
+  if (long_wait_ && long_wait_(what, warn_after_ms_, peers)) return;
+  std::string list = peers.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < peers.size(); ++i) list += (i > 0 ? ", " : "") + std::to_string(peers[i]);
   GREX_WARN("comm", "%s has waited %lld ms for %s (GREX_WARN_AFTER_MS); still waiting, up to %lld ms", what,
-            static_cast<long long>(warn_after_ms_), awaited(nullptr).c_str(), static_cast<long long>(timeout_ms_));
+            static_cast<long long>(warn_after_ms_), peers.empty() ? "rank ?" : list.c_str(),
+            static_cast<long long>(timeout_ms_));
 }
 
 Result<void> Engine::wait_all(std::span<const OpId> ids, const Deadline& deadline, const char* what) {

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,6 +18,8 @@
 #include "core/counters.h"
 
 namespace grex::detail {
+
+class Recorder;
 
 /// Handle of one posted request.
 using OpId = uint64_t;
@@ -65,9 +68,20 @@ class Engine {
   Result<void> wait(OpId id, const Deadline& deadline, const char* what);
   /// Polls until every id is done.
   Result<void> wait_all(std::span<const OpId> ids, const Deadline& deadline, const char* what);
-  /// For wait loops of their own (begun at t0): past GREX_WARN_AFTER_MS,
-  /// logs once (per *warned) which peers are still awaited.
-  void warn_if_long(uint64_t t0, bool* warned, const char* what);
+  /// For wait loops of their own (begun at t0), called now and then:
+  /// publishes the peers still awaited to the recorder (set_recorder) and,
+  /// past GREX_WARN_AFTER_MS, warns once (per *warned) naming them. `peer`
+  /// (a rank) where the loop waits on one peer outside the engine's
+  /// requests (a line in shared memory); -1: the requests' peers.
+  void warn_if_long(uint64_t t0, bool* warned, const char* what, int peer = -1);
+  /// Where waits publish whom they wait for (null: nowhere).
+  void set_recorder(Recorder* r) noexcept { recorder_ = r; }
+  /// Takes the long-wait warning instead of the engine's own line (the
+  /// status service, which adds what the awaited ranks are doing): gets
+  /// the wait's name, its length so far and the awaited ranks; returns
+  /// false to have the engine log it after all.
+  using LongWait = std::function<bool(const char* what, int64_t waited_ms, const std::vector<int>& peers)>;
+  void set_long_wait(LongWait f) { long_wait_ = std::move(f); }
   /// Error for a wait that ran past its deadline: names the peers still awaited.
   Error timeout_error(const char* what) const;
   /// Oversubscribed hosts (more ranks than cores): after spinning a while, a
@@ -121,6 +135,8 @@ class Engine {
   /// "rank 3" / "ranks 1, 3": the peers of requests still pending; *blame
   /// (if given): the one to name (a receive's peer first).
   std::string awaited(int* blame) const;
+  /// The same peers as a list (`peer` alone where it is >= 0).
+  std::vector<int> awaited_list(int peer) const;
   Error peer_error(int peer, const Endpoint* ep) const;
   Result<void> check_peers() const;
 
@@ -142,6 +158,9 @@ class Engine {
   Counter wait_ns_;
   int64_t timeout_ms_ = 0;
   int64_t warn_after_ms_ = 0;
+  Recorder* recorder_ = nullptr;
+  LongWait long_wait_;
+  uint64_t published_ns_ = 0;  // when a wait last published its peers to the recorder
   std::optional<Error> deferred_;  // poll_quietly()'s failure, for the next progress()
   uint32_t idle_polls_ = 0;
   bool adaptive_ = false;

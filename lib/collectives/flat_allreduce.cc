@@ -147,6 +147,8 @@ Result<void> wait_line(const Context& c, const Group& g, int peer, uint8_t* line
   const bool adaptive = engine.adaptive();
   const uint32_t burst = adaptive ? kAdaptiveBurst : kSpinBurst;
   uint32_t bursts = 0;
+  uint64_t t0 = 0;  // read at the first check (most waits end before it)
+  bool warned = false;
   for (uint32_t spins = 1; !arrived(); ++spins) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
@@ -159,7 +161,10 @@ Result<void> wait_line(const Context& c, const Group& g, int peer, uint8_t* line
     }
     GREX_TRY(engine.progress());
     GREX_TRY(g.check_peer(peer));
-    if ((bursts & 15) == 0 && deadline.expired())
+    if ((bursts & 15) != 0) continue;
+    if (t0 == 0) t0 = now_ns();
+    engine.warn_if_long(t0, &warned, what, g.global(peer));
+    if (deadline.expired())
       return Error(Errc::kTimeout, std::string(what) + " timed out after " + std::to_string(c.opts->timeout_ms) +
                                        " ms waiting on rank " + std::to_string(g.global(peer)))
           .rank(c.rank)

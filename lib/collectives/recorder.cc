@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -123,6 +124,7 @@ void Recorder::start(const char* what, uint64_t coll, uint64_t count, int dtype,
   e.version.store(v + 1, std::memory_order_release);
   next_.store(i + 1, std::memory_order_release);
   running_ = &e;
+  running_seq_ = i;
   start_bytes_ = posted_bytes;
 }
 
@@ -140,9 +142,79 @@ void Recorder::end(bool ok, uint64_t posted_bytes) noexcept {
   e->version.store(v + 1, std::memory_order_release);
 }
 
-std::string Recorder::json() const {
+void Recorder::waiting(const std::vector<int>& peers) noexcept {
+  if (running_ == nullptr) return;
+  constexpr auto r = std::memory_order_relaxed;
+  wait_seq_.store(UINT64_MAX, r);
+  std::atomic_thread_fence(std::memory_order_release);
+  const size_t n = std::min(peers.size(), kWaitPeers);
+  for (size_t i = 0; i < n; ++i) wait_peers_[i].store(peers[i], r);
+  wait_n_.store(static_cast<uint32_t>(n), r);
+  wait_seq_.store(running_seq_, std::memory_order_release);
+}
+
+double Recorder::ns_per_tick() const noexcept {
   const uint64_t tnow = ticks(), nsnow = now_ns();
-  const double ns_per_tick = tnow > tsc0_ && nsnow > ns0_ ? static_cast<double>(nsnow - ns0_) / (tnow - tsc0_) : 1.0;
+  return tnow > tsc0_ && nsnow > ns0_ ? static_cast<double>(nsnow - ns0_) / static_cast<double>(tnow - tsc0_) : 1.0;
+}
+
+Recorder::Snapshot Recorder::snapshot() const {
+  Snapshot s;
+  const double npt = ns_per_tick();
+  const uint64_t tnow = ticks();
+  const uint64_t upto = next_.load(std::memory_order_acquire);
+  // Newest first, far enough back to find the newest collective among point-to-point calls.
+  const uint64_t oldest = upto > std::min<uint64_t>(n_, 4096) ? upto - std::min<uint64_t>(n_, 4096) : 0;
+  for (uint64_t i = upto; i-- > oldest;) {
+    const Entry& e = ring_[i % n_];
+    constexpr auto r = std::memory_order_relaxed;
+    for (int attempt = 0; attempt < 100; ++attempt) {  // a copy under the entry's version
+      const uint64_t v0 = e.version.load(std::memory_order_acquire);
+      if (v0 & 1) continue;
+      const uint64_t seq = e.seq.load(r), coll = e.coll.load(r), count = e.count.load(r), t0 = e.t0.load(r),
+                     t1 = e.t1.load(r);
+      const char* what = e.what.load(r);
+      const int root = e.root.load(r), peer = e.peer.load(r), dtype = e.dtype.load(r), op = e.op.load(r);
+      const uint8_t state = e.state.load(r);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (e.version.load(r) != v0) continue;
+      if (seq != i || what == nullptr) break;  // overwritten by a newer lap: nothing older to find
+      if (!s.any) {
+        s.any = true;
+        s.what = what;
+        s.coll = coll;
+        s.count = count;
+        s.dtype = dtype;
+        s.op = op;
+        s.root = root;
+        s.peer = peer;
+        s.state = state;
+        const uint64_t since = state == kRunning ? t0 : t1;
+        s.ms = tnow > since ? static_cast<double>(tnow - since) * npt / 1e6 : 0.0;
+        if (state == kRunning) {
+          const uint64_t w0 = wait_seq_.load(std::memory_order_acquire);
+          const uint32_t wn = std::min<uint32_t>(wait_n_.load(r), kWaitPeers);
+          std::vector<int> peers;
+          for (uint32_t k = 0; k < wn; ++k) peers.push_back(wait_peers_[k].load(r));
+          std::atomic_thread_fence(std::memory_order_acquire);
+          if (w0 == i && wait_seq_.load(r) == w0) s.waiting_on = std::move(peers);
+        }
+      }
+      if (coll > 0) {
+        s.coll_what = what;
+        s.coll_seq = coll;
+        s.colls_done = state == kRunning ? coll - 1 : coll;
+        return s;
+      }
+      break;
+    }
+  }
+  return s;
+}
+
+std::string Recorder::json() const {
+  const uint64_t tnow = ticks();
+  const double ns_per_tick = this->ns_per_tick();
   char host[64] = {};
   gethostname(host, sizeof host - 1);
   std::string out;

@@ -37,7 +37,30 @@ class Recorder {
              uint64_t posted_bytes) noexcept;
   /// The running call ends.
   void end(bool ok, uint64_t posted_bytes) noexcept;
+  /// The running call has waited a while for these ranks (at most 8 kept):
+  /// the wait loops publish it now and then, for snapshot() and the job status.
+  void waiting(const std::vector<int>& peers) noexcept;
 
+  /// What this rank is doing, for the job status (status.h), from any thread.
+  struct Snapshot {
+    bool any = false;  // a call was recorded at all
+    // The newest call, collective or point-to-point.
+    const char* what = nullptr;
+    uint64_t coll = 0;  // its collective number (0: point-to-point)
+    uint64_t count = 0;
+    int dtype = -1, op = -1, root = -1, peer = -1;
+    uint8_t state = 0;
+    double ms = 0;  // running: since it began; otherwise since it ended
+    // The newest collective (coll > 0), which may be older than the newest call.
+    const char* coll_what = nullptr;
+    uint64_t coll_seq = 0;
+    uint64_t colls_done = 0;  // collectives ended (coll_seq, less one while it runs)
+    std::vector<int> waiting_on;  // the running call's, where it published them
+  };
+  Snapshot snapshot() const;
+
+  /// TSC ticks to nanoseconds, measured over the recorder's life so far.
+  double ns_per_tick() const noexcept;
   /// The ring as JSON, oldest first.
   std::string json() const;
   /// Writes json() to DIR/grex-trace.<rank>.<comm>.json; the path, or "" (with
@@ -62,6 +85,11 @@ class Recorder {
   size_t n_;
   std::atomic<uint64_t> next_{0};  // entries written so far
   Entry* running_ = nullptr;
+  uint64_t running_seq_ = 0;
+  static constexpr size_t kWaitPeers = 8;
+  std::atomic<uint64_t> wait_seq_{UINT64_MAX};  // the entry waiting_ belongs to (UINT64_MAX: being written)
+  std::atomic<uint32_t> wait_n_{0};
+  std::atomic<int32_t> wait_peers_[kWaitPeers] = {};
   uint64_t start_bytes_ = 0;
   int rank_;
   std::string comm_;

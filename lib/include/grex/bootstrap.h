@@ -99,6 +99,9 @@ class TcpStore final : public Store {
   Result<int64_t> add(std::string_view key, int64_t delta) override;
   Result<std::vector<bool>> check(std::span<const std::string> keys) override;
   Result<void> wait(std::span<const std::string> keys, int64_t timeout_ms) override;
+  /// Wakes a call blocked in another thread (a long get or wait): it, and
+  /// every later call, fails with kConnectionFailed. Thread-safe.
+  void interrupt() noexcept;
 
   struct Impl;
 
@@ -149,6 +152,10 @@ class Bootstrap {
   /// for with_store(), whose store authenticates nothing of its own.
   const std::string& job_token() const noexcept { return job_token_; }
   std::shared_ptr<Store> store_ptr() const noexcept { return store_; }
+  /// A connection of its own to the same store, for a thread that blocks
+  /// in long waits without holding up store() (the status responder).
+  /// kNotSupported for with_store(), whose store is someone else's.
+  Result<std::unique_ptr<TcpStore>> connect_again(int64_t timeout_ms) const;
 
   /// Every rank contributes `value`; returns all values indexed by rank.
   /// Collective: every rank makes the same sequence of calls per `name`; a
@@ -170,6 +177,8 @@ class Bootstrap {
   int64_t timeout_ms_ = 60'000;
   std::string store_where_;  ///< "store host:port" for errors; empty for with_store
   std::string job_token_;
+  std::string store_host_;  ///< where connect_again() connects; empty for with_store
+  uint16_t store_port_ = 0;
   std::mutex seq_mu_;
   /// Calls so far per name: successive calls with one name get distinct keys.
   std::unordered_map<std::string, uint64_t> seq_;
