@@ -110,9 +110,10 @@ Error Communicator::Impl::explain(Error e) {
   std::vector<int> peers;
   for (int p = 0; p < size; ++p)
     if (p != rank) peers.push_back(p);
-  // Within the same budget as diagnose(): every rank's status thread answers
-  // at once; only a rank that cannot answer costs the whole of it.
-  const int64_t budget_ms = std::min<int64_t>(1000, std::max<int64_t>(1, opts.timeout_ms / 4));
+  // A quarter of the timeout, from half a second (a store that is polled,
+  // torch's, answers within GREX_STATUS_POLL_MS) to one: every rank's status
+  // thread answers at once; only a rank that cannot answer costs the whole of it.
+  const int64_t budget_ms = std::clamp<int64_t>(opts.timeout_ms / 4, 500, 1000);
   const std::vector<RankStatus> all = status->ask(opts.name, peers, budget_ms);
   const uint64_t coll = ctx.ncoll;
   // The awaited rank first, then every rank not in this collective (behind, elsewhere, or silent).

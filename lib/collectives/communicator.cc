@@ -506,6 +506,8 @@ const CommStats& Communicator::stats() const noexcept {
 const CommOptions& Communicator::options() const noexcept { return impl_->opts; }
 std::string Communicator::topology() const { return impl_->topology; }
 
+std::string Communicator::trace_json() const { return impl_->recorder ? impl_->recorder->json() : ""; }
+
 Result<void> Communicator::Impl::check_p2p(const char* what, const void* buf, size_t bytes, int peer) const {
   if (peer < 0 || peer >= size || peer == rank)
     return bad_arg(rank, what, "peer " + std::to_string(peer) + " is not another rank of 0.." + std::to_string(size - 1));

@@ -9,7 +9,7 @@
 // On grex's own store the thread keeps a connection of its own and blocks
 // on the next request's key, so it costs nothing while nobody asks and
 // answers at once; on a store it cannot reconnect to (torch's) it polls the
-// request counter every GREX_STATUS_POLL_MS (500). GREX_STATUS=0 turns it off.
+// request counter every GREX_STATUS_POLL_MS (250). GREX_STATUS=0 turns it off.
 #pragma once
 
 #include <grex/bootstrap.h>
@@ -95,7 +95,7 @@ class StatusService {
   std::mutex ask_mu_;
   std::unique_ptr<TcpStore> ask_conn_;     // ask()'s own connection, where one can be made
   bool ask_tried_ = false;
-  int64_t poll_ms_ = 500;
+  int64_t poll_ms_ = 250;
   std::thread thread_;
 };
 

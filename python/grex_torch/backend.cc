@@ -15,8 +15,18 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <optional>
 #include <stdexcept>
+
+#if __has_include(<torch/csrc/distributed/c10d/FlightRecorder.hpp>)
+#include <torch/csrc/distributed/c10d/FlightRecorder.hpp>
+#define GREX_TORCH_HAS_DEBUG_WRITER 1
+#else
+#define GREX_TORCH_HAS_DEBUG_WRITER 0
+#endif
 
 namespace grex::torch_backend {
 
@@ -229,6 +239,30 @@ void GrexWork::complete_locked(std::unique_lock<std::mutex>& lock) {
 
 std::string Core::describe(const std::string& what) const { return "grex: rank " + std::to_string(rank) + ": " + what; }
 
+// torch's flight recorder dumps on a timeout where TORCH_FR_DUMP_ON_TIMEOUT
+// (TORCH_NCCL_DUMP_ON_TIMEOUT before 2.8) is set: grex writes its own ring
+// (JSON, as GREX_TRACE_DUMP does) the same way, once per backend, through
+// torch's DebugInfoWriter where torch has one (a writer the job registered
+// gets it), else to the file torch would write:
+// ${TORCH_FR_DUMP_TEMP_FILE:-/tmp/nccl_trace_rank_}<rank>.
+void Core::dump_on_timeout() {
+  auto on = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0);
+  };
+  if (!(on("TORCH_FR_DUMP_ON_TIMEOUT") || on("TORCH_NCCL_DUMP_ON_TIMEOUT")) || dumped.exchange(true) || !comm) return;
+  const std::string json = comm->trace_json();
+  if (json.empty()) return;
+#if GREX_TORCH_HAS_DEBUG_WRITER
+  c10d::DebugInfoWriter::getWriter(rank).write(json);
+#else
+  const char* prefix = std::getenv("TORCH_FR_DUMP_TEMP_FILE");
+  if (prefix == nullptr) prefix = std::getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
+  std::ofstream out(std::string(prefix != nullptr ? prefix : "/tmp/nccl_trace_rank_") + std::to_string(rank));
+  out << json;
+#endif
+}
+
 void Core::complete_loop() {
   for (;;) {
     Pending p;
@@ -259,6 +293,7 @@ void Core::complete_loop() {
     if (r) {
       p.handle->piece_done(r);
     } else {
+      if (r.error().code() == Errc::kTimeout) dump_on_timeout();
       p.handle->fail(describe(r.error().message()));
     }
     std::lock_guard<std::mutex> lock(mu);

@@ -26,6 +26,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -135,6 +136,9 @@ struct Core {
   std::string describe(const std::string& what) const;
   /// Waits for queued collectives in issue order until stopping and drained.
   void complete_loop();
+  /// After a timeout, torch's dump-on-timeout for grex's flight recorder (backend.cc).
+  void dump_on_timeout();
+  std::atomic<bool> dumped{false};
 };
 
 /// One direction of point-to-point traffic with one peer. Its thread is

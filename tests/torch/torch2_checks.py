@@ -328,6 +328,52 @@ def p2p_ops(rank, size, gloo):
         dist.barrier()
     check("recv without src times out naming grex", anysource_timeout)
 
+    def straggler_named():
+        # Issue 30: the last rank sleeps past a 1.5 s group's timeout before
+        # its all_reduce; the others' Work fails naming it as alive and not in
+        # the collective (its status thread answers through torch's store).
+        g = dist.new_group(list(range(size)), timeout=datetime.timedelta(milliseconds=1500))
+        t = torch.ones(4)
+        dist.all_reduce(t, group=g)
+        late = size - 1
+        if rank == late:
+            time.sleep(4.0)
+            try:  # the others gave up: this call ends one way or the other
+                dist.all_reduce(t, group=g)
+            except RuntimeError:
+                pass
+        else:
+            # torch's dump-on-timeout, which grex honours with its own ring.
+            import json
+            import os
+            import tempfile
+            prefix = os.path.join(tempfile.gettempdir(), f"grex_fr_{os.getpid()}_rank_")
+            os.environ["TORCH_FR_DUMP_ON_TIMEOUT"] = "1"
+            os.environ["TORCH_FR_DUMP_TEMP_FILE"] = prefix
+            timed_out = False
+            try:
+                dist.all_reduce(t, group=g)
+            except RuntimeError as e:
+                msg = str(e)
+                assert "grex" in msg and f"rank {late}" in msg, msg
+                if "timed out" in msg:
+                    timed_out = True
+                    assert f"rank {late} is alive, not in the collective" in msg, msg
+            else:
+                raise AssertionError("all_reduce returned while a rank slept past the timeout")
+            finally:
+                del os.environ["TORCH_FR_DUMP_ON_TIMEOUT"], os.environ["TORCH_FR_DUMP_TEMP_FILE"]
+            path = prefix + str(rank)
+            if timed_out:
+                assert os.path.exists(path), f"no dump at {path}"
+                with open(path) as f:
+                    ring = json.load(f)
+                os.unlink(path)
+                last = ring["entries"][-1]
+                assert last["op"] == "allreduce" and last["state"] == "failed", last
+        dist.barrier()
+    check("a timeout names the rank behind", straggler_named)
+
 
 def async_ops(rank, size, gloo):
     def futures():

@@ -247,6 +247,9 @@ class Communicator {
   /// Where the ranks are and how they are connected, one line: "2 hosts
   /// (0-1 | 2-3), intra-host shm, inter-host dpdk, 2 rails" or "1 host, shm".
   std::string topology() const;
+  /// The flight recorder's ring as JSON (what GREX_TRACE_DUMP writes): the
+  /// last CommOptions::trace_entries calls, oldest first; "" where it is off.
+  std::string trace_json() const;
 
   /// Sends `bytes` bytes to `peer`; returns when the buffer may be reused.
   Result<void> send(const void* buf, size_t bytes, int peer, uint32_t tag = 0);
