@@ -46,7 +46,7 @@ struct Communicator::Impl {
   std::unique_ptr<detail::Engine> engine;
   std::unique_ptr<detail::Notices> notices;  // CommOptions::any_source
   std::unique_ptr<detail::Recorder> recorder;  // the flight recorder (CommOptions::trace_entries)
-  std::shared_ptr<detail::StatusService> status;  // answers status requests from the recorder (status.h)
+  detail::StatusService::Membership status;  // answers status requests from the recorder (status.h); after it: leaves first
   std::unique_ptr<detail::Buffers> bufs;
   std::unique_ptr<detail::SharedArea> area;
   std::optional<detail::Group> world;  // every rank, in rank order

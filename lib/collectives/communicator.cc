@@ -200,7 +200,7 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 Communicator::~Communicator() {
   if (!impl_) return;
-  if (impl_->status) impl_->status->leave(impl_->recorder.get());  // answers no more, before the recorder goes
+  impl_->status.reset();  // answers no more (the recorder stays until the Impl goes)
   impl_->queue.stop();
   // Endpoints first: closing one still makes progress on its flow, and after a
   // failed collective that flow may hold operations on the registrations and
@@ -360,7 +360,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   if (c.opts.trace_entries > 0) {
     c.recorder = std::make_unique<detail::Recorder>(c.opts.trace_entries, c.rank, prefix);
     c.engine->set_recorder(c.recorder.get());
-    c.status = detail::StatusService::join(c.bootstrap, prefix, c.rank, c.size, c.recorder.get());
+    c.status = detail::StatusService::Membership(
+        detail::StatusService::join(c.bootstrap, prefix, c.rank, c.size, c.recorder.get()), c.recorder.get());
     if (c.status)
       c.engine->set_long_wait([&c](const char* what, int64_t waited_ms, const std::vector<int>& peers) {
         return c.long_wait(what, waited_ms, peers);

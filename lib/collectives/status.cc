@@ -23,7 +23,7 @@ namespace {
 
 constexpr const char* kSubsys = "comm";
 constexpr const char* kReq = "grex/status/req";
-constexpr int64_t kIdleWaitMs = 5000;  // a blocked listen re-reads the counter this often (a requester may have died)
+constexpr int64_t kIdleWaitMs = 30'000;  // a blocked listen re-reads the counter this often (a requester may have died)
 
 std::string go_key(uint64_t g) { return "grex/status/go/" + std::to_string(g); }
 std::string ans_key(uint64_t g, const std::string& comm, int rank) {
@@ -191,17 +191,17 @@ void StatusService::leave(const Recorder* rec) {
   if (listed > 0) (void)bs_->store().set("grex/status/gone/" + std::to_string(listed), "");
 }
 
-Store& StatusService::asker() {
-  if (!ask_tried_) {
+Store& StatusService::asker(int64_t connect_ms) {
+  if (!ask_tried_) {  // once: a store that is gone is not waited for at every ask
     ask_tried_ = true;
-    if (auto c = bs_->connect_again(std::min<int64_t>(bs_->timeout_ms(), 10'000)); c.ok()) ask_conn_ = std::move(*c);
+    if (auto c = bs_->connect_again(connect_ms); c.ok()) ask_conn_ = std::move(*c);
   }
   return ask_conn_ ? static_cast<Store&>(*ask_conn_) : bs_->store();
 }
 
-Result<uint64_t> StatusService::request(const std::function<void(uint64_t)>& before_go) {
+Result<uint64_t> StatusService::request(int64_t connect_ms, const std::function<void(uint64_t)>& before_go) {
   std::lock_guard<std::mutex> lock(ask_mu_);
-  Store& st = asker();
+  Store& st = asker(connect_ms);
   const int64_t g = GREX_TRY(st.add(kReq, 1));
   // Queued before the key that wakes this process's thread too: woken, it must find the request.
   if (before_go) before_go(static_cast<uint64_t>(g));
@@ -230,13 +230,13 @@ void StatusService::collect(Store& st, const std::string& comm, const std::vecto
 std::vector<RankStatus> StatusService::ask(const std::string& comm, const std::vector<int>& peers, int64_t budget_ms) {
   std::vector<RankStatus> out(peers.size());
   for (size_t i = 0; i < peers.size(); ++i) out[i].rank = peers[i];
-  auto g = request();
-  if (!g.ok()) return out;
   const Deadline deadline = Deadline::after_ms(budget_ms);
+  auto g = request(budget_ms);
+  if (!g.ok()) return out;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(ask_mu_);
-      collect(asker(), comm, peers, *g, &out);
+      collect(asker(budget_ms), comm, peers, *g, &out);
     }
     if (std::all_of(out.begin(), out.end(), [](const RankStatus& s) { return s.answered; }) || deadline.expired())
       return out;
@@ -248,7 +248,7 @@ bool StatusService::ask_later(const std::string& comm, std::vector<int> peers, i
                               std::function<void(std::vector<RankStatus>)> done) {
   const uint64_t due = now_ns() + static_cast<uint64_t>(budget_ms) * 1'000'000;
   bool queued = false;
-  (void)request([&](uint64_t gen) {
+  (void)request(budget_ms, [&](uint64_t gen) {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back(Pending{comm, std::move(peers), gen, due, std::move(done)});
     queued = true;

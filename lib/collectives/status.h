@@ -49,7 +49,8 @@ class StatusService {
   /// The communicator stops answering (before its recorder goes).
   void leave(const Recorder* rec);
 
-  /// Asks `peers` (ranks of `comm`) and waits up to budget_ms: [i] is peers[i]'s answer.
+  /// Asks `peers` (ranks of `comm`) and waits up to budget_ms (connecting
+  /// included): [i] is peers[i]'s answer.
   std::vector<RankStatus> ask(const std::string& comm, const std::vector<int>& peers, int64_t budget_ms);
   /// The same without waiting: `done` runs on the service's thread once
   /// every answer is in or budget_ms passed. False where the request could
@@ -58,6 +59,32 @@ class StatusService {
                  std::function<void(std::vector<RankStatus>)> done);
 
   explicit StatusService(std::shared_ptr<Bootstrap> bs);  // join() makes them
+
+  /// A communicator's place in its service: leaves on destruction (or
+  /// reset()), so a communicator whose creation fails later leaves too.
+  class Membership {
+   public:
+    Membership() = default;
+    Membership(std::shared_ptr<StatusService> svc, const Recorder* rec) : svc_(std::move(svc)), rec_(rec) {}
+    Membership(Membership&& o) noexcept : svc_(std::move(o.svc_)), rec_(o.rec_) {}
+    Membership& operator=(Membership&& o) noexcept {
+      reset();
+      svc_ = std::move(o.svc_);
+      rec_ = o.rec_;
+      return *this;
+    }
+    ~Membership() { reset(); }
+    void reset() {
+      if (svc_) svc_->leave(rec_);
+      svc_.reset();
+    }
+    StatusService* operator->() const noexcept { return svc_.get(); }
+    explicit operator bool() const noexcept { return svc_ != nullptr; }
+
+   private:
+    std::shared_ptr<StatusService> svc_;
+    const Recorder* rec_ = nullptr;
+  };
 
  private:
   struct Member {
@@ -77,12 +104,12 @@ class StatusService {
   void answer(Store& st, uint64_t gen);
   /// Issues a request on the asking connection: its number. `before_go`
   /// gets the number before the request is announced.
-  Result<uint64_t> request(const std::function<void(uint64_t)>& before_go = {});
+  Result<uint64_t> request(int64_t connect_ms, const std::function<void(uint64_t)>& before_go = {});
   /// The answers of request `gen` that are in (check, then get), into out.
   void collect(Store& st, const std::string& comm, const std::vector<int>& peers, uint64_t gen,
                std::vector<RankStatus>* out);
   void settle(Store& st, bool all_due);
-  Store& asker();  // the asking connection (or the shared store), under ask_mu_
+  Store& asker(int64_t connect_ms);  // the asking connection (or the shared store), under ask_mu_
 
   std::shared_ptr<Bootstrap> bs_;  // kept while a communicator of it lives (they hold it too)
   std::mutex mu_;                  // members_, pending_, stop_
