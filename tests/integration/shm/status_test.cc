@@ -16,6 +16,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -200,6 +202,58 @@ TEST(Status, AStoppedRankIsNamedAsNotAnswering) {
       RANK_OK(pid);
       ::kill(static_cast<pid_t>(std::stoi(*pid)), SIGCONT);
     }
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// The recorder's ring wraps under 8 threads of async work: 8 threads take
+// turns issuing allreduce_async (a communicator is used by one thread at a
+// time) while a reader takes the ring and the job status; the 64-entry ring
+// ends holding the newest 64 calls, whole, numbered without a gap.
+TEST(Status, TheRingWrapsUnderEightThreadsOfAsyncWork) {
+  auto res = run_ranks(2, [&](Rank& r) -> int {
+    CommOptions o = options(30'000, 0);
+    o.trace_entries = 64;
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    constexpr int kThreads = 8, kEach = 100;
+    std::mutex turn;
+    std::atomic<int> failures{0};
+    std::atomic<bool> done{false};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+      ts.emplace_back([&] {
+        std::vector<float> v(8, 1.0f);  // every call alike: the threads' turns differ between the ranks
+        for (int i = 0; i < kEach; ++i) {
+          {
+            std::lock_guard<std::mutex> lock(turn);
+            auto p = c->allreduce_async(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+            if (!p.ok() || !(*p)->wait().ok()) ++failures;
+          }
+        }
+      });
+    std::thread reader([&] {
+      while (!done.load()) {
+        auto j = nlohmann::json::parse(c->trace_json(), nullptr, false);
+        if (j.is_discarded()) ++failures;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    for (auto& t : ts) t.join();
+    done = true;
+    reader.join();
+    RANK_CHECK(failures.load() == 0);
+    auto j = nlohmann::json::parse(c->trace_json(), nullptr, false);
+    RANK_CHECK(!j.is_discarded());
+    const auto& e = j["entries"];
+    RANK_CHECK(e.size() == 64);
+    uint64_t seq = e[0]["seq"].get<uint64_t>(), coll = e[0]["coll"].get<uint64_t>();
+    for (const auto& x : e) {
+      RANK_CHECK(x["seq"].get<uint64_t>() == seq++ && x["coll"].get<uint64_t>() == coll++);
+      RANK_CHECK(x["op"] == "allreduce" && x["state"] == "done");
+    }
+    RANK_CHECK(coll - 1 == static_cast<uint64_t>(kThreads * kEach));
     return 0;
   });
   EXPECT_TRUE(res.all_ok()) << res.describe();
