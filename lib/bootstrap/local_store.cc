@@ -35,6 +35,13 @@ Result<void> LocalStore::set(std::string_view key, std::string_view value) {
   return ok();
 }
 
+Result<int64_t> LocalStore::erase(std::span<const std::string> keys) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  int64_t n = 0;
+  for (const auto& k : keys) n += static_cast<int64_t>(impl_->kv.erase(k));
+  return n;
+}
+
 Result<std::string> LocalStore::get(std::string_view key, int64_t timeout_ms) {
   const std::string k(key);
   GREX_TRY(wait(std::span<const std::string>(&k, 1), timeout_ms));

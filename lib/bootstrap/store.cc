@@ -58,6 +58,10 @@ Result<void> report_missing(Store& store, std::span<const std::string> keys, int
 
 }  // namespace detail::store
 
+Result<int64_t> Store::erase(std::span<const std::string>) {
+  return Error(Errc::kNotSupported, "this store cannot erase keys");
+}
+
 Result<void> Store::wait(std::span<const std::string> keys, int64_t timeout_ms) {
   Deadline deadline = Deadline::after_ms(timeout_ms);
   int64_t nap_ms = detail::store::kFirstPollMs;

@@ -42,6 +42,7 @@ enum class Op : uint8_t {
   kAdd = 18,           // str key, i64 delta
   kCheck = 19,         // u32 n, n x str key
   kWait = 20,          // i64 timeout_ms, u32 n, n x str key
+  kErase = 21,         // u32 n, n x str key -> kReplyInt (how many existed)
   // Replies (server -> client).
   kReplyOk = 32,       // (empty)
   kReplyValue = 33,    // str value
@@ -133,7 +134,7 @@ struct Request {
   std::string_view key, value;         ///< kSet, kGet, kAdd
   int64_t timeout_ms = 0;              ///< kGet, kWait (negative: refused by the server)
   int64_t delta = 0;                   ///< kAdd
-  std::vector<std::string_view> keys;  ///< kCheck, kWait
+  std::vector<std::string_view> keys;  ///< kCheck, kWait, kErase
 };
 
 /// Decodes a request body (the server's only parser, and a fuzz target):
@@ -165,6 +166,7 @@ inline bool parse_request(std::string_view body, Request* out) {
     case Op::kAdd:
       return r.get_str(kMaxKeyBytes, &out->key) && r.get_i64(&out->delta) && r.at_end();
     case Op::kCheck:
+    case Op::kErase:
       return keys() && r.at_end();
     case Op::kWait:
       return r.get_i64(&out->timeout_ms) && keys() && r.at_end();

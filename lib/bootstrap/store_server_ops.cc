@@ -119,6 +119,21 @@ bool StoreServerImpl::handle_request(Conn& c, std::string_view body) {
     }
     case Op::kAdd:
       return handle_add(c, q.key, q.delta);
+    case Op::kErase: {
+      // Waiters are not woken: a wait ends when its keys exist, and one
+      // already counted as there stays counted.
+      int64_t erased = 0;
+      for (std::string_view k : q.keys)
+        if (auto it = kv_.find(std::string(k)); it != kv_.end()) {
+          stored_bytes_ -= it->first.size() + it->second.size();
+          kv_.erase(it);
+          ++erased;
+        }
+      FrameWriter w(Op::kReplyInt);
+      w.put_i64(erased);
+      send_frame(c, w.take());
+      return true;
+    }
     case Op::kCheck: {
       FrameWriter w(Op::kReplyBits);
       w.put_u32(static_cast<uint32_t>(q.keys.size()));

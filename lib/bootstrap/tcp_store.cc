@@ -252,6 +252,27 @@ Result<std::vector<bool>> TcpStore::check(std::span<const std::string> keys) {
   return out;
 }
 
+Result<int64_t> TcpStore::erase(std::span<const std::string> keys) {
+  if (keys.size() > kMaxKeysPerRequest) {  // in batches the server takes
+    int64_t n = 0;
+    for (size_t at = 0; at < keys.size(); at += kMaxKeysPerRequest)
+      n += GREX_TRY(erase(keys.subspan(at, std::min(keys.size() - at, kMaxKeysPerRequest))));
+    return n;
+  }
+  FrameWriter w(Op::kErase);
+  w.put_u32(static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) {
+    if (k.size() > kMaxKeyBytes) return Error(Errc::kInvalidArgument, "store: ERASE key is too long");
+    w.put_str(k);
+  }
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::string reply = GREX_TRY(impl_->call(w.take(), Deadline::after_ms(impl_->io_timeout_ms)));
+  FrameReader r = GREX_TRY(impl_->expect(reply, Op::kReplyInt));
+  int64_t v = 0;
+  if (!r.get_i64(&v)) return impl_->lost(Error(Errc::kProtocol, "malformed ERASE reply"));
+  return v;
+}
+
 Result<void> TcpStore::wait(std::span<const std::string> keys, int64_t timeout_ms) {
   if (timeout_ms < 0)
     return Error(Errc::kInvalidArgument, "store: WAIT with a negative timeout (" + std::to_string(timeout_ms) + " ms)")

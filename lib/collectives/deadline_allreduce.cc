@@ -118,6 +118,18 @@ Result<std::vector<int>> decide(Communicator::Impl& c, const std::string& base, 
   }
 }
 
+// The last rank to have decided call `base` (every read of its keys is
+// behind each rank's count) erases the call's keys, so a long job's store
+// holds none of its past calls. A store that cannot erase keeps them.
+Result<void> forget(Communicator::Impl& c, const std::string& base) {
+  Store& st = c.bootstrap->store();
+  if (GREX_TRY(st.add(base + "done", 1)) != c.size) return ok();
+  std::vector<std::string> keys = {base + "close", base + "set", base + "done"};
+  for (int i = 0; i < (c.size + kPerWord - 1) / kPerWord; ++i) keys.push_back(base + "w" + std::to_string(i));
+  (void)st.erase(keys);
+  return ok();
+}
+
 // Frees the copies whose sends to late ranks all finished; with `room` (a
 // call of `bytes` and up to `sends` sends to come), first waits for the
 // oldest until that call fits under the limits.
@@ -185,6 +197,7 @@ Result<detail::JobFn> deadline_allreduce_job(Communicator::Impl& c, const void* 
           GREX_TRY(reap(c, true, bytes, static_cast<size_t>(c.size - 1)));
           bool late = false;
           const std::vector<int> in = GREX_TRY(decide(c, base, deadline_ms, &late));
+          GREX_TRY(forget(c, base));
           if (contributors != nullptr) *contributors = in;
           std::vector<uint8_t>* carried = nullptr;
           if (carry) {

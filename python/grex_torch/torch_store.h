@@ -47,6 +47,13 @@ class TorchStore final : public Store {
     }));
     return out;
   }
+  Result<int64_t> erase(std::span<const std::string> keys) override {
+    int64_t n = 0;
+    GREX_TRY(guard([&] {
+      for (const auto& k : keys) n += s_->deleteKey(k) ? 1 : 0;
+    }));
+    return n;
+  }
   Result<void> wait(std::span<const std::string> keys, int64_t timeout_ms) override {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     auto nap = std::chrono::microseconds(100);

@@ -64,6 +64,9 @@ class Store {
   /// Waits until all keys exist, up to timeout_ms. On timeout the error
   /// (kTimeout) lists the keys still missing.
   virtual Result<void> wait(std::span<const std::string> keys, int64_t timeout_ms);
+  /// Removes the keys that exist; returns how many did. A wait that already
+  /// saw a key keeps counting it. kNotSupported where the store cannot.
+  virtual Result<int64_t> erase(std::span<const std::string> keys);
 };
 
 /// "host:port" as GREX_STORE_ADDR takes it ("[::1]:29500" for an IPv6 address).
@@ -99,6 +102,7 @@ class TcpStore final : public Store {
   Result<int64_t> add(std::string_view key, int64_t delta) override;
   Result<std::vector<bool>> check(std::span<const std::string> keys) override;
   Result<void> wait(std::span<const std::string> keys, int64_t timeout_ms) override;
+  Result<int64_t> erase(std::span<const std::string> keys) override;
   /// Wakes a call blocked in another thread (a long get or wait): it, and
   /// every later call, fails with kConnectionFailed. Thread-safe.
   void interrupt() noexcept;
@@ -124,6 +128,7 @@ class LocalStore final : public Store {
   Result<int64_t> add(std::string_view key, int64_t delta) override;
   Result<std::vector<bool>> check(std::span<const std::string> keys) override;
   Result<void> wait(std::span<const std::string> keys, int64_t timeout_ms) override;
+  Result<int64_t> erase(std::span<const std::string> keys) override;
 
   struct Impl;
 

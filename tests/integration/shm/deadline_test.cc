@@ -5,6 +5,8 @@
 // the arguments it refuses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <random>
 
 #include "deadline_check.h"
@@ -54,6 +56,16 @@ TEST(Deadline, ManyCallsWithRandomLateRanks) {
       RANK_CHECK(same_everywhere(r, "many" + std::to_string(call), in, y.data(), n * 8));
     }
     RANK_OK(c->barrier());
+    // The calls left no key in the store: the last rank to decide each erased them.
+    std::vector<std::string> keys;
+    for (int call = 1; call <= 12; ++call)
+      for (const char* k : {"w0", "close", "set", "done"})
+        keys.push_back(c->options().name + "/dl/" + std::to_string(call) + "/" + k);
+    auto there = r.bootstrap->store().check(keys);
+    RANK_OK(there);
+    for (size_t i = 0; i < keys.size(); ++i)
+      if ((*there)[i]) std::fprintf(stderr, "left in the store: %s\n", keys[i].c_str());
+    RANK_CHECK(std::none_of(there->begin(), there->end(), [](bool b) { return b; }));
     return 0;
   }, 120);
   EXPECT_TRUE(res.all_ok()) << res.describe();

@@ -74,6 +74,33 @@ TEST(StoreTest, SetGetAddCheckWaitInOneProcess) {
   EXPECT_TRUE(waiter.get().ok());
 }
 
+// ERASE removes the keys that exist and says how many; the memory they held
+// is free for new keys, and an erased key can be set again.
+TEST(StoreTest, EraseRemovesKeys) {
+  Served s = serve();
+  ASSERT_NE(s.port, 0);
+  auto a = client(s.port);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->set("e1", "v").ok());
+  ASSERT_TRUE(a->add("e2", 5).ok());
+  const std::vector<std::string> keys = {"e1", "e2", "never"};
+  auto n = a->erase(keys);
+  ASSERT_TRUE(n.ok()) << n.error().message();
+  EXPECT_EQ(*n, 2);
+  auto there = a->check(keys);
+  ASSERT_TRUE(there.ok());
+  EXPECT_EQ(*there, (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(a->get("e1", 50).error().code(), Errc::kTimeout);
+  EXPECT_EQ(a->add("e2", 1).value(), 1);  // a fresh counter
+  ASSERT_TRUE(a->set("e1", "again").ok());
+  EXPECT_EQ(a->get("e1", 1000).value(), "again");
+  EXPECT_EQ(a->erase(std::vector<std::string>{}).value(), 0);
+  LocalStore local;
+  ASSERT_TRUE(local.set("x", "1").ok());
+  EXPECT_EQ(local.erase(std::vector<std::string>{"x", "y"}).value(), 1);
+  EXPECT_FALSE(local.check(std::vector<std::string>{"x"}).value()[0]);
+}
+
 TEST(StoreTest, TimeoutsNameTheMissingKeys) {
   Served s = serve();
   auto a = client(s.port);
