@@ -209,6 +209,19 @@ Result<uint64_t> StatusService::request(int64_t connect_ms, const std::function<
   return static_cast<uint64_t>(g);
 }
 
+void StatusService::forget(Store& st, const std::string& comm, const std::vector<int>& peers, uint64_t gen) {
+  // The answers go, this rank's own too; the announcement stays (a few bytes):
+  // a listener that has not seen it yet waits for that very key.
+  std::vector<std::string> keys;
+  for (int p : peers) keys.push_back(ans_key(gen, comm, p));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Member& m : members_)
+      if (m.comm == comm) keys.push_back(ans_key(gen, comm, m.rank));
+  }
+  (void)st.erase(keys);
+}
+
 void StatusService::collect(Store& st, const std::string& comm, const std::vector<int>& peers, uint64_t gen,
                             std::vector<RankStatus>* out) {
   std::vector<std::string> keys;
@@ -238,8 +251,11 @@ std::vector<RankStatus> StatusService::ask(const std::string& comm, const std::v
       std::lock_guard<std::mutex> lock(ask_mu_);
       collect(asker(budget_ms), comm, peers, *g, &out);
     }
-    if (std::all_of(out.begin(), out.end(), [](const RankStatus& s) { return s.answered; }) || deadline.expired())
+    if (std::all_of(out.begin(), out.end(), [](const RankStatus& s) { return s.answered; }) || deadline.expired()) {
+      std::lock_guard<std::mutex> lock(ask_mu_);
+      forget(asker(budget_ms), comm, peers, *g);
       return out;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
@@ -280,7 +296,10 @@ void StatusService::settle(Store& st, bool all_due) {
     for (size_t i = 0; i < p.peers.size(); ++i) out[i].rank = p.peers[i];
     collect(st, p.comm, p.peers, p.gen, &out);
     const bool all = std::all_of(out.begin(), out.end(), [](const RankStatus& s) { return s.answered; });
-    if (all || all_due || now_ns() >= p.deadline_ns) p.done(std::move(out));
+    if (all || all_due || now_ns() >= p.deadline_ns) {
+      forget(st, p.comm, p.peers, p.gen);
+      p.done(std::move(out));
+    }
     else keep.push_back(std::move(p));
   }
   std::lock_guard<std::mutex> lock(mu_);

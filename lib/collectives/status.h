@@ -109,6 +109,8 @@ class StatusService {
   void collect(Store& st, const std::string& comm, const std::vector<int>& peers, uint64_t gen,
                std::vector<RankStatus>* out);
   void settle(Store& st, bool all_due);
+  /// Erases the answers to request `gen` from `peers` and from this process.
+  void forget(Store& st, const std::string& comm, const std::vector<int>& peers, uint64_t gen);
   Store& asker(int64_t connect_ms);  // the asking connection (or the shared store), under ask_mu_
 
   std::shared_ptr<Bootstrap> bs_;  // kept while a communicator of it lives (they hold it too)

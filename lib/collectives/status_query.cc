@@ -134,6 +134,13 @@ Result<std::vector<CommStatus>> query_job_status(Store& store, int64_t timeout_m
     if (all || deadline.expired()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // The answers go (a rank that answers after this leaves its line behind); the
+  // announcement stays: a rank that has not seen it yet waits for that key.
+  std::vector<std::string> done;
+  for (const CommStatus& c : out)
+    for (const RankStatus& s : c.ranks)
+      done.push_back("grex/status/ans/" + std::to_string(g) + "/" + c.comm + "/" + std::to_string(s.rank));
+  (void)store.erase(done);
   for (CommStatus& c : out) find_stragglers(&c);
   return out;
 }
