@@ -23,6 +23,7 @@ namespace {
 
 constexpr const char* kSubsys = "comm";
 constexpr const char* kReq = "grex/status/req";
+constexpr int64_t kConnectMs = 3000;     // the listener's own connection, else the shared store is polled
 constexpr int64_t kIdleWaitMs = 30'000;  // a blocked listen re-reads the counter this often (a requester may have died)
 
 std::string go_key(uint64_t g) { return "grex/status/go/" + std::to_string(g); }
@@ -299,8 +300,9 @@ void StatusService::settle(Store& st, bool all_due) {
     if (all || all_due || now_ns() >= p.deadline_ns) {
       forget(st, p.comm, p.peers, p.gen);
       p.done(std::move(out));
+    } else {
+      keep.push_back(std::move(p));
     }
-    else keep.push_back(std::move(p));
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (Pending& p : keep) pending_.push_front(std::move(p));
@@ -308,10 +310,14 @@ void StatusService::settle(Store& st, bool all_due) {
 
 void StatusService::run() {
   // A connection of its own where the store is grex's (made here, off the
-  // communicator's creation path); otherwise the shared store, polled.
-  if (auto c = bs_->connect_again(std::min<int64_t>(bs_->timeout_ms(), 10'000)); c.ok()) {
-    std::lock_guard<std::mutex> lock(listen_mu_);
-    if (stop_) return;
+  // communicator's creation path); otherwise the shared store, polled. The
+  // destructor may wait for this connect: a few seconds at most.
+  if (auto c = bs_->connect_again(std::min<int64_t>(bs_->timeout_ms(), kConnectMs)); c.ok()) {
+    std::lock_guard<std::mutex> lock(listen_mu_);  // the destructor interrupts it under this lock
+    {
+      std::lock_guard<std::mutex> state(mu_);
+      if (stop_) return;
+    }
     listen_ = std::move(*c);
   }
   Store& st = listen_ ? static_cast<Store&>(*listen_) : bs_->store();
