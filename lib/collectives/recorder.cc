@@ -166,50 +166,53 @@ Recorder::Snapshot Recorder::snapshot() const {
   // Newest first, far enough back to find the newest collective among point-to-point calls.
   const uint64_t oldest = upto > std::min<uint64_t>(n_, 4096) ? upto - std::min<uint64_t>(n_, 4096) : 0;
   for (uint64_t i = upto; i-- > oldest;) {
-    const Entry& e = ring_[i % n_];
-    constexpr auto r = std::memory_order_relaxed;
-    for (int attempt = 0; attempt < 100; ++attempt) {  // a copy under the entry's version
-      const uint64_t v0 = e.version.load(std::memory_order_acquire);
-      if (v0 & 1) continue;
-      const uint64_t seq = e.seq.load(r), coll = e.coll.load(r), count = e.count.load(r), t0 = e.t0.load(r),
-                     t1 = e.t1.load(r);
-      const char* what = e.what.load(r);
-      const int root = e.root.load(r), peer = e.peer.load(r), dtype = e.dtype.load(r), op = e.op.load(r);
-      const uint8_t state = e.state.load(r);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (e.version.load(r) != v0) continue;
-      if (seq != i || what == nullptr) break;  // overwritten by a newer lap: nothing older to find
-      if (!s.any) {
-        s.any = true;
-        s.what = what;
-        s.coll = coll;
-        s.count = count;
-        s.dtype = dtype;
-        s.op = op;
-        s.root = root;
-        s.peer = peer;
-        s.state = state;
-        const uint64_t since = state == kRunning ? t0 : t1;
-        s.ms = tnow > since ? static_cast<double>(tnow - since) * npt / 1e6 : 0.0;
-        if (state == kRunning) {
-          const uint64_t w0 = wait_seq_.load(std::memory_order_acquire);
-          const uint32_t wn = std::min<uint32_t>(wait_n_.load(r), kWaitPeers);
-          std::vector<int> peers;
-          for (uint32_t k = 0; k < wn; ++k) peers.push_back(wait_peers_[k].load(r));
-          std::atomic_thread_fence(std::memory_order_acquire);
-          if (w0 == i && wait_seq_.load(r) == w0) s.waiting_on = std::move(peers);
-        }
+    Copy x{};
+    bool got = false;
+    for (int attempt = 0; attempt < 100 && !(got = take(i, &x)); ++attempt) {
+      if (ring_[i % n_].seq.load(std::memory_order_relaxed) > i) break;  // a newer lap: nothing older to find
+    }
+    if (!got) break;
+    if (!s.any) {
+      s.any = true;
+      s.what = x.what;
+      s.coll = x.coll;
+      s.count = x.count;
+      s.dtype = x.dtype;
+      s.op = x.op;
+      s.root = x.root;
+      s.peer = x.peer;
+      s.state = x.state;
+      const uint64_t since = x.state == kRunning ? x.t0 : x.t1;
+      s.ms = tnow > since ? static_cast<double>(tnow - since) * npt / 1e6 : 0.0;
+      if (x.state == kRunning) {
+        constexpr auto r = std::memory_order_relaxed;
+        const uint64_t w0 = wait_seq_.load(std::memory_order_acquire);
+        const uint32_t wn = std::min<uint32_t>(wait_n_.load(r), kWaitPeers);
+        std::vector<int> peers;
+        for (uint32_t k = 0; k < wn; ++k) peers.push_back(wait_peers_[k].load(r));
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (w0 == i && wait_seq_.load(r) == w0) s.waiting_on = std::move(peers);
       }
-      if (coll > 0) {
-        s.coll_what = what;
-        s.coll_seq = coll;
-        s.colls_done = state == kRunning ? coll - 1 : coll;
-        return s;
-      }
-      break;
+    }
+    if (x.coll > 0) {
+      s.coll_what = x.what;
+      s.coll_seq = x.coll;
+      s.colls_done = x.state == kRunning ? x.coll - 1 : x.coll;
+      return s;
     }
   }
   return s;
+}
+
+bool Recorder::take(uint64_t i, Copy* x) const noexcept {
+  const Entry& e = ring_[i % n_];
+  constexpr auto r = std::memory_order_relaxed;
+  const uint64_t v0 = e.version.load(std::memory_order_acquire);
+  if (v0 & 1) return false;
+  *x = Copy{e.seq.load(r), e.coll.load(r), e.count.load(r), e.t0.load(r), e.t1.load(r), e.bytes.load(r),
+            e.what.load(r), e.root.load(r), e.peer.load(r), e.dtype.load(r), e.op.load(r), e.state.load(r)};
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return e.version.load(r) == v0 && x->seq == i && x->what != nullptr;
 }
 
 std::string Recorder::json() const {
@@ -227,17 +230,9 @@ std::string Recorder::json() const {
   // Oldest first. Copies taken under the entry's version; one written meanwhile is left out.
   const uint64_t upto = next_.load(std::memory_order_acquire);
   for (uint64_t i = upto > n_ ? upto - n_ : 0; i < upto; ++i) {
-    const Entry& e = ring_[i % n_];
-    constexpr auto r = std::memory_order_relaxed;
-    const uint64_t v0 = e.version.load(std::memory_order_acquire);
-    if (v0 & 1) continue;
-    const uint64_t seq = e.seq.load(r), coll = e.coll.load(r), count = e.count.load(r), t0 = e.t0.load(r),
-                   t1 = e.t1.load(r), bytes = e.bytes.load(r);
-    const char* what = e.what.load(r);
-    const int root = e.root.load(r), peer = e.peer.load(r), dtype = e.dtype.load(r), op = e.op.load(r);
-    const uint8_t state = e.state.load(r);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (e.version.load(r) != v0 || seq != i || what == nullptr) continue;
+    Copy x{};
+    if (!take(i, &x)) continue;
+    const auto [seq, coll, count, t0, t1, bytes, what, root, peer, dtype, op, state] = x;
     const double ago = static_cast<double>(tnow - t0) * ns_per_tick;
     char dur[48] = "null";
     if (state != kRunning && t1 >= t0) std::snprintf(dur, sizeof dur, "%.0f", static_cast<double>(t1 - t0) * ns_per_tick);

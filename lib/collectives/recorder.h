@@ -81,6 +81,16 @@ class Recorder {
     std::atomic<int8_t> dtype{-1}, op{-1};
     std::atomic<uint8_t> state{0};
   };
+  /// An entry's fields, read whole (take()).
+  struct Copy {
+    uint64_t seq, coll, count, t0, t1, bytes;
+    const char* what;
+    int root, peer, dtype, op;
+    uint8_t state;
+  };
+  /// Copies entry `i` (the i-th call) under its version: false while it is
+  /// being written, or once it holds another call (a newer lap).
+  bool take(uint64_t i, Copy* out) const noexcept;
   std::unique_ptr<Entry[]> ring_;
   size_t n_;
   std::atomic<uint64_t> next_{0};  // entries written so far
