@@ -37,6 +37,7 @@ std::string encode(const Request& q) {
       w.put_i64(q.timeout_ms);
       [[fallthrough]];
     case Op::kCheck:
+    case Op::kErase:
       w.put_u32(static_cast<uint32_t>(q.keys.size()));
       for (std::string_view k : q.keys) w.put_str(k);
       break;
