@@ -487,7 +487,14 @@ PYBIND11_MODULE(_grex_torch, m) {
                           pybind11::arg("compression") = "bf16", pybind11::arg("error_feedback") = true,
                           pybind11::arg("key") = 0,
                           "Averages a float32 CPU tensor in place over the group, the vector travelling as bf16 "
-                          "or fp16 inside grex's ring (error feedback per key); returns a Work.");
+                          "or fp16 inside grex's ring (error feedback per key); returns a Work.")
+                     .def("deadline_allreduce", &GrexBackend::deadline_allreduce, pybind11::arg("tensor"),
+                          pybind11::arg("deadline_ms"), pybind11::arg("carry") = false, pybind11::arg("key") = 0,
+                          pybind11::arg("mask") = pybind11::none(),
+                          "Averages a CPU tensor in place over the ranks that entered within deadline_ms (the "
+                          "same result everywhere); a late rank's vector is dropped or, with carry, added into "
+                          "its next call of the same key. mask (int32, one per rank) gets the contributors. "
+                          "Returns a Work.");
   if (pybind11::detail::get_type_info(typeid(Options)) != nullptr) {
     pybind11::class_<GrexOptions, Options, c10::intrusive_ptr<GrexOptions>>(m, "GrexOptions")
         .def("__copy__", [](const GrexOptions& o) { return c10::make_intrusive<GrexOptions>(o); })

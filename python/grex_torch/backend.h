@@ -27,6 +27,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
+#include <optional>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -251,6 +252,13 @@ class GrexBackend final : public c10d::Backend {
   /// kept per `key` (a bucket's index) for the next call.
   c10::intrusive_ptr<c10d::Work> compressed_allreduce(at::Tensor t, const std::string& compression,
                                                       bool error_feedback, int64_t key);
+  /// grex's deadline allreduce (issue 29), for grex_torch/hooks.py's
+  /// deadline_hook: averages `t` in place over the ranks that entered within
+  /// deadline_ms (the same result on every rank); a late rank's vector is
+  /// dropped, or with `carry` added into its next call of the same `key`.
+  /// `mask` (optional, int32, one per rank) gets 1 for each contributor.
+  c10::intrusive_ptr<c10d::Work> deadline_allreduce(at::Tensor t, int64_t deadline_ms, bool carry, int64_t key,
+                                                    std::optional<at::Tensor> mask);
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& ts,
                                                      const c10d::AllreduceCoalescedOptions& o) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) override;

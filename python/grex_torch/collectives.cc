@@ -144,6 +144,33 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::compressed_allreduce(at::Tensor t, c
   return submit(OpType::ALLREDUCE, what, {t}, std::move(s));
 }
 
+c10::intrusive_ptr<c10d::Work> GrexBackend::deadline_allreduce(at::Tensor t, int64_t deadline_ms, bool carry,
+                                                              int64_t key, std::optional<at::Tensor> given) {
+  at::Tensor mask = given.value_or(at::Tensor());
+  const char* what = "deadline allreduce";
+  check_tensor(t, what);
+  TORCH_CHECK(path_of(t, what) == Path::kCpu, "grex: ", what, " takes CPU tensors; got ", t.device());
+  TORCH_CHECK(deadline_ms > 0, "grex: ", what, ": the deadline must be > 0 ms, got ", deadline_ms);
+  TORCH_CHECK(!mask.defined() || (mask.device().is_cpu() && mask.scalar_type() == at::kInt &&
+                                  mask.is_contiguous() && mask.numel() == getSize()),
+              "grex: ", what, ": the contributor mask must be a contiguous int32 CPU tensor of ", getSize(),
+              " elements");
+  auto in = std::make_shared<std::vector<int>>();
+  AllreduceOptions o;
+  o.deadline_ms = deadline_ms;
+  o.late = carry ? LateInput::kCarry : LateInput::kDrop;
+  o.contributors = in.get();  // written by the worker before the Work completes
+  o.feedback_key = reinterpret_cast<const void*>(static_cast<uintptr_t>(key) + 1);  // the carried vector's key
+  Started s;
+  s.push_back(comm(what).allreduce_async(t.data_ptr(), t.data_ptr(), t.numel(), dtype_of(t, what), ReduceOp::kAvg, o));
+  return submit(OpType::ALLREDUCE, what, {t}, std::move(s), [in, mask]() mutable {
+    if (!mask.defined()) return;
+    mask.zero_();
+    int32_t* m = mask.data_ptr<int32_t>();
+    for (int r : *in) m[r] = 1;
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> GrexBackend::allreduce_coalesced(std::vector<at::Tensor>& ts,
                                                                const c10d::AllreduceCoalescedOptions& o) {
   Reduction r = reduction_of(o.reduceOp, "allreduce_coalesced");

@@ -420,6 +420,42 @@ def async_ops(rank, size, gloo):
                     f"DDP with {name}: weights {a.flatten()[:4].tolist()} on grex, {b.flatten()[:4].tolist()} on gloo"
     check("DDP comm hooks (default, bf16_compress_hook)", ddp_hooks)
 
+    def ddp_deadline():
+        # grex_torch.hooks.deadline_hook: the last rank sleeps 1.5 s in its
+        # second step; the others go on after the 200 ms deadline each step,
+        # without it, and every rank still takes the same steps.
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        import grex_torch.hooks
+        torch.manual_seed(0)
+        model = DDP(torch.nn.Linear(16, 4))
+        hook = grex_torch.hooks.deadline_hook(200)
+        model.register_comm_hook(None, hook)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(rank)
+        late, took = size - 1, []
+        for step in range(4):
+            opt.zero_grad()
+            loss = model(torch.rand(8, 16, generator=g)).square().sum()
+            if rank == late and step == 1:
+                time.sleep(1.5)
+            t0 = time.monotonic()
+            loss.backward()
+            opt.step()
+            took.append(time.monotonic() - t0)
+        w = torch.cat([p.detach().flatten() for p in model.parameters()])
+        ws = [torch.empty_like(w) for _ in range(size)]
+        dist.all_gather(ws, w, group=gloo)
+        assert all(torch.equal(ws[0], x) for x in ws), "the ranks' weights differ"
+        counts = torch.tensor(hook.contributors, dtype=torch.int64)
+        every = [torch.empty_like(counts) for _ in range(size)]
+        dist.all_gather(every, counts, group=gloo)
+        assert all(torch.equal(every[0], c) for c in every), f"contributor counts differ: {every}"
+        assert len(hook.contributors) == 4 and hook.contributors[0] == size and hook.contributors[1] == size - 1, \
+            hook.contributors
+        if rank != late:
+            assert max(took) < 1.0, f"a step waited for the straggler: {took}"
+    check("DDP deadline hook leaves a straggler out", ddp_deadline)
+
     def barrier():
         dist.barrier()
         w = dist.barrier(async_op=True)
