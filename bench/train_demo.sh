@@ -10,13 +10,18 @@
 #  3. (PARTS=ddp) the PyTorch DDP example with grex's compressing comm hooks
 #     (bf16, int8, top-k 1 %, error feedback on) against none: the eval loss
 #     after 300 steps at lr 0.02, at RANKS ranks.
+#  4. (PARTS=ddpstraggler) the DDP example with the last rank DELAY ms late
+#     every step: rank 0's median step time and the loss after 60 steps,
+#     undelayed, delayed, and delayed with grex's deadline hook (DEADLINE ms).
 # Commands (one per variant; BUILD defaults to build/, PY to .venv's python):
 #   grex-run -n R -- $BUILD/examples/train/train --steps 300 --log-every 1000 [--compress C]
 #   grex-run -n R -- $BUILD/examples/train/train --steps 30 --hidden 4096 --batch 1024 --lr 0.02 \
 #       --log-every 1000 [--delay-ms 50] [--deadline-ms 5]
 #   grex-run -n R -- $PY examples/torch/ddp.py --steps 300 --lr 0.02 --json [--hook grex-bf16|grex-int8|grex-topk]
+#   grex-run -n R -- $PY examples/torch/ddp.py --steps 60 --hidden 2048 --batch 256 --lr 0.02 --json \
+#       [--delay-ms 50] [--deadline-ms 5]
 # Usage: bench/train_demo.sh   (env: BUILD, PY, REPEAT=3, RANKS=2, DELAY=50, DEADLINE=5,
-#                               PARTS="compress straggler ddp")
+#                               PARTS="compress straggler ddp"; ddpstraggler on demand)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -65,6 +70,17 @@ for ((i = 0; i < REPEAT; i++)); do
       echo "$h $l" >> "$tmp/ddp"
     done
   fi
+  if [[ " $PARTS " == *" ddpstraggler "* ]]; then
+    order=("plain" "delayed" "delayed+deadline")
+    ((i % 2 == 0)) || order=("delayed+deadline" "delayed" "plain")
+    for v in "${order[@]}"; do
+      # shellcheck disable=SC2046  # the variant's flags split on purpose
+      l=$($RUN "$PY" "$ROOT/examples/torch/ddp.py" --steps 60 --hidden 2048 --batch 256 --lr 0.02 --json \
+        $(args_of "$v") | grep '^{"losses"' | "$PY" -c 'import json, statistics, sys
+d = json.load(sys.stdin); print(d["eval_loss"], statistics.median(d["step_ms"]))')
+      echo "$v $l" >> "$tmp/ddpstraggler"
+    done
+  fi
   echo "train_demo: round $((i + 1))/$REPEAT done" >&2
 done
 
@@ -106,5 +122,18 @@ if [[ -s "$tmp/ddp" ]]; then
     [[ $h == grex-topk ]] && goal="within 5 %"
     [[ $h == none ]] && goal=""
     printf "| %s | %.4f (%.4f-%.4f) | %+.1f %% | %s |\n" "$h" "$l" "$ll" "$lh" "$(echo "($l / $base - 1) * 100" | bc -l)" "$goal"
+  done
+fi
+if [[ -s "$tmp/ddpstraggler" ]]; then
+  read -r base_ms _ _ <<< "$(awk '$1 == "plain" {print $3}' "$tmp/ddpstraggler" | stats)"
+  read -r base_loss _ _ <<< "$(awk '$1 == "plain" {print $2}' "$tmp/ddpstraggler" | stats)"
+  echo
+  echo "| DDP job (last rank +${DELAY} ms a step) | rank 0 step, median (ms) | vs undelayed | eval loss after 60 steps | vs undelayed |"
+  echo "|---|---:|---:|---:|---:|"
+  for v in plain delayed delayed+deadline; do
+    read -r s sl sh <<< "$(awk -v v="$v" '$1 == v {print $3}' "$tmp/ddpstraggler" | stats)"
+    read -r l ll lh <<< "$(awk -v v="$v" '$1 == v {print $2}' "$tmp/ddpstraggler" | stats)"
+    printf "| %s | %.1f (%.1f-%.1f) | %.2f | %.4f (%.4f-%.4f) | %+.1f %% |\n" "$v" "$s" "$sl" "$sh" \
+      "$(echo "$s / $base_ms" | bc -l)" "$l" "$ll" "$lh" "$(echo "($l / $base_loss - 1) * 100" | bc -l)"
   done
 fi

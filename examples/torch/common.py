@@ -99,10 +99,11 @@ class Report:
         dist.destroy_process_group()
 
 
-def train(model, args, rank, world, name, batch_seed, comm_ms=None):
+def train(model, args, rank, world, name, batch_seed, comm_ms=None, delay_ms=0):
     """SGD with momentum on `model` for args.steps steps of batch(batch_seed, step),
     reporting as Report does; comm_ms() gives a step's communication time where
-    the example measures it. Ends the process group."""
+    the example measures it; the last rank sleeps delay_ms in every step (a
+    straggler). Ends the process group."""
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     report = Report(rank, world, name, args)
     for step in range(args.steps):
@@ -110,6 +111,8 @@ def train(model, args, rank, world, name, batch_seed, comm_ms=None):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
+        if delay_ms and rank == world - 1:
+            time.sleep(delay_ms / 1000)
         loss.backward()
         opt.step()
         report.step(step, loss.item(), t0, comm_ms() if comm_ms else None)

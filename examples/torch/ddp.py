@@ -4,11 +4,14 @@ gradients allreduced in buckets while backward runs. --hook adds one of
 torch's DDP communication hooks (bf16 compression or PowerSGD), or grex's
 own (grex-bf16, grex-fp16, grex-int8, grex-topk: the buckets travel grex's
 ring as bf16, fp16 or int8, added in float32 at every hop, or as their top
-1 %, all with error feedback; grex_torch/hooks.py).
+1 %, all with error feedback; grex_torch/hooks.py). --deadline-ms D
+averages each bucket over the ranks in within D ms (grex's deadline hook),
+and --delay-ms T makes the last rank a straggler, T ms late every step.
 
     grex-run -n 4 -- python examples/torch/ddp.py
     torchrun --standalone --nproc_per_node 4 examples/torch/ddp.py --hook powersgd
     grex-run -n 2 -- python examples/torch/ddp.py --hook grex-bf16
+    grex-run -n 2 -- python examples/torch/ddp.py --delay-ms 50 --deadline-ms 5
     torchrun --standalone --nproc_per_node 4 examples/torch/ddp.py --backend gloo    # the reference
 """
 import time
@@ -48,14 +51,18 @@ def timed_allreduce(timer, bucket):
 
 def main():
     hooks = "none, bf16, powersgd, grex-bf16, grex-fp16, grex-int8 or grex-topk"
-    a = common.parse(__doc__, **{"--hook": (str, "none", hooks)})
+    a = common.parse(__doc__, **{"--hook": (str, "none", hooks),
+                                 "--deadline-ms": (int, 0, "grex's deadline hook: average each bucket over the "
+                                                   "ranks in within this many ms (grex only; 0: off)"),
+                                 "--delay-ms": (int, 0, "the last rank sleeps this long every step (a straggler)")})
     rank, world = common.init(a.backend)
     # PowerSGD's hook issues its second allreduce from the first one's
     # callback; with several buckets those callbacks may run in a different
     # order on each rank, and a CPU backend, which runs collectives in issue
     # order (gloo and grex alike), then pairs different collectives. One
     # bucket keeps the order the same everywhere.
-    bucket_mb = 1024 if a.hook == "powersgd" else 25
+    # A deadline is waited for per bucket: one bucket waits once a step.
+    bucket_mb = 1024 if a.hook == "powersgd" or a.deadline_ms > 0 else 25
     model = DDP(common.mlp(a.hidden), bucket_cap_mb=bucket_mb)
     timer = None
     if a.hook == "bf16":
@@ -70,13 +77,16 @@ def main():
     elif a.hook in ("grex-bf16", "grex-fp16", "grex-int8", "grex-topk"):  # grex's, with error feedback (grex only)
         import grex_torch.hooks
         model.register_comm_hook(None, grex_torch.hooks.compressed_hook(a.hook[len("grex-"):]))
+    elif a.hook == "none" and a.deadline_ms > 0:  # grex's deadline hook: a straggler's late gradient is dropped
+        import grex_torch.hooks
+        model.register_comm_hook(None, grex_torch.hooks.deadline_hook(a.deadline_ms))
     elif a.hook == "none":
         timer = CommTimer(world)
         model.register_comm_hook(timer, timed_allreduce)
     else:
         raise SystemExit(f"--hook {a.hook}: {hooks}")
     common.train(model, a, rank, world, f"DDP (hook {a.hook})", batch_seed=rank,
-                 comm_ms=timer.take_ms if timer else None)
+                 comm_ms=timer.take_ms if timer else None, delay_ms=a.delay_ms)
 
 
 if __name__ == "__main__":
