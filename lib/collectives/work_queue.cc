@@ -3,6 +3,7 @@
 // in issue order. A blocking call runs inline when nothing is queued or
 // running, else it queues behind the others and waits, so the device is only
 // ever driven by one thread at a time.
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -130,18 +131,31 @@ void WorkQueue::kick() {
     std::lock_guard<std::mutex> lk(bg_mu_);
     if (bg_stop_ || !bg_poll_) return;
     bg_active_ = true;
+    ++bg_kicks_;
     if (!bg_.joinable()) bg_ = std::thread([this] { background_loop(); });
   }
   bg_cv_.notify_all();
 }
 
 void WorkQueue::background_loop() {
+  // Every 50 us after a kick, then twice as long after each poll up to 1 ms:
+  // what waits here is for a rank that is late anyway (a deadline
+  // allreduce's result), and polling at 20 kHz took a core's tenth from the
+  // ranks' own work on a busy host.
+  constexpr int64_t kFirstUs = 50, kMaxUs = 1000;
+  int64_t us = kFirstUs;
+  uint32_t seen = 0;
   std::unique_lock<std::mutex> lk(bg_mu_);
   for (;;) {
     bg_cv_.wait(lk, [&] { return bg_stop_ || bg_active_; });
     if (bg_stop_) return;
-    bg_cv_.wait_for(lk, std::chrono::microseconds(50), [&] { return bg_stop_; });
+    if (bg_kicks_ != seen) {
+      seen = bg_kicks_;
+      us = kFirstUs;
+    }
+    bg_cv_.wait_for(lk, std::chrono::microseconds(us), [&] { return bg_stop_; });
     if (bg_stop_) return;
+    us = std::min(us * 2, kMaxUs);
     lk.unlock();
     // Only between jobs: a job that holds the device makes the progress itself.
     std::unique_lock<std::mutex> dev(device_mu_, std::try_to_lock);

@@ -145,6 +145,7 @@ class WorkQueue {
   std::condition_variable bg_cv_;
   bool bg_active_ = false;
   bool bg_stop_ = false;
+  uint32_t bg_kicks_ = 0;  // kick()s so far: a new one polls at the short interval again
 };
 
 }  // namespace grex::detail
