@@ -75,6 +75,7 @@ std::vector<Job> running_jobs() {
 Result<std::string> publish_job(const std::string& store_addr, const std::string& token) {
   const std::string dir = job_dir();
   GREX_TRY(check_dir(dir, true));
+  (void)running_jobs();  // sweeps the files of grex-runs that were killed outright
   const std::string path = dir + "/" + std::to_string(::getpid()) + ".job";
   (void)::unlink(path.c_str());  // a file left by an earlier process with this pid
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -207,7 +207,8 @@ case_forward() {
 
 case_orphan() {
   # grex-run killed outright (no shutdown of its own): the ranks still get SIGTERM.
-  "$GREX_RUN" -n 2 -- bash -c 'echo $$ >"'"$TMP"'/pid.$GREX_RANK"; exec sleep 60' \
+  # Its job file (for grex-run --status) stays behind: in this test's folder.
+  XDG_RUNTIME_DIR=$TMP "$GREX_RUN" -n 2 -- bash -c 'echo $$ >"'"$TMP"'/pid.$GREX_RANK"; exec sleep 60' \
     >"$TMP/out" 2>"$TMP/err" &
   local launcher=$! i
   for i in $(seq 1 100); do [[ -s $TMP/pid.0 && -s $TMP/pid.1 ]] && break; sleep 0.05; done
