@@ -30,15 +30,5 @@ for ((round = 1; round <= REPEAT; round++)); do
   done
   echo "compressed: round $round/$REPEAT done" >&2
 done
-med() { awk -v n="$1" -v f="$2" '$1 == n && $2 == f { print $3 }' "$tmp/runs" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-stat() {
-  awk -v n="$1" -v f="$2" '$1 == n && $2 == f { print $3 }' "$tmp/runs" | sort -g |
-    awk '{ a[NR] = $1 } END { printf "%.0f (%.0f–%.0f)", a[int((NR + 1) / 2)], a[1], a[NR] }'
-}
-echo "| ranks | uncompressed (us) | bf16 (us) | fp16 (us) | int8 (us) | top-k 1 % (us) | bf16 / uncompressed (goal <= 0.55) | fp16 / uncompressed | int8 / uncompressed (goal <= 0.3) | top-k / uncompressed (goal <= 0.1) |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-for n in $RANKS; do
-  base=$(med "$n" none)
-  ratio() { awk -v a="$(med "$n" "$1")" -v b="$base" 'BEGIN { printf "%.2f", a / b }'; }
-  echo "| $n | $(stat "$n" none) | $(stat "$n" bf16) | $(stat "$n" fp16) | $(stat "$n" int8) | $(stat "$n" topk) | $(ratio bf16) | $(ratio fp16) | $(ratio int8) | $(ratio topk) |"
-done
+source "$ROOT/bench/compressed_table.sh"
+compressed_table "$tmp/runs" "$RANKS" uncompressed

@@ -49,17 +49,29 @@ constexpr bool kCoverage = true;
 constexpr bool kCoverage = false;
 #endif
 
+// Whether libgrex has the dpdk driver; the tests skip, saying so, where not.
+bool dpdk_built() {
+  for (const auto& d : Device::available_drivers())
+    if (d == "dpdk") return true;
+  return false;
+}
+constexpr const char* kNoDpdk = "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+
+// A dpdk communicator with room for the 2-core VM's slow phases.
+CommOptions dpdk_options() {
+  CommOptions o;
+  o.backend = "dpdk";
+  o.timeout_ms = 60'000;
+  return o;
+}
+
 class DpdkAllreduce : public ::testing::TestWithParam<int> {};
 
 
 TEST_P(DpdkAllreduce, MatchesReference) {
-  bool have = false;
-  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
-  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
-    CommOptions o;
-    o.backend = "dpdk";
-    o.timeout_ms = 60'000;
+    CommOptions o = dpdk_options();
     auto c = make_comm(r, o);
     RANK_CHECK(c != nullptr);
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1} << 20}) {
@@ -79,13 +91,9 @@ TEST_P(DpdkAllreduce, MatchesReference) {
 // recv_any and iprobe over dpdk, where a send waits for the receiver's
 // advert: the notices' receives stay posted across calls.
 TEST_P(DpdkAllreduce, ReceivesFromAnySource) {
-  bool have = false;
-  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
-  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
-    CommOptions o;
-    o.backend = "dpdk";
-    o.timeout_ms = 60'000;
+    CommOptions o = dpdk_options();
     return any_source_rank(r, o, size_t{3} << 20);
   }, 240);
   EXPECT_TRUE(res.all_ok()) << res.describe();
@@ -94,13 +102,9 @@ TEST_P(DpdkAllreduce, ReceivesFromAnySource) {
 // The compressed allreduce over dpdk: bf16 and int8 within their rounding,
 // top-k with fraction 1 exact, the same bits on every rank.
 TEST_P(DpdkAllreduce, Compressed) {
-  bool have = false;
-  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
-  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
-    CommOptions o;
-    o.backend = "dpdk";
-    o.timeout_ms = 60'000;
+    CommOptions o = dpdk_options();
     RANK_CHECK(check_bounds(r, Compression::kBf16, ReduceOp::kAvg, false, o) == 0);
     RANK_CHECK(check_bounds(r, Compression::kInt8, ReduceOp::kSum, true, o) == 0);
     return check_topk_exact(r, o);
@@ -111,13 +115,9 @@ TEST_P(DpdkAllreduce, Compressed) {
 // The deadline allreduce over dpdk: a late rank's result is a background
 // send that waits for its advert, calls later if need be.
 TEST_P(DpdkAllreduce, DeadlineAllreduce) {
-  bool have = false;
-  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
-  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
-    CommOptions o;
-    o.backend = "dpdk";
-    o.timeout_ms = 60'000;
+    CommOptions o = dpdk_options();
     return deadline_rank(r, o, 300'001);
   }, 240);
   EXPECT_TRUE(res.all_ok()) << res.describe();
@@ -126,14 +126,10 @@ TEST_P(DpdkAllreduce, DeadlineAllreduce) {
 // Every collective with each allreduce algorithm forced (fixed cost
 // constants: no calibration per communicator).
 TEST_P(DpdkAllreduce, EveryCollectiveWithEachAlgorithm) {
-  bool have = false;
-  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
-  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
     for (const char* algo : {"ring", "rabenseifner", "recursive_doubling", "tree"}) {
-      CommOptions o;
-      o.backend = "dpdk";
-      o.timeout_ms = 60'000;
+      CommOptions o = dpdk_options();
       o.algo = algo;
       o.cost = "5,5,5";
       o.name = std::string("every-") + algo;
@@ -154,9 +150,7 @@ TEST_P(DpdkAllreduce, EveryCollectiveWithEachAlgorithm) {
 // delay-based controllers pace low, yet every collective completes (2-3 s
 // for all five controllers).
 TEST_P(DpdkAllreduce, PacedByEachCongestionController) {
-  bool have = false;
-  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
-  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   if ((kSanitized || kCoverage) && GetParam() > static_cast<int>(std::thread::hardware_concurrency()))
     GTEST_SKIP() << (kCoverage ? "coverage" : "sanitizer")
                  << " build with more ranks than cores: Swift, whose target delay is fixed, can pace "
@@ -164,9 +158,7 @@ TEST_P(DpdkAllreduce, PacedByEachCongestionController) {
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
     for (const char* cc : {"rttcc", "rttcc-template", "dcqcn", "timely", "swift"}) {
       const auto t0 = std::chrono::steady_clock::now();
-      CommOptions o;
-      o.backend = "dpdk";
-      o.timeout_ms = 60'000;
+      CommOptions o = dpdk_options();
       o.cost = "5,5,5";
       o.cc = cc;
       o.name = std::string("cc-") + cc;
@@ -197,9 +189,7 @@ TEST_P(DpdkAllreduce, PacedByEachCongestionController) {
 // the queue runs milliseconds deep; RTTCC keeps it near its target (100 us
 // here: software timestamps) at about the same goodput.
 TEST(DpdkCongestion, RttccKeepsTheBottleneckQueueShort) {
-  bool have = false;
-  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
-  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   struct Outcome {
     double seconds = 0;
     uint64_t p50_us = 0, p99_us = 0;
@@ -207,9 +197,7 @@ TEST(DpdkCongestion, RttccKeepsTheBottleneckQueueShort) {
   auto run = [](const char* cc) -> Outcome {
     Outcome out;
     auto res = run_ranks(2, [cc](Rank& r) -> int {
-      CommOptions o;
-      o.backend = "dpdk";
-      o.timeout_ms = 60'000;
+      CommOptions o = dpdk_options();
       o.cost = "5,5,5";
       o.cc = cc;
       o.name = std::string("wire-") + cc;
@@ -287,17 +275,13 @@ TEST(DpdkCongestion, RttccKeepsTheBottleneckQueueShort) {
 // links between the other ranks copy (memif lets a process share its memory
 // once). GREX_DPDK_MEMIF_ZERO_COPY=1 makes a rank fail without hugepages.
 TEST(DpdkAllreduceZeroCopy, FourRanksMatchReference) {
-  bool have = false;
-  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
-  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   Hugepages huge(512);  // 4 ranks x (64 MB + 3 pools of 45 MB)
   if (!huge.why_not().empty()) GTEST_SKIP() << "memif zero-copy needs hugepages: " << huge.why_not();
   setenv("GREX_DPDK_HUGE", "1", 1);
   setenv("GREX_DPDK_MEMIF_ZERO_COPY", "1", 1);
   auto res = run_ranks(4, [](Rank& r) -> int {
-    CommOptions o;
-    o.backend = "dpdk";
-    o.timeout_ms = 60'000;
+    CommOptions o = dpdk_options();
     auto c = make_comm(r, o);
     RANK_CHECK(c != nullptr);
     for (size_t count : {size_t{1}, size_t{4097}, size_t{1} << 20}) {
@@ -321,9 +305,7 @@ TEST(DpdkAllreduceZeroCopy, FourRanksMatchReference) {
 // network setup: each rank's error names its own entry, and neither waits
 // for the other.
 TEST(DpdkPorts, EachLocalRankOpensItsOwnEntry) {
-  bool have = false;
-  for (const auto& d : Device::available_drivers()) have |= d == "dpdk";
-  if (!have) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   auto res = run_ranks(3, [](Rank& r) -> int {
     CommOptions o;
     o.backend = "dpdk";

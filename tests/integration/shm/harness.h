@@ -6,6 +6,7 @@
 #include <grex/bootstrap.h>
 #include <grex/communicator.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +50,24 @@ struct Rank {
       return 1;                                                                             \
     }                                                                                       \
   } while (0)
+
+/// This rank's stderr goes into `path` while the object lives (a rank's log, read by its test).
+class StderrTo {
+ public:
+  explicit StderrTo(const std::string& path)
+      : saved_(::dup(STDERR_FILENO)), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)) {
+    if (saved_ >= 0 && fd_ >= 0) ::dup2(fd_, STDERR_FILENO);
+  }
+  ~StderrTo() {
+    if (saved_ >= 0) ::dup2(saved_, STDERR_FILENO);
+    if (fd_ >= 0) ::close(fd_);
+    if (saved_ >= 0) ::close(saved_);
+  }
+  bool ok() const { return saved_ >= 0 && fd_ >= 0; }
+
+ private:
+  int saved_, fd_;
+};
 
 /// Exit status of each rank: 0..255, or 128+signal; -1 if it had to be killed.
 struct RunResult {

@@ -40,24 +40,6 @@ fs::path scratch(const char* name) {
   return d;
 }
 
-// This rank's stderr into `path` while it lives.
-class StderrTo {
- public:
-  explicit StderrTo(const fs::path& path)
-      : saved_(::dup(STDERR_FILENO)), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)) {
-    if (saved_ >= 0 && fd_ >= 0) ::dup2(fd_, STDERR_FILENO);
-  }
-  ~StderrTo() {
-    if (saved_ >= 0) ::dup2(saved_, STDERR_FILENO);
-    if (fd_ >= 0) ::close(fd_);
-    if (saved_ >= 0) ::close(saved_);
-  }
-  bool ok() const { return saved_ >= 0 && fd_ >= 0; }
-
- private:
-  int saved_, fd_;
-};
-
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;

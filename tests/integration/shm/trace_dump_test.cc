@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -138,13 +139,13 @@ TEST(TraceDump, ALongWaitWarnsOnceNamingTheRankAwaited) {
     }
     // This rank's stderr goes to a file for the call.
     const fs::path log = dir / "rank0.err";
-    const int saved = ::dup(STDERR_FILENO), fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    RANK_CHECK(saved >= 0 && fd >= 0 && ::dup2(fd, STDERR_FILENO) >= 0);
-    auto st = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
-    ::dup2(saved, STDERR_FILENO);
-    ::close(fd);
-    ::close(saved);
-    RANK_OK(st);
+    std::optional<Result<void>> st;
+    {
+      StderrTo err(log);
+      RANK_CHECK(err.ok());
+      st = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    }
+    RANK_OK(*st);
     RANK_CHECK(v[0] == 2.0f);
     std::ifstream in(log);
     std::string line;
