@@ -190,6 +190,7 @@ Result<detail::JobFn> deadline_allreduce_job(Communicator::Impl& c, const void* 
     static constexpr const char* what = "deadline allreduce";
     GREX_TRY(c.check_usable(what));
     c.begin({what, "count", count, static_cast<int>(type), static_cast<int>(op), -1});
+    if (c.recorder) c.recorder->settle();  // its agreement waits on the store, outside the engine's wait loops
     const uint64_t tag = c.next_tag_base();
     const std::string base = c.opts.name + "/dl/" + std::to_string(++c.deadline_calls) + "/";
     return c.finish(

@@ -322,8 +322,17 @@ std::vector<int> Engine::awaited_list(int peer) const {
   return {peers.begin(), peers.end()};
 }
 
+void Engine::wait_begins() noexcept {
+  if (recorder_ != nullptr) recorder_->settle();
+}
+
+void Engine::long_wait_ended() noexcept {
+  if (recorder_ != nullptr) recorder_->wait_ended();
+}
+
 void Engine::warn_if_long(uint64_t t0, bool* warned, const char* what, int peer) {
   constexpr uint64_t kPublishAfterNs = 1'000'000, kRepublishNs = 20'000'000;
+  wait_begins();  // any wait loop calls this soon after it began to wait
   const uint64_t now = now_ns();
   const uint64_t waited = now - t0;
   // A wait past a millisecond tells the recorder whom it waits for (the job
@@ -345,6 +354,7 @@ void Engine::warn_if_long(uint64_t t0, bool* warned, const char* what, int peer)
 }
 
 Result<void> Engine::wait_all(std::span<const OpId> ids, const Deadline& deadline, const char* what) {
+  wait_begins();  // the sends are posted: the recorder's work overlaps the peers'
   uint64_t t0 = now_ns();
   size_t spins = 0;
   bool warned = false;
@@ -366,6 +376,7 @@ Result<void> Engine::wait_all(std::span<const OpId> ids, const Deadline& deadlin
     }
   }
   wait_ns_.add(now_ns() - t0);
+  if (spins >= 256) long_wait_ended();
   return ok();
 }
 

@@ -76,6 +76,13 @@ class Engine {
   void warn_if_long(uint64_t t0, bool* warned, const char* what, int peer = -1);
   /// Where waits publish whom they wait for (null: nowhere).
   void set_recorder(Recorder* r) noexcept { recorder_ = r; }
+  /// For wait loops of their own, before their first look: this rank's
+  /// part is out, so the recorder writes the call's entry now, while the
+  /// peers' data is on its way (recorder.h: off the critical path).
+  void wait_begins() noexcept;
+  /// A wait that ran long enough to read the clock has ended: the recorder
+  /// takes it as the call's end time.
+  void long_wait_ended() noexcept;
   /// Takes the long-wait warning instead of the engine's own line (the
   /// status service, which adds what the awaited ranks are doing): gets
   /// the wait's name, its length so far and the awaited ranks; returns

@@ -143,6 +143,7 @@ Result<void> wait_line(const Context& c, const Group& g, int peer, uint8_t* line
   // messages). With more ranks than cores the awaited rank is likely not
   // running: give it the CPU at once, with a yield per burst.
   Engine& engine = g.engine();
+  engine.wait_begins();  // this rank's part is published: the recorder's work overlaps the peer's
   SpinDeadline deadline(c.opts->timeout_ms);
   const bool adaptive = engine.adaptive();
   const uint32_t burst = adaptive ? kAdaptiveBurst : kSpinBurst;
@@ -172,6 +173,7 @@ Result<void> wait_line(const Context& c, const Group& g, int peer, uint8_t* line
           .hint("a rank is slower, stuck, or called a different collective; raise GREX_TIMEOUT_MS if it is just slow");
   }
   engine.note_progress();
+  if (t0 != 0) engine.long_wait_ended();
   return ok();
 }
 

@@ -99,23 +99,32 @@ Recorder::~Recorder() {
     }
 }
 
-void Recorder::start(const char* what, uint64_t coll, uint64_t count, int dtype, int op, int root, int peer,
-                     uint64_t posted_bytes) noexcept {
+void Recorder::unpack_args(uint64_t a, int* dtype, int* op, int* root, int* peer) noexcept {
+  *dtype = static_cast<int8_t>(a & 0xff);
+  *op = static_cast<int8_t>((a >> 8) & 0xff);
+  auto rank24 = [](uint64_t v) { return v == 0xffffff ? -1 : static_cast<int>(v); };
+  *root = rank24((a >> 16) & 0xffffff);
+  *peer = rank24((a >> 40) & 0xffffff);
+}
+
+void Recorder::write_entry() noexcept {
+  noted_ = false;
   const uint64_t t = ticks();
-  if (running_ != nullptr) end(true, posted_bytes);
-  const uint64_t i = next_.load(std::memory_order_relaxed);
-  Entry& e = ring_[i % n_];
   constexpr auto r = std::memory_order_relaxed;
+  int dtype, op, root, peer;
+  unpack_args(note_args_.load(r), &dtype, &op, &root, &peer);
+  const uint64_t i = next_.load(r);
+  Entry& e = ring_[i % n_];
   const uint64_t v = e.version.load(r) + 1;  // odd: being written
   e.version.store(v, r);
   std::atomic_thread_fence(std::memory_order_release);
   e.seq.store(i, r);
-  e.coll.store(coll, r);
-  e.count.store(count, r);
+  e.coll.store(note_coll_.load(r), r);
+  e.count.store(note_count_.load(r), r);
   e.t0.store(t, r);
   e.t1.store(0, r);
   e.bytes.store(0, r);
-  e.what.store(what, r);
+  e.what.store(note_what_.load(r), r);
   e.root.store(root, r);
   e.peer.store(peer, r);
   e.dtype.store(static_cast<int8_t>(dtype), r);
@@ -125,25 +134,15 @@ void Recorder::start(const char* what, uint64_t coll, uint64_t count, int dtype,
   next_.store(i + 1, std::memory_order_release);
   running_ = &e;
   running_seq_ = i;
-  start_bytes_ = posted_bytes;
 }
 
-void Recorder::end(bool ok, uint64_t posted_bytes) noexcept {
-  Entry* e = running_;
-  if (e == nullptr) return;
-  running_ = nullptr;
-  constexpr auto r = std::memory_order_relaxed;
-  const uint64_t v = e->version.load(r) + 1;
-  e->version.store(v, r);
-  std::atomic_thread_fence(std::memory_order_release);
-  e->t1.store(ticks(), r);
-  e->bytes.store(posted_bytes - start_bytes_, r);
-  e->state.store(ok ? kDone : kFailed, r);
-  e->version.store(v + 1, std::memory_order_release);
+void Recorder::wait_ended() noexcept {
+  if (open_ && !noted_) end_ticks_ = ticks();
 }
 
 void Recorder::waiting(const std::vector<int>& peers) noexcept {
-  if (running_ == nullptr) return;
+  if (!open_) return;
+  settle();
   constexpr auto r = std::memory_order_relaxed;
   wait_seq_.store(UINT64_MAX, r);
   std::atomic_thread_fence(std::memory_order_release);
@@ -158,32 +157,67 @@ double Recorder::ns_per_tick() const noexcept {
   return tnow > tsc0_ && nsnow > ns0_ ? static_cast<double>(nsnow - ns0_) / static_cast<double>(tnow - tsc0_) : 1.0;
 }
 
+bool Recorder::take_note(uint64_t upto, Copy* x) const noexcept {
+  constexpr auto r = std::memory_order_relaxed;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const uint64_t v0 = note_version_.load(std::memory_order_acquire);
+    if (v0 & 1) continue;
+    *x = Copy{};
+    x->seq = note_seq_.load(r);
+    x->coll = note_coll_.load(r);
+    x->count = note_count_.load(r);
+    x->what = note_what_.load(r);
+    unpack_args(note_args_.load(r), &x->dtype, &x->op, &x->root, &x->peer);
+    x->state = kRunning;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (note_version_.load(r) != v0) continue;
+    // Noted and not yet in the ring: the newest call, begun and not waiting yet.
+    return x->what != nullptr && x->seq != UINT64_MAX && x->seq >= upto;
+  }
+  return false;
+}
+
 Recorder::Snapshot Recorder::snapshot() const {
   Snapshot s;
   const double npt = ns_per_tick();
   const uint64_t tnow = ticks();
   const uint64_t upto = next_.load(std::memory_order_acquire);
+  auto newest = [&s](const Copy& x, double ms) {
+    s.any = true;
+    s.what = x.what;
+    s.coll = x.coll;
+    s.count = x.count;
+    s.dtype = x.dtype;
+    s.op = x.op;
+    s.root = x.root;
+    s.peer = x.peer;
+    s.state = x.state;
+    s.ms = ms;
+  };
+  auto collective = [&s](const Copy& x) {
+    s.coll_what = x.what;
+    s.coll_seq = x.coll;
+    s.colls_done = x.state == kRunning ? x.coll - 1 : x.coll;
+  };
+  Copy x{};
+  if (take_note(upto, &x)) {
+    newest(x, 0.0);  // it has not waited yet: begun just now, as far as the ring knows
+    if (x.coll > 0) {
+      collective(x);
+      return s;
+    }
+  }
   // Newest first, far enough back to find the newest collective among point-to-point calls.
   const uint64_t oldest = upto > std::min<uint64_t>(n_, 4096) ? upto - std::min<uint64_t>(n_, 4096) : 0;
   for (uint64_t i = upto; i-- > oldest;) {
-    Copy x{};
     bool got = false;
     for (int attempt = 0; attempt < 100 && !(got = take(i, &x)); ++attempt) {
       if (ring_[i % n_].seq.load(std::memory_order_relaxed) > i) break;  // a newer lap: nothing older to find
     }
     if (!got) break;
     if (!s.any) {
-      s.any = true;
-      s.what = x.what;
-      s.coll = x.coll;
-      s.count = x.count;
-      s.dtype = x.dtype;
-      s.op = x.op;
-      s.root = x.root;
-      s.peer = x.peer;
-      s.state = x.state;
       const uint64_t since = x.state == kRunning ? x.t0 : x.t1;
-      s.ms = tnow > since ? static_cast<double>(tnow - since) * npt / 1e6 : 0.0;
+      newest(x, tnow > since ? static_cast<double>(tnow - since) * npt / 1e6 : 0.0);
       if (x.state == kRunning) {
         constexpr auto r = std::memory_order_relaxed;
         const uint64_t w0 = wait_seq_.load(std::memory_order_acquire);
@@ -195,9 +229,7 @@ Recorder::Snapshot Recorder::snapshot() const {
       }
     }
     if (x.coll > 0) {
-      s.coll_what = x.what;
-      s.coll_seq = x.coll;
-      s.colls_done = x.state == kRunning ? x.coll - 1 : x.coll;
+      collective(x);
       return s;
     }
   }
@@ -209,8 +241,10 @@ bool Recorder::take(uint64_t i, Copy* x) const noexcept {
   constexpr auto r = std::memory_order_relaxed;
   const uint64_t v0 = e.version.load(std::memory_order_acquire);
   if (v0 & 1) return false;
+  // The state first: end() writes the end time and bytes before it, under no new version.
+  const uint8_t state = e.state.load(std::memory_order_acquire);
   *x = Copy{e.seq.load(r), e.coll.load(r), e.count.load(r), e.t0.load(r), e.t1.load(r), e.bytes.load(r),
-            e.what.load(r), e.root.load(r), e.peer.load(r), e.dtype.load(r), e.op.load(r), e.state.load(r)};
+            e.what.load(r), e.root.load(r), e.peer.load(r), e.dtype.load(r), e.op.load(r), state};
   std::atomic_thread_fence(std::memory_order_acquire);
   return e.version.load(r) == v0 && x->seq == i && x->what != nullptr;
 }
@@ -228,19 +262,22 @@ std::string Recorder::json() const {
   out += buf;
   bool first = true;
   // Oldest first. Copies taken under the entry's version; one written meanwhile is left out.
+  // Then the call begun and not yet waiting, if any: its start time is not taken yet.
   const uint64_t upto = next_.load(std::memory_order_acquire);
-  for (uint64_t i = upto > n_ ? upto - n_ : 0; i < upto; ++i) {
+  for (uint64_t i = upto > n_ ? upto - n_ : 0; i <= upto; ++i) {
     Copy x{};
-    if (!take(i, &x)) continue;
+    const bool noted = i == upto;
+    if (noted ? !take_note(upto, &x) : !take(i, &x)) continue;
     const auto [seq, coll, count, t0, t1, bytes, what, root, peer, dtype, op, state] = x;
-    const double ago = static_cast<double>(tnow - t0) * ns_per_tick;
+    char ago[48] = "null";
+    if (!noted) std::snprintf(ago, sizeof ago, "%.0f", static_cast<double>(tnow - t0) * ns_per_tick);
     char dur[48] = "null";
     if (state != kRunning && t1 >= t0) std::snprintf(dur, sizeof dur, "%.0f", static_cast<double>(t1 - t0) * ns_per_tick);
     const std::string dt = dtype >= 0 ? std::string(dtype_name(static_cast<DataType>(dtype))) : "";
     const std::string rop = op >= 0 ? std::string(reduce_op_name(static_cast<ReduceOp>(op))) : "";
     std::snprintf(buf, sizeof buf,
                   "%s\n  {\"seq\": %llu, \"coll\": %llu, \"op\": \"%s\", \"count\": %llu, \"dtype\": \"%s\", "
-                  "\"redop\": \"%s\", \"root\": %d, \"peer\": %d, \"state\": \"%s\", \"started_ns_ago\": %.0f, "
+                  "\"redop\": \"%s\", \"root\": %d, \"peer\": %d, \"state\": \"%s\", \"started_ns_ago\": %s, "
                   "\"duration_ns\": %s, \"bytes\": %llu}",
                   first ? "" : ",", static_cast<unsigned long long>(seq), static_cast<unsigned long long>(coll), what,
                   static_cast<unsigned long long>(count), dt.c_str(), rop.c_str(), root, peer, state_name(state), ago,

@@ -50,6 +50,13 @@ bool Work::test() const {
 namespace detail {
 
 Result<void> WorkQueue::on_device(JobFn& fn) {
+  if (!bg_started_.load(std::memory_order_acquire)) {
+    unlocked_job_ = true;
+    Result<void> r = fn();
+    unlocked_job_ = false;
+    if (late_lock_.owns_lock()) late_lock_.unlock();  // kick() started the poll meanwhile
+    return r;
+  }
   std::lock_guard<std::mutex> dev(device_mu_);
   return fn();
 }
@@ -127,12 +134,19 @@ void WorkQueue::stop() {
 }
 
 void WorkQueue::kick() {
+  // The job that starts the background poll holds the device from here on
+  // (taken before bg_mu_, in the order the poll takes them).
+  if (unlocked_job_ && !late_lock_.owns_lock() && !bg_started_.load(std::memory_order_relaxed))
+    late_lock_ = std::unique_lock<std::mutex>(device_mu_);
   {
     std::lock_guard<std::mutex> lk(bg_mu_);
     if (bg_stop_ || !bg_poll_) return;
     bg_active_ = true;
     ++bg_kicks_;
-    if (!bg_.joinable()) bg_ = std::thread([this] { background_loop(); });
+    if (!bg_.joinable()) {
+      bg_started_.store(true, std::memory_order_release);  // from now on every job holds the device
+      bg_ = std::thread([this] { background_loop(); });
+    }
   }
   bg_cv_.notify_all();
 }

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The flight recorder's ring (issue 30): it wraps keeping the newest entries,
 // each whole, and readers on 7 threads parse a consistent JSON ring while a
-// writer records 200000 calls.
+// writer records 200000 calls or more; the times come from the waits.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -18,16 +19,17 @@ TEST(Recorder, WrapsKeepingTheNewestWholeEntries) {
   Recorder rec(16, 3, "unit");
   for (uint64_t i = 0; i < 40; ++i) {
     rec.start("allreduce", i + 1, 100 + i, 0, 0, -1, -1, i * 10);
+    if (i % 2 == 0) rec.settle();  // it waited; the odd ones never did (end() writes them)
     rec.end(i % 7 != 3, i * 10 + 8);
   }
-  rec.start("send", 0, 5, -1, -1, -1, 2, 0);  // still running
+  rec.start("send", 0, 5, -1, -1, -1, 2, 0);  // still running, and not waiting yet
   auto j = nlohmann::json::parse(rec.json());
   EXPECT_EQ(j["rank"], 3);
   EXPECT_EQ(j["comm"], "unit");
   const auto& e = j["entries"];
-  ASSERT_EQ(e.size(), 16u);
-  for (size_t k = 0; k < 15; ++k) {
-    const uint64_t i = 25 + k;  // entries 0..40 written; the last 16 kept
+  ASSERT_EQ(e.size(), 17u);  // the ring's 16 (calls 24 to 39), then the call just begun
+  for (size_t k = 0; k < 16; ++k) {
+    const uint64_t i = 24 + k;
     EXPECT_EQ(e[k]["seq"], i);
     EXPECT_EQ(e[k]["op"], "allreduce");
     EXPECT_EQ(e[k]["count"], 100 + i);
@@ -36,11 +38,55 @@ TEST(Recorder, WrapsKeepingTheNewestWholeEntries) {
     EXPECT_EQ(e[k]["bytes"], 8);
     EXPECT_EQ(e[k]["state"], i % 7 == 3 ? "failed" : "done");
     EXPECT_TRUE(e[k]["duration_ns"].is_number());
+    EXPECT_TRUE(e[k]["started_ns_ago"].is_number());
   }
-  EXPECT_EQ(e[15]["op"], "send");
-  EXPECT_EQ(e[15]["peer"], 2);
-  EXPECT_EQ(e[15]["state"], "running");
-  EXPECT_TRUE(e[15]["duration_ns"].is_null());
+  EXPECT_EQ(e[16]["seq"], 40);
+  EXPECT_EQ(e[16]["op"], "send");
+  EXPECT_EQ(e[16]["peer"], 2);
+  EXPECT_EQ(e[16]["count"], 5);
+  EXPECT_EQ(e[16]["state"], "running");
+  EXPECT_TRUE(e[16]["duration_ns"].is_null());
+  EXPECT_TRUE(e[16]["started_ns_ago"].is_null());  // its start time is taken when it first waits
+  // The job status sees it too: the newest call, running; the newest collective #40 done.
+  Recorder::Snapshot s = rec.snapshot();
+  EXPECT_STREQ(s.what, "send");
+  EXPECT_EQ(s.peer, 2);
+  EXPECT_EQ(s.state, Recorder::kRunning);
+  EXPECT_EQ(s.coll_seq, 40u);
+  EXPECT_EQ(s.colls_done, 40u);
+  rec.settle();
+  j = nlohmann::json::parse(rec.json());
+  ASSERT_EQ(j["entries"].size(), 16u);  // now in the ring, which dropped call 24
+  EXPECT_EQ(j["entries"][15]["seq"], 40);
+  EXPECT_TRUE(j["entries"][15]["started_ns_ago"].is_number());
+}
+
+// The times: a call's start is when it first waited (settle()); its end is
+// where its last long wait ended (wait_ended()), or its start when it only
+// waited briefly. The job status counts from them.
+TEST(Recorder, TimesComeFromTheWaits) {
+  using namespace std::chrono_literals;
+  Recorder rec(8, 0, "times");
+  rec.start("allreduce", 1, 2, 0, 0, -1, -1, 0);
+  rec.settle();
+  std::this_thread::sleep_for(30ms);
+  rec.wait_ended();  // a long wait
+  rec.end(true, 16);
+  rec.start("allreduce", 2, 2, 0, 0, -1, -1, 16);
+  rec.settle();
+  std::this_thread::sleep_for(30ms);  // busy, but not in a wait loop that read the clock
+  rec.end(true, 32);
+  std::this_thread::sleep_for(20ms);  // back in the application
+  auto e = nlohmann::json::parse(rec.json())["entries"];
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_GE(e[0]["duration_ns"].get<double>(), 25e6);
+  EXPECT_EQ(e[1]["duration_ns"].get<double>(), 0.0);
+  const Recorder::Snapshot s = rec.snapshot();
+  EXPECT_EQ(s.state, Recorder::kDone);
+  EXPECT_EQ(s.coll_seq, 2u);
+  // Since its end, taken as its start: the 20 ms in the application and the 30 before.
+  EXPECT_GE(s.ms, 45.0);
+  EXPECT_LT(s.ms, 5000.0);
 }
 
 TEST(Recorder, ReadersSeeAConsistentRingWhileItIsWritten) {
@@ -66,8 +112,11 @@ TEST(Recorder, ReadersSeeAConsistentRingWhileItIsWritten) {
         ++parsed;
       }
     });
-  for (uint64_t i = 0; i < 200'000; ++i) {
+  // At least 200 000 calls, and on until the readers have parsed a few rings
+  // (on a loaded host they may start after the first 200 000).
+  for (uint64_t i = 0; i < 200'000 || parsed.load() < 20; ++i) {
     rec.start("allreduce", i, i * 3, 0, 0, -1, -1, 0);
+    if (i % 3 != 0) rec.settle();  // the calls that wait; end() writes the others
     rec.end(true, 1);
   }
   stop = true;
