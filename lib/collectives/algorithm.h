@@ -68,15 +68,19 @@ Result<void> ring_allreduce_segments(Context& c, const Group& g, const CollArgs&
 /// allgather (hier_allreduce.cc).
 Result<void> hierarchical_allreduce(Context& c, const Group& g, const CollArgs& a);
 bool hierarchical_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
-/// The other collectives across hosts with the same number of ranks on
-/// every host (hier_collectives.cc): first in the table where usable.
+/// The other collectives across hosts (hier_collectives.cc), first in the
+/// table where usable: alltoall with the same number of ranks on every host,
+/// the others on any layout.
 bool hierarchical_even_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
 /// Whether the two-level model predicts the hierarchical `coll` (a block of
 /// `block_bytes` per rank, or the vector for broadcast and reduce) no slower
 /// than the flat algorithm under the world's alpha and beta (Hierarchy::world_cost).
-bool hierarchical_wins(const Context& c, const Group& g, Coll coll, double block_bytes) noexcept;
-/// hierarchical_even_usable() and hierarchical_wins() for collective K (the
-/// table's tests; instantiated for the five hierarchical entries).
+/// `root` (broadcast, reduce; -1: the root's rail reaches every host) adds the
+/// root host's own turn where its rail misses a host.
+bool hierarchical_wins(const Context& c, const Group& g, Coll coll, double block_bytes, int root = -1) noexcept;
+/// hierarchical_usable() (any layout) or hierarchical_even_usable()
+/// (alltoall), and hierarchical_wins(), for
+/// collective K (the table's tests; instantiated for the five hierarchical entries).
 template <Coll K>
 bool hierarchical_usable_for(const Context& c, const Group& g, const CollArgs& a) noexcept;
 Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollArgs& a);
