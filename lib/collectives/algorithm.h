@@ -68,19 +68,15 @@ Result<void> ring_allreduce_segments(Context& c, const Group& g, const CollArgs&
 /// allgather (hier_allreduce.cc).
 Result<void> hierarchical_allreduce(Context& c, const Group& g, const CollArgs& a);
 bool hierarchical_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
-/// The other collectives across hosts (hier_collectives.cc), first in the
-/// table where usable: alltoall with the same number of ranks on every host,
-/// the others on any layout.
-bool hierarchical_even_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
 /// Whether the two-level model predicts the hierarchical `coll` (a block of
 /// `block_bytes` per rank, or the vector for broadcast and reduce) no slower
 /// than the flat algorithm under the world's alpha and beta (Hierarchy::world_cost).
 /// `root` (broadcast, reduce; -1: the root's rail reaches every host) adds the
 /// root host's own turn where its rail misses a host.
 bool hierarchical_wins(const Context& c, const Group& g, Coll coll, double block_bytes, int root = -1) noexcept;
-/// hierarchical_usable() (any layout) or hierarchical_even_usable()
-/// (alltoall), and hierarchical_wins(), for
-/// collective K (the table's tests; instantiated for the five hierarchical entries).
+/// The other collectives across hosts (hier_collectives.cc, any layout),
+/// first in the table where usable: hierarchical_usable() and
+/// hierarchical_wins() for collective K (instantiated for the five entries).
 template <Coll K>
 bool hierarchical_usable_for(const Context& c, const Group& g, const CollArgs& a) noexcept;
 Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollArgs& a);
@@ -88,6 +84,12 @@ Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& 
 Result<void> hierarchical_broadcast(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_alltoall(Context& c, const Group& g, const CollArgs& a);
+/// Alltoallv (bytes) across hosts, one bundle per host pair through each
+/// host's rank 0 (hier_alltoallv.cc); the world group.
+Result<void> hierarchical_alltoallv(Context& c, const void* sendbuf, const std::vector<uint64_t>& scounts,
+                                    const std::vector<uint64_t>& sdispls, void* recvbuf,
+                                    const std::vector<uint64_t>& rcounts, const std::vector<uint64_t>& rdispls,
+                                    uint64_t tag);
 /// Predicted seconds of the hierarchical allreduce of `bytes` (the levels' cost models).
 double hierarchical_allreduce_s(const Context& c, size_t bytes) noexcept;
 Result<void> rabenseifner_allreduce(Context& c, const Group& g, const CollArgs& a);

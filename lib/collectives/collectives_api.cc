@@ -37,6 +37,45 @@ Result<void> check_bufs(int rank, const char* what, size_t bytes, const void* a,
 
 }  // namespace
 
+// An allreduce inside a running call: the algorithm the selector picks for
+// this size, on the call's next tag.
+Result<void> allreduce_run(Communicator::Impl& c, const void* in, void* out, size_t count, DataType type,
+                           ReduceOp op) {
+  const detail::Group& g = *c.world;
+  detail::Algo id = c.select.allreduce_memo(c.ctx, g, count * dtype_size(type));  // flat only where it fits
+  // The small-vector path, called directly (no tag: flat sends no message).
+  if (id == detail::Algo::kFlat) return detail::flat_allreduce(c.ctx, g, CollArgs{in, out, count, type, op});
+  const CollArgs a{in, out, count, type, op, 0, c.next_tag_base()};
+  // GREX_ALGO=direct on a device without one-sided operations: ring.
+  if (id == detail::Algo::kDirect && !detail::direct_usable(c.ctx, g, a)) id = detail::Algo::kRing;
+  // GREX_ALGO=hierarchical with every rank on one host (or one per host): ring.
+  if (id == detail::Algo::kHierarchical && !detail::hierarchical_usable(c.ctx, g, a)) id = detail::Algo::kRing;
+  return detail::allreduce_algorithm(id).run(c.ctx, g, a);
+}
+
+// Alltoallv across hosts: aggregated per host pair (hier_alltoallv.cc) where
+// the two-level model says so for the largest vector any rank sends, which
+// the ranks agree on first (their counts differ); else pairwise.
+Result<void> alltoallv_run(Communicator::Impl& c, const void* sendbuf, const std::vector<uint64_t>& sc,
+                           const std::vector<uint64_t>& sd, void* recvbuf, const std::vector<uint64_t>& rc,
+                           const std::vector<uint64_t>& rd) {
+  const detail::Hierarchy* h = c.ctx.hier;
+  bool aggregate = false;
+  if (h != nullptr && h->host_count() > 1 && h->host_count() < c.size &&
+      detail::hierarchical_usable(c.ctx, *c.world, CollArgs{})) {
+    uint64_t most = 0;
+    for (uint64_t b : sc) most += b;
+    uint8_t* b = GREX_TRY(c.bufs->small_bounce(&most, sizeof most));  // registered where the device wants it
+    uint64_t* v = b != nullptr ? reinterpret_cast<uint64_t*>(b) : &most;
+    *v = most;
+    GREX_TRY(allreduce_run(c, v, v, 1, DataType::kInt64, ReduceOp::kMax));  // byte counts: far below 2^63
+    const double block = static_cast<double>(*v) / c.size;
+    aggregate = detail::hierarchical_wins(c.ctx, *c.world, Coll::kAlltoall, block);
+  }
+  if (aggregate) return detail::hierarchical_alltoallv(c.ctx, sendbuf, sc, sd, recvbuf, rc, rd, c.next_tag_base());
+  return detail::pairwise_alltoallv(c.ctx, *c.world, sendbuf, sc, sd, recvbuf, rc, rd, c.next_tag_base());
+}
+
 Result<Job> barrier_job(Communicator::Impl& c) {
   return Job([&c]() -> Result<void> {
     GREX_TRY(c.check_usable("barrier"));
@@ -74,18 +113,7 @@ Result<Job> allreduce_job(Communicator::Impl& c, const void* sendbuf, void* recv
       if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
       return ok();
     }
-    auto run = [&](const void* in, void* out) -> Result<void> {
-      const detail::Group& g = *c.world;
-      detail::Algo id = c.select.allreduce_memo(c.ctx, g, bytes);  // flat only where it fits
-      // The small-vector path, called directly (no tag: flat sends no message).
-      if (id == detail::Algo::kFlat) return detail::flat_allreduce(c.ctx, g, CollArgs{in, out, count, type, op});
-      const CollArgs a{in, out, count, type, op, 0, c.next_tag_base()};
-      // GREX_ALGO=direct on a device without one-sided operations: ring.
-      if (id == detail::Algo::kDirect && !detail::direct_usable(c.ctx, g, a)) id = detail::Algo::kRing;
-      // GREX_ALGO=hierarchical with every rank on one host (or one per host): ring.
-      if (id == detail::Algo::kHierarchical && !detail::hierarchical_usable(c.ctx, g, a)) id = detail::Algo::kRing;
-      return detail::allreduce_algorithm(id).run(c.ctx, g, a);
-    };
+    auto run = [&](const void* in, void* out) { return allreduce_run(c, in, out, count, type, op); };
     // A small vector in memory the device would register for this call only
     // (verbs: pinning the pages costs more than the whole exchange) goes
     // through a buffer the Communicator keeps registered, as NCCL's do.
@@ -187,8 +215,7 @@ static Result<Job> alltoallv_job(Communicator::Impl& c, const void* sendbuf, std
     GREX_TRY(c.check_usable("alltoallv"));
     c.begin({"alltoallv", nullptr, 0, static_cast<int>(type), -1, -1});
     if (c.size == 1) return detail::alltoallv_own_block(c.ctx, *c.world, sendbuf, sc, sd, recvbuf, rc, rd);
-    return c.finish(detail::pairwise_alltoallv(c.ctx, *c.world, sendbuf, sc, sd, recvbuf, rc, rd, c.next_tag_base()),
-                    "alltoallv");
+    return c.finish(alltoallv_run(c, sendbuf, sc, sd, recvbuf, rc, rd), "alltoallv");
   });
 }
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The other collectives across hosts, on the levels of hierarchy.h.
-// Alltoall needs the same number of ranks L on every host (uneven hosts run
-// the flat algorithm); the others run on any layout. Rank (h, j) is local rank j of host h; rail j links the
+// The other collectives across hosts, on the levels of hierarchy.h, on any
+// layout (the even one, the same number of ranks L on every host, first). Rank (h, j) is local rank j of host h; rail j links the
 // ranks (h, j) of every host that has one. Blocks are permuted through a
 // scratch buffer so each level moves contiguous ranges.
 //   reduce_scatter: blocks packed rail by rail; intra-host reduce-scatter
@@ -20,8 +19,8 @@
 //     one message per host pair (L blocks); unpacked into rank order.
 // Per rank, (H-1) blocks cross hosts in reduce_scatter and allgather, where a
 // flat ring sends (n-1) blocks over each link that leaves a host.
-//   Uneven hosts (reduce_scatter, allgather): through each host's rank 0 and
-//   rail 0, with host bundles (its ranks' blocks): see uneven_allgather().
+//   Uneven hosts (reduce_scatter, allgather, alltoall): through each host's
+//   rank 0 and rail 0, with host bundles: see uneven_allgather().
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -36,18 +35,6 @@ namespace {
 // Rank of (host h, local j).
 int rank_of(const Hierarchy& h, int host, int j) { return h.hosts[static_cast<size_t>(host)][static_cast<size_t>(j)]; }
 
-void enter(const Context& c, Hierarchy& h) {
-  for (Level* l : {&h.local, &h.rail}) {  // errors name the call
-    l->ctx.call = c.call;
-    l->ctx.ncoll = c.ncoll;
-  }
-}
-
-// Makes `b` hold `bytes` (device memory: registered once, not per call).
-Result<void> grow(Context& c, Hierarchy::Buffer& b, size_t bytes) {
-  return grow_region(c.bufs->device(), b.mr, b.have, std::max<size_t>(bytes, 1));
-}
-
 Result<void> run_on(Level& l, Coll coll, const CollArgs& a) {
   return first_usable(coll, l.ctx, *l.group, a).run(l.ctx, *l.group, a);
 }
@@ -60,8 +47,15 @@ bool even_hosts(const Hierarchy& h) noexcept {
 
 }  // namespace
 
-bool hierarchical_even_usable(const Context& c, const Group& g, const CollArgs&) noexcept {
-  return hierarchical_usable(c, g, CollArgs{}) && even_hosts(*c.hier);
+void enter_levels(const Context& c, Hierarchy& h) {
+  for (Level* l : {&h.local, &h.rail}) {  // errors name the call
+    l->ctx.call = c.call;
+    l->ctx.ncoll = c.ncoll;
+  }
+}
+
+Result<void> grow_buffer(Context& c, Hierarchy::Buffer& b, size_t bytes) {
+  return grow_region(c.bufs->device(), b.mr, b.have, std::max<size_t>(bytes, 1));
 }
 
 // The two-level model against the flat algorithm's (the world's model holds
@@ -101,10 +95,17 @@ bool hierarchical_wins(const Context& c, const Group& g, Coll coll, double block
       }
       break;
     }
-    case Coll::kAlltoall:  // pairwise steps: one block each, or H blocks inside and L blocks along the rail
+    case Coll::kAlltoall: {  // pairwise steps: one block each, or H blocks inside and L blocks along the rail
       flat = (n - 1) * (world_cost_alpha + B * world_cost_beta);
-      hier = (L - 1) * (lo.alpha_s + H * B * lo.beta_s_per_byte) + (H - 1) * (net.alpha_s + L * B * net.beta_s_per_byte);
+      int widest = 0;
+      for (const auto& hs : h.hosts) widest = std::max(widest, static_cast<int>(hs.size()));
+      const double W = widest;
+      if (even_hosts(h))
+        hier = (L - 1) * (lo.alpha_s + H * B * lo.beta_s_per_byte) + (H - 1) * (net.alpha_s + L * B * net.beta_s_per_byte);
+      else  // uneven: the whole vectors to the host's rank 0 and back, W x W blocks per host pair
+        hier = 2 * (W - 1) * (lo.alpha_s + n * B * lo.beta_s_per_byte) + (H - 1) * (net.alpha_s + W * W * B * net.beta_s_per_byte);
       break;
+    }
     default: {  // broadcast, reduce: binomial trees of the whole vector, on the widest host
       int widest = 1;
       for (const auto& hs : h.hosts) widest = std::max(widest, static_cast<int>(hs.size()));
@@ -143,7 +144,7 @@ Result<void> uneven_allgather(Context& c, const CollArgs& a) {
   const int H = h.host_count(), me = c.rank, mine = h.host_of[static_cast<size_t>(me)];
   const size_t block = a.count * dtype_size(a.type), n = h.host_of.size();
   const Bundles b(h, block);
-  GREX_TRY(grow(c, h.pack, block * n));
+  GREX_TRY(grow_buffer(c, h.pack, block * n));
   uint8_t* all = h.pack.data();
   const bool local = h.local.group->size() > 1;
   if (local)
@@ -184,8 +185,8 @@ Result<void> uneven_reduce_scatter(Context& c, const CollArgs& a) {
   const bool lead = h.local_of[static_cast<size_t>(me)] == 0, local = own > 1;
   const Bundles b(h, block);
   if (lead) {
-    GREX_TRY(grow(c, h.mid, block * std::max(n, static_cast<size_t>(H) * own)));
-    GREX_TRY(grow(c, h.pack, block * n));
+    GREX_TRY(grow_buffer(c, h.mid, block * std::max(n, static_cast<size_t>(H) * own)));
+    GREX_TRY(grow_buffer(c, h.pack, block * n));
   }
   uint8_t* sum = lead ? h.mid.data() : nullptr;
   if (local)
@@ -230,19 +231,85 @@ Result<void> uneven_reduce_scatter(Context& c, const CollArgs& a) {
   return ok();
 }
 
+// Uneven hosts: each host's rank 0 gathers its ranks' send vectors, sends
+// host x one bundle on rail 0 (for each of x's ranks, what each local rank
+// sends it), and hands each local rank what came for it. One message per
+// host pair, as the even form; the bytes are alltoall's.
+Result<void> uneven_alltoall(Context& c, const CollArgs& a) {
+  Hierarchy& h = *c.hier;
+  const int H = h.host_count(), me = c.rank, mine = h.host_of[static_cast<size_t>(me)];
+  const size_t block = a.count * dtype_size(a.type), n = h.host_of.size();
+  const auto& here = h.hosts[static_cast<size_t>(mine)];
+  const size_t L = here.size(), vec = n * block;
+  const bool lead = h.local_of[static_cast<size_t>(me)] == 0;
+  if (lead) {
+    GREX_TRY(grow_buffer(c, h.pack, L * vec));
+    GREX_TRY(grow_buffer(c, h.mid, L * vec));
+  }
+  // In and out of the host's rank 0: each local rank's whole vector.
+  auto local_exchange = [&](const void* from, void* to, bool gather, uint64_t tag) -> Result<void> {
+    std::vector<uint64_t> sc(L, 0), sd(L, 0), rc(L, 0), rd(L, 0);
+    std::vector<uint64_t>& lead_counts = gather ? rc : sc;  // the rank 0's side: a vector per local rank
+    std::vector<uint64_t>& lead_displs = gather ? rd : sd;
+    for (size_t k = 0; lead && k < L; ++k) {
+      lead_counts[k] = vec;
+      lead_displs[k] = k * vec;
+    }
+    (gather ? sc : rc)[0] = vec;  // every rank's side: its vector, to or from the rank 0
+    return pairwise_alltoallv(h.local.ctx, *h.local.group, from, sc, sd, to, rc, rd, tag);
+  };
+  if (L > 1) {
+    GREX_TRY(local_exchange(a.send, lead ? h.pack.data() : nullptr, true, a.tag));
+  } else if (block > 0) {
+    std::memcpy(h.pack.data(), a.send, vec);
+  }
+  if (lead) {
+    // mid: bundle x = [x's rank k][local rank j] = what j sends to rank hosts[x][k].
+    std::vector<uint64_t> sc(static_cast<size_t>(H)), sd(sc.size()), rc(sc.size()), rd(sc.size());
+    uint64_t at = 0;
+    for (size_t x = 0; x < sc.size(); ++x) {
+      const auto& there = h.hosts[x];
+      sd[x] = rd[x] = at;
+      sc[x] = rc[x] = there.size() * L * block;
+      for (size_t k = 0; k < there.size(); ++k)
+        for (size_t j = 0; j < L; ++j)
+          std::memcpy(h.mid.data() + at + (k * L + j) * block,
+                      h.pack.data() + j * vec + static_cast<size_t>(there[k]) * block, block);
+      at += sc[x];
+    }
+    // From host x: [my rank k][x's rank j], into pack.
+    if (H > 1) {
+      GREX_TRY(pairwise_alltoallv(h.rail.ctx, *h.rail.group, h.mid.data(), sc, sd, h.pack.data(), rc, rd, a.tag));
+    } else {
+      std::memcpy(h.pack.data(), h.mid.data(), at);
+    }
+    // mid: [my rank k][n blocks in source rank order].
+    for (size_t x = 0; x < sc.size(); ++x) {
+      const auto& there = h.hosts[x];
+      for (size_t k = 0; k < L; ++k)
+        for (size_t j = 0; j < there.size(); ++j)
+          std::memcpy(h.mid.data() + k * vec + static_cast<size_t>(there[j]) * block,
+                      h.pack.data() + rd[x] + (k * there.size() + j) * block, block);
+    }
+  }
+  if (L > 1) return local_exchange(lead ? h.mid.data() : nullptr, a.recv, false, a.tag | (1ull << 17));
+  if (block > 0) std::memcpy(a.recv, h.mid.data(), vec);
+  return ok();
+}
+
 }  // namespace
 
 Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollArgs& a) {
   (void)g;
   Hierarchy& h = *c.hier;
-  enter(c, h);
+  enter_levels(c, h);
   if (!even_hosts(h)) return uneven_reduce_scatter(c, a);
   const int H = h.host_count(), L = h.rails;
   const size_t es = dtype_size(a.type), block = a.count * es;
   const ReduceOp op = a.op == ReduceOp::kAvg ? ReduceOp::kSum : a.op;
   // pack[j][host]: the block of rank (host, j)
-  GREX_TRY(grow(c, h.pack, block * static_cast<size_t>(H * L)));
-  GREX_TRY(grow(c, h.mid, block * static_cast<size_t>(H)));
+  GREX_TRY(grow_buffer(c, h.pack, block * static_cast<size_t>(H * L)));
+  GREX_TRY(grow_buffer(c, h.mid, block * static_cast<size_t>(H)));
   const auto* in = static_cast<const uint8_t*>(a.send);
   for (int j = 0; j < L; ++j)
     for (int x = 0; x < H; ++x)
@@ -261,12 +328,12 @@ Result<void> hierarchical_reduce_scatter(Context& c, const Group& g, const CollA
 Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& a) {
   (void)g;
   Hierarchy& h = *c.hier;
-  enter(c, h);
+  enter_levels(c, h);
   if (!even_hosts(h)) return uneven_allgather(c, a);
   const int H = h.host_count(), L = h.rails;
   const size_t block = a.count * dtype_size(a.type);
-  GREX_TRY(grow(c, h.mid, block * static_cast<size_t>(H)));
-  GREX_TRY(grow(c, h.pack, block * static_cast<size_t>(H * L)));
+  GREX_TRY(grow_buffer(c, h.mid, block * static_cast<size_t>(H)));
+  GREX_TRY(grow_buffer(c, h.pack, block * static_cast<size_t>(H * L)));
   GREX_TRY(run_on(h.rail, Coll::kAllgather, CollArgs{a.send, h.mid.data(), a.count, a.type, ReduceOp::kSum, 0, a.tag}));
   GREX_TRY(run_on(h.local, Coll::kAllgather,
                   CollArgs{h.mid.data(), h.pack.data(), a.count * H, a.type, ReduceOp::kSum, 0, a.tag | (1ull << 17)}));
@@ -284,11 +351,12 @@ Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& 
 Result<void> hierarchical_alltoall(Context& c, const Group& g, const CollArgs& a) {
   (void)g;
   Hierarchy& h = *c.hier;
-  enter(c, h);
+  enter_levels(c, h);
+  if (!even_hosts(h)) return uneven_alltoall(c, a);
   const int H = h.host_count(), L = h.rails;
   const size_t block = a.count * dtype_size(a.type), all = block * static_cast<size_t>(H * L);
-  GREX_TRY(grow(c, h.pack, all));
-  GREX_TRY(grow(c, h.mid, all));
+  GREX_TRY(grow_buffer(c, h.pack, all));
+  GREX_TRY(grow_buffer(c, h.mid, all));
   const auto* in = static_cast<const uint8_t*>(a.send);
   auto at = [block](Hierarchy::Buffer& v, int outer, int inner, int n_inner) {
     return v.data() + (static_cast<size_t>(outer) * static_cast<size_t>(n_inner) + static_cast<size_t>(inner)) * block;
@@ -324,7 +392,7 @@ int root_rail(const Hierarchy& h, int root) noexcept {
 Result<void> hierarchical_broadcast(Context& c, const Group& g, const CollArgs& a) {
   (void)g;
   Hierarchy& h = *c.hier;
-  enter(c, h);
+  enter_levels(c, h);
   const int root_host = h.host_of[static_cast<size_t>(a.root)], root_j = h.local_of[static_cast<size_t>(a.root)];
   const int me = c.rank, my_host = h.host_of[static_cast<size_t>(me)];
   const int via = root_rail(h, a.root);
@@ -350,7 +418,7 @@ Result<void> hierarchical_broadcast(Context& c, const Group& g, const CollArgs& 
 Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a) {
   (void)g;
   Hierarchy& h = *c.hier;
-  enter(c, h);
+  enter_levels(c, h);
   const int root_host = h.host_of[static_cast<size_t>(a.root)], root_j = h.local_of[static_cast<size_t>(a.root)];
   const int me = c.rank, my_host = h.host_of[static_cast<size_t>(me)];
   const int via = root_rail(h, a.root);
@@ -359,7 +427,7 @@ Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a) 
   const ReduceOp op = a.op == ReduceOp::kAvg ? ReduceOp::kSum : a.op;
   const size_t bytes = a.count * dtype_size(a.type);
   const uint64_t rail_tag = a.tag | (1ull << 17);
-  if (on_rail) GREX_TRY(grow(c, h.mid, bytes));
+  if (on_rail) GREX_TRY(grow_buffer(c, h.mid, bytes));
   void* host_sum = on_rail ? static_cast<void*>(h.mid.data()) : nullptr;
   if (via != root_j && my_host == root_host) {
     // The other hosts' sum comes to this host's rail-0 rank first (its own
@@ -397,10 +465,7 @@ namespace grex::detail {
 template <Coll K>
 bool hierarchical_usable_for(const Context& c, const Group& g, const CollArgs& a) noexcept {
   const double bytes = static_cast<double>(a.count * dtype_size(a.type));
-  if constexpr (K != Coll::kAlltoall)  // any layout
-    return hierarchical_usable(c, g, a) && hierarchical_wins(c, g, K, bytes, a.root);
-  else
-    return hierarchical_even_usable(c, g, a) && hierarchical_wins(c, g, K, bytes);
+  return hierarchical_usable(c, g, a) && hierarchical_wins(c, g, K, bytes, a.root);
 }
 template bool hierarchical_usable_for<Coll::kReduceScatter>(const Context&, const Group&, const CollArgs&) noexcept;
 template bool hierarchical_usable_for<Coll::kAllgather>(const Context&, const Group&, const CollArgs&) noexcept;

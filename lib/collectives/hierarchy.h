@@ -53,4 +53,9 @@ struct Hierarchy {
   }
 };
 
+/// The levels' contexts take the call's signature (their errors name it).
+void enter_levels(const Context& c, Hierarchy& h);
+/// Makes `b` hold `bytes` (device memory: registered once, not per call).
+Result<void> grow_buffer(Context& c, Hierarchy::Buffer& b, size_t bytes);
+
 }  // namespace grex::detail

@@ -56,6 +56,35 @@ int rails_in(const std::string& layout) {
   return rails;
 }
 
+// alltoallv: rank a sends rank b (a + b) % 3 * count + b int32s, packed in
+// reverse rank order with a gap of 5; blocks land in rank order with a gap
+// of 2, which stays untouched. Returns the bytes this rank sent to ranks on
+// other hosts (in `crossing`, where given).
+int check_alltoallv(Communicator& c, const std::string& layout, size_t count, uint64_t* crossing = nullptr) {
+  const int rank = c.rank();
+  const size_t un = static_cast<size_t>(c.size());
+  auto elems = [count](size_t from, size_t to) { return (from + to) % 3 * count + to; };
+  std::vector<size_t> sc(un), sd(un), rc(un), rd(un);
+  size_t so = 0, ro = 0;
+  for (size_t j = un; j-- > 0;) sd[j] = so, sc[j] = elems(static_cast<size_t>(rank), j), so += sc[j] + 5;
+  for (size_t i = 0; i < un; ++i) rd[i] = ro, rc[i] = elems(i, static_cast<size_t>(rank)), ro += rc[i] + 2;
+  std::vector<int32_t> in(so, -7), out(ro, -1);
+  for (size_t j = 0; j < un; ++j)
+    for (size_t k = 0; k < sc[j]; ++k) in[sd[j] + k] = static_cast<int32_t>(j * 100000 + static_cast<size_t>(rank) * 1000 + k);
+  if (!c.alltoallv(in.data(), sc, sd, out.data(), rc, rd, DataType::kInt32)) return 1;
+  for (size_t i = 0; i < un; ++i) {
+    for (size_t k = 0; k < rc[i]; ++k)
+      if (out[rd[i] + k] != static_cast<int32_t>(static_cast<size_t>(rank) * 100000 + i * 1000 + k)) return 1;
+    if (out[rd[i] + rc[i]] != -1 || out[rd[i] + rc[i] + 1] != -1) return 1;
+  }
+  if (crossing != nullptr) {
+    *crossing = 0;
+    for (size_t j = 0; j < un; ++j)
+      if (layout[j] != layout[static_cast<size_t>(rank)]) *crossing += sc[j] * 4;
+  }
+  return 0;
+}
+
 class Hosts : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Hosts, EveryCollectiveMatchesTheReference) {
@@ -76,6 +105,7 @@ TEST_P(Hosts, EveryCollectiveMatchesTheReference) {
         if (rails_in(layout) > 1) RANK_CHECK(c->allreduce_algorithm(size_t{64} << 20) == "hierarchical");
       }
       RANK_CHECK(check_every_collective(*c) == 0);
+      for (size_t count : {size_t{1}, size_t{33}, size_t{20000}}) RANK_CHECK(check_alltoallv(*c, layout, count) == 0);
       for (int root = 0; root < c->size(); ++root) {  // every root: its rail and its host differ
         std::vector<int32_t> b(70001, r.rank == root ? root * 3 + 1 : -1);
         RANK_OK(c->broadcast(b.data(), b.size(), DataType::kInt32, root));
@@ -178,8 +208,10 @@ TEST(HostsCounters, BytesCrossingHostsAsTheorySays) {
 // crosses hosts once, where the flat binomial trees cross twice. Allgather
 // and reduce_scatter go through each host's rank 0 too, as host bundles
 // (A: 3 blocks, B: 1): 4 blocks cross, where a flat ring moves 3 blocks over
-// each of its 2 crossing links. (Small blocks: the fixed model picks the
-// hierarchical forms there; the Hosts suite checks every size's values.)
+// each of its 2 crossing links. Alltoall sends one bundle each way (3
+// blocks), the flat exchange the same bytes as 6 messages. (Small blocks:
+// the fixed model picks the hierarchical forms there; the Hosts suite checks
+// every size's values.)
 TEST(HostsUneven, ThroughRailZero) {
   if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
   const std::string layout = "AAAB";
@@ -209,22 +241,68 @@ TEST(HostsUneven, ThroughRailZero) {
     RANK_OK(c->reduce_scatter(all.data(), mine.data(), kBlock, DataType::kFloat32, ReduceOp::kSum));
     const uint64_t rs = c->stats().bytes_inter_host - before;
     RANK_CHECK(mine.front() == 40.0f * static_cast<float>(r.rank) + 6.0f && mine.back() == mine.front());
+    // Alltoall: one bundle each way between the hosts' rank 0s (3 blocks each);
+    // the flat pairwise exchange sends the same 6 blocks as 6 messages.
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<float>(100 * r.rank + i / kBlock);
+    std::vector<float> got(all.size(), -1.0f);
+    before = c->stats().bytes_inter_host;
+    RANK_OK(c->alltoall(all.data(), got.data(), kBlock, DataType::kFloat32));
+    const uint64_t a2a = c->stats().bytes_inter_host - before;
+    for (int p = 0; p < 4; ++p)
+      RANK_CHECK(got[static_cast<size_t>(p) * kBlock + 3] == static_cast<float>(100 * p + r.rank));
+    // Alltoallv of small vectors: one bundle each way too (its 8-byte length
+    // ahead, and a length per piece inside: 3 each way), after the ranks
+    // agree on the largest vector (an 8-byte allreduce, once across each
+    // way): 80 bytes beyond the data. The flat exchange would send 6 pieces
+    // across, each with a length ahead: 64 with the agreement.
+    uint64_t v_data = 0;
+    before = c->stats().bytes_inter_host;
+    RANK_CHECK(check_alltoallv(*c, layout, 3, &v_data) == 0);
+    const uint64_t a2av = c->stats().bytes_inter_host - before - v_data;
     // Every rank's share, summed (read before this allreduce's own bytes).
     std::vector<int64_t> t{static_cast<int64_t>(bcast), static_cast<int64_t>(red), static_cast<int64_t>(ag),
-                           static_cast<int64_t>(rs)};
+                           static_cast<int64_t>(rs), static_cast<int64_t>(a2a), static_cast<int64_t>(a2av)};
     RANK_OK(c->allreduce(t.data(), t.size(), DataType::kInt64, ReduceOp::kSum));
     // Rail 0's exchange of bundles sends an 8-byte length ahead each way.
-    const int64_t vec = kCount * 4, blocks = 4 * kBlock * 4 + 2 * 8;
-    if (t[0] != vec || t[1] != vec || t[2] != blocks || t[3] != blocks) {
+    const int64_t vec = kCount * 4, blocks = 4 * kBlock * 4 + 2 * 8, a2a_want = 6 * kBlock * 4 + 2 * 8;
+    if (t[0] != vec || t[1] != vec || t[2] != blocks || t[3] != blocks || t[4] != a2a_want || t[5] != 2 * 8 + 6 * 8 + 2 * 8) {
       std::fprintf(stderr,
                    "rank %d: bytes across hosts: broadcast %lld, reduce %lld (want %lld), allgather %lld, "
-                   "reduce_scatter %lld (want %lld)\n",
+                   "reduce_scatter %lld (want %lld), alltoall %lld (want %lld), alltoallv beyond its data %lld "
+                   "(want 80)\n",
                    r.rank, static_cast<long long>(t[0]), static_cast<long long>(t[1]), static_cast<long long>(vec),
-                   static_cast<long long>(t[2]), static_cast<long long>(t[3]), static_cast<long long>(blocks));
+                   static_cast<long long>(t[2]), static_cast<long long>(t[3]), static_cast<long long>(blocks),
+                   static_cast<long long>(t[4]), static_cast<long long>(a2a_want), static_cast<long long>(t[5]));
       return 1;
     }
     return 0;
   }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Alltoallv through the hosts' rank 0s still names a pair that disagrees,
+// even where the bundle's total is right: rank 0 sends rank 3 one int32 more
+// than rank 3 expects, rank 1 one less. Rank 3 (B's rank 0) finds it in the
+// pieces' lengths and fails the call naming the pair; every other rank fails
+// this call or, where its own data had come whole, its next one.
+TEST(HostsUneven, AlltoallvMismatchIsNamed) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  auto res = run_ranks(4, [&](Rank& r) -> int {
+    auto c = make_comm(r, across_hosts(r, "AAAB", "auto", "uneven-mismatch"));
+    RANK_CHECK(c != nullptr);
+    std::vector<size_t> sc(4, 2), sd{0, 4, 8, 12}, rc(4, 2), rd{0, 4, 8, 12};
+    if (r.rank == 0) sc[3] = 3;
+    if (r.rank == 1) sc[3] = 1;
+    std::vector<int32_t> in(16, r.rank), out(16, -1);
+    auto e = c->alltoallv(in.data(), sc, sd, out.data(), rc, rd, DataType::kInt32);
+    if (e) RANK_CHECK(!c->barrier());
+    if (r.rank == 3) {
+      RANK_CHECK(!e);
+      RANK_CHECK(e.error().code() == Errc::kMismatch);
+      RANK_CHECK(e.error().message().find("rank 0 sends 12 bytes to rank 3, which expects 8") != std::string::npos);
+    }
+    return 0;
+  }, 120);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
