@@ -19,6 +19,9 @@
 # bytes grex sent across hosts in one call of each size (CommStats).
 #
 # Usage: bench/hosts_compare.sh      (env: BUILD=build, ROUNDS=3, SIZES="1M 4M 16M 64M 256M")
+# COMPRESS=bf16|fp16|int8 instead compares grex hier with itself compressed
+# (grex-perf --compress: float32 sums inside a host, the format between hosts);
+# no peers run then.
 # Needs root, iproute2, a build with DPDK and bench/gloo_allreduce, mpicc and mpirun.
 set -uo pipefail
 
@@ -76,8 +79,9 @@ grex() {
   token="bench-$$-$RANDOM"
   hosts_start_store "$STORE" "$token" "$tmp/store.log" 600 >&2 || { echo "nan nan"; return; }
   port=$store_port
-  local backend=auto
+  local backend=auto extra=()
   [[ $variant == flat ]] && backend=dpdk
+  [[ $variant == hier-* ]] && extra=(--compress "${variant#hier-}")
   for ((h = 0; h < 2; ++h)); do
     for ((i = 0; i < 2; ++i, ++r)); do
       GREX_RANK=$r GREX_WORLD_SIZE=$ranks GREX_JOB_TOKEN=$token GREX_STORE_ADDR=10.96.0.1:$port \
@@ -86,7 +90,7 @@ grex() {
         GREX_DPDK_PORT="net_af_packet$i,iface=d$i,framesz=10240,blocksz=20480,framecnt=512" \
         GREX_DPDK_IP="10.97.$h.$((i + 1))" GREX_DPDK_MTU=9000 GREX_DPDK_LCORE=$((r % ncpu)) \
         timeout 300 ip netns exec "$(host_ns "$h")" "$PERF" allreduce -b "$size" -e "$size" -n "$n" -w "$w" -c 0 \
-        --inplace 0 --json "$tmp/grex.r$r.json" >"$tmp/grex.r$r.log" 2>&1 &
+        --inplace 0 "${extra[@]}" --json "$tmp/grex.r$r.json" >"$tmp/grex.r$r.log" 2>&1 &
       pids+=($!)
     done
   done
@@ -153,6 +157,25 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f-%.0f", lo, hi }'; }
 fmt() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
 
+if [[ -n ${COMPRESS:-} ]]; then
+  echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; grex hier float32 vs $COMPRESS between hosts; median of $ROUNDS alternating rounds (min-max), us"
+  for size in $SIZES; do
+    declare -a th=() tc=() bh=() bc=()
+    for ((k = 0; k < ROUNDS; ++k)); do
+      read -r t b <<<"$(grex hier "$size")"
+      th+=("$t") bh+=("$b")
+      read -r t b <<<"$(grex "hier-$COMPRESS" "$size")"
+      tc+=("$t") bc+=("$b")
+    done
+    mh=$(printf '%s\n' "${th[@]}" | median)
+    mc=$(printf '%s\n' "${tc[@]}" | median)
+    printf '| %s | %s (%s) | %s (%s) | %.2f | %s / %s |\n' "$size" "$(fmt "$mh")" "$(printf '%s\n' "${th[@]}" | span)" \
+      "$(fmt "$mc")" "$(printf '%s\n' "${tc[@]}" | span)" "$(awk -v a="$mc" -v b="$mh" 'BEGIN { print a / b }')" \
+      "${bh[0]}" "${bc[0]}"
+  done
+  echo "# columns: size | grex hier float32 | grex hier $COMPRESS | $COMPRESS/float32 | bytes across hosts per call, rank 0: float32 / $COMPRESS"
+  exit 0
+fi
 echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; median of $ROUNDS alternating rounds (min-max), us"
 echo "# $(mpirun --version 2>/dev/null | head -n 1); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for size in $SIZES; do

@@ -67,6 +67,13 @@ Result<void> ring_allreduce_segments(Context& c, const Group& g, const CollArgs&
 /// allreduce across hosts (one rail per local index, in parallel), intra-host
 /// allgather (hier_allreduce.cc).
 Result<void> hierarchical_allreduce(Context& c, const Group& g, const CollArgs& a);
+struct Level;
+/// The rail level's allreduce of one shard in place (ra: its elements, a sum,
+/// the call's tag), `first` its first element in the whole vector.
+using RailAllreduce = std::function<Result<void>(Level& rail, const CollArgs& ra, size_t first)>;
+/// hierarchical_allreduce() with the shards' allreduce across hosts given
+/// (the compressed allreduce's: compressed on the network level only).
+Result<void> hierarchical_allreduce_via(Context& c, const CollArgs& a, const RailAllreduce& rail_allreduce);
 bool hierarchical_usable(const Context& c, const Group& g, const CollArgs& a) noexcept;
 /// Whether the two-level model predicts the hierarchical `coll` (a block of
 /// `block_bytes` per rank, or the vector for broadcast and reduce) no slower

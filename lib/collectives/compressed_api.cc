@@ -4,6 +4,7 @@
 // deadline allreduce (deadline_allreduce.cc).
 #include "collectives/algorithm.h"
 #include "collectives/comm_impl.h"
+#include "collectives/hierarchy.h"
 #include "collectives/jobs.h"
 
 namespace grex {
@@ -57,6 +58,19 @@ Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, vo
                                              op, fraction, residual),
                       what);
     const detail::CollArgs a{sendbuf, recvbuf, count, type, op, 0, c.next_tag_base()};
+    // Across hosts, where the model takes the hierarchical allreduce for this
+    // size: exact float32 sums inside each host, the shards compressed between
+    // hosts only (each rank's residual kept for its own shard's elements).
+    if (c.ctx.hier != nullptr && detail::hierarchical_usable(c.ctx, *c.world, a) &&
+        c.select.allreduce_memo(c.ctx, *c.world, count * dtype_size(type)) == detail::Algo::kHierarchical)
+      return c.finish(detail::hierarchical_allreduce_via(
+                          c.ctx, a,
+                          [&](detail::Level& rail, const detail::CollArgs& ra, size_t first) {
+                            return detail::compressed_ring_allreduce(rail.ctx, *rail.group, ra, kind,
+                                                                     residual != nullptr ? residual + first : nullptr,
+                                                                     &c.compress_wire);
+                          }),
+                      what);
     return c.finish(detail::compressed_ring_allreduce(c.ctx, *c.world, a, kind, residual, &c.compress_wire), what);
   });
 }

@@ -37,6 +37,17 @@ double hierarchical_allreduce_s(const Context& c, size_t bytes) noexcept {
 
 Result<void> hierarchical_allreduce(Context& c, const Group& g, const CollArgs& a) {
   (void)g;
+  // Each shard across hosts by the rail level's best algorithm.
+  return hierarchical_allreduce_via(c, a, [](Level& rail, const CollArgs& ra, size_t) -> Result<void> {
+    Algo id = rail.select.allreduce(rail.ctx, *rail.group, ra.count * dtype_size(ra.type));
+    if ((id == Algo::kDirect && !direct_usable(rail.ctx, *rail.group, ra)) || id == Algo::kFlat ||
+        id == Algo::kHierarchical)
+      id = Algo::kRing;
+    return allreduce_algorithm(id).run(rail.ctx, *rail.group, ra);
+  });
+}
+
+Result<void> hierarchical_allreduce_via(Context& c, const CollArgs& a, const RailAllreduce& rail_allreduce) {
   Hierarchy& h = *c.hier;
   Level& loc = h.local;
   Level& rail = h.rail;
@@ -44,10 +55,7 @@ Result<void> hierarchical_allreduce(Context& c, const Group& g, const CollArgs& 
   const int L = lg.size();
   const size_t es = dtype_size(a.type);
   const int world = static_cast<int>(h.host_of.size());
-  for (Level* l : {&loc, &rail}) {  // errors name the call
-    l->ctx.call = c.call;
-    l->ctx.ncoll = c.ncoll;
-  }
+  enter_levels(c, h);  // errors name the call
   // Segment s of the local ring is shard s-1 (the ring leaves member r with
   // segment r+1): local rank j < rails ends with shard j, at the same
   // elements on every host, so the rails line up.
@@ -62,14 +70,7 @@ Result<void> hierarchical_allreduce(Context& c, const Group& g, const CollArgs& 
   auto across = [&](size_t first, size_t n) -> Result<void> {
     if (n == 0) return ok();
     void* p = static_cast<uint8_t*>(a.recv) + first * es;
-    if (rail.group->size() > 1) {
-      const CollArgs ra{p, p, n, a.type, la.op, 0, a.tag};
-      Algo id = rail.select.allreduce(rail.ctx, *rail.group, n * es);
-      if ((id == Algo::kDirect && !direct_usable(rail.ctx, *rail.group, ra)) || id == Algo::kFlat ||
-          id == Algo::kHierarchical)
-        id = Algo::kRing;
-      GREX_TRY(allreduce_algorithm(id).run(rail.ctx, *rail.group, ra));
-    }
+    if (rail.group->size() > 1) GREX_TRY(rail_allreduce(rail, CollArgs{p, p, n, a.type, la.op, 0, a.tag}, first));
     if (a.op == ReduceOp::kAvg) scale_avg(p, n, a.type, world);
     return ok();
   };

@@ -184,6 +184,23 @@ TEST(HostsCounters, BytesCrossingHostsAsTheorySays) {
         if ((p < 2) != (r.rank < 2)) flows += device_counter(*c, "peer." + std::to_string(p) + ".bytes_sent");
       RANK_CHECK(flows >= crossed && flows == c->stats().bytes_inter_host);
     }
+    {  // bf16 across hosts: the same shards, at half the bytes (sums inside a host stay float32)
+      auto c = make_comm(r, across_hosts(r, layout, "auto", "bytes-bf16"));
+      RANK_CHECK(c != nullptr);
+      RANK_CHECK(c->allreduce_algorithm(kBytes) == "hierarchical");
+      std::vector<float> v(kCount, 1.5f);
+      AllreduceOptions o;
+      o.compression = Compression::kBf16;
+      const uint64_t before = c->stats().bytes_inter_host;
+      RANK_OK(c->allreduce(v.data(), v.data(), kCount, DataType::kFloat32, ReduceOp::kSum, o));
+      RANK_CHECK(v[0] == 6.0f && v[kCount - 1] == 6.0f);
+      const uint64_t crossed = c->stats().bytes_inter_host - before;
+      if (crossed != kBytes / 4) {
+        std::fprintf(stderr, "rank %d bf16: %llu bytes crossed hosts, want %llu\n", r.rank,
+                     static_cast<unsigned long long>(crossed), static_cast<unsigned long long>(kBytes / 4));
+        return 1;
+      }
+    }
     // allgather and reduce_scatter (hierarchical wherever hosts are even):
     // one block of each rank crosses to the other host's rail member.
     auto c = make_comm(r, across_hosts(r, layout, "auto", "bytes-blocks"));
