@@ -109,7 +109,7 @@ struct Communicator::Impl {
   std::unordered_map<const void*, std::vector<float>> feedback;
   std::vector<uint8_t> compress_wire;
   /// Deadline allreduce (deadline_allreduce.cc, the worker's): calls so far,
-  /// results on their way to late ranks (a copy each, freed once its sends
+  /// results on their way to late ranks (a copy each, a spare once its sends
   /// finished; ~Communicator frees the rest after the endpoints), and the
   /// vectors late ranks carry into their next call, per key.
   uint64_t deadline_calls = 0;
@@ -118,6 +118,11 @@ struct Communicator::Impl {
     std::vector<detail::OpId> sends;
   };
   std::vector<Delivery> deliveries;
+  /// Copies whose sends finished, kept for the next late ranks' results (at
+  /// most kSpareCopies): a fresh one of a training step's gradients cost a
+  /// mapping, its page faults and the kernel's zeroing every step.
+  std::vector<MemoryRegion*> spare_copies;
+  static constexpr size_t kSpareCopies = 2;
   std::unordered_map<const void*, std::vector<uint8_t>> carried;
 
   /// One piece of a stream-ordered call (gpu_call): copies between pinned

@@ -207,6 +207,7 @@ Communicator::~Communicator() {
   // buffers released below (a DPDK flow matched a send against a freed region).
   impl_->endpoints.clear();
   for (auto& d : impl_->deliveries) (void)impl_->device->free(d.copy);
+  for (MemoryRegion* r : impl_->spare_copies) (void)impl_->device->free(r);
   if (impl_->hier)
     for (auto* b : {&impl_->hier->pack, &impl_->hier->mid})
       if (b->mr != nullptr) (void)impl_->device->free(b->mr);

@@ -153,13 +153,33 @@ Result<void> reap(Communicator::Impl& c, bool room, size_t bytes = 0, size_t sen
   }
   for (size_t i = 0; i < c.deliveries.size();) {
     if (finished(c.deliveries[i])) {
-      GREX_TRY(c.device->free(c.deliveries[i].copy));
+      MemoryRegion* copy = c.deliveries[i].copy;
       c.deliveries.erase(c.deliveries.begin() + static_cast<std::ptrdiff_t>(i));
+      // Kept for the next call's copy; past the limit the smallest goes.
+      c.spare_copies.push_back(copy);
+      if (c.spare_copies.size() > Communicator::Impl::kSpareCopies) {
+        auto smallest = std::min_element(c.spare_copies.begin(), c.spare_copies.end(),
+                                         [](const MemoryRegion* a, const MemoryRegion* b) { return a->length() < b->length(); });
+        MemoryRegion* gone = *smallest;
+        c.spare_copies.erase(smallest);
+        GREX_TRY(c.device->free(gone));
+      }
     } else {
       ++i;
     }
   }
   return ok();
+}
+
+// A region for a late rank's result: the smallest spare that holds it, else a new one.
+Result<MemoryRegion*> copy_region(Communicator::Impl& c, size_t bytes) {
+  auto best = c.spare_copies.end();
+  for (auto it = c.spare_copies.begin(); it != c.spare_copies.end(); ++it)
+    if ((*it)->length() >= bytes && (best == c.spare_copies.end() || (*it)->length() < (*best)->length())) best = it;
+  if (best == c.spare_copies.end()) return c.device->allocate(std::max<size_t>(bytes, 1));
+  MemoryRegion* r = *best;
+  c.spare_copies.erase(best);
+  return r;
 }
 
 }  // namespace
@@ -232,7 +252,7 @@ Result<detail::JobFn> deadline_allreduce_job(Communicator::Impl& c, const void* 
           if (c.rank != in.front() || static_cast<int>(in.size()) == c.size) return ok();
           // The lowest contributor sends the result to every late rank from
           // a copy, and does not wait: they receive it when they enter.
-          MemoryRegion* copy = GREX_TRY(c.device->allocate(bytes));
+          MemoryRegion* copy = GREX_TRY(copy_region(c, bytes));
           std::memcpy(copy->addr(), recvbuf, bytes);
           c.deliveries.push_back({copy, {}});
           auto& sends = c.deliveries.back().sends;
