@@ -91,6 +91,9 @@ Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& 
 Result<void> hierarchical_broadcast(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_alltoall(Context& c, const Group& g, const CollArgs& a);
+/// Whether the model predicts the alltoallv through each host's rank 0 no
+/// slower than the pairwise one, for pieces of `block_bytes`.
+bool hierarchical_alltoallv_wins(const Context& c, const Group& g, double block_bytes) noexcept;
 /// Alltoallv (bytes) across hosts, one bundle per host pair through each
 /// host's rank 0 (hier_alltoallv.cc); the world group.
 Result<void> hierarchical_alltoallv(Context& c, const void* sendbuf, const std::vector<uint64_t>& scounts,

@@ -56,13 +56,15 @@ Result<void> allreduce_run(Communicator::Impl& c, const void* in, void* out, siz
 // Alltoallv across hosts: aggregated per host pair (hier_alltoallv.cc) where
 // the two-level model says so for the largest vector any rank sends, which
 // the ranks agree on first (their counts differ); else pairwise.
+// CommOptions::alltoallv forces one or the other.
 Result<void> alltoallv_run(Communicator::Impl& c, const void* sendbuf, const std::vector<uint64_t>& sc,
                            const std::vector<uint64_t>& sd, void* recvbuf, const std::vector<uint64_t>& rc,
                            const std::vector<uint64_t>& rd) {
   const detail::Hierarchy* h = c.ctx.hier;
-  bool aggregate = false;
-  if (h != nullptr && h->host_count() > 1 && h->host_count() < c.size &&
-      detail::hierarchical_usable(c.ctx, *c.world, CollArgs{})) {
+  const bool layered = h != nullptr && h->host_count() > 1 && h->host_count() < c.size &&
+                       detail::hierarchical_usable(c.ctx, *c.world, CollArgs{});
+  bool aggregate = layered && c.opts.alltoallv == "hierarchical";
+  if (layered && c.opts.alltoallv == "auto") {
     uint64_t most = 0;
     for (uint64_t b : sc) most += b;
     uint8_t* b = GREX_TRY(c.bufs->small_bounce(&most, sizeof most));  // registered where the device wants it
@@ -70,7 +72,7 @@ Result<void> alltoallv_run(Communicator::Impl& c, const void* sendbuf, const std
     *v = most;
     GREX_TRY(allreduce_run(c, v, v, 1, DataType::kInt64, ReduceOp::kMax));  // byte counts: far below 2^63
     const double block = static_cast<double>(*v) / c.size;
-    aggregate = detail::hierarchical_wins(c.ctx, *c.world, Coll::kAlltoall, block);
+    aggregate = detail::hierarchical_alltoallv_wins(c.ctx, *c.world, block);
   }
   if (aggregate) return detail::hierarchical_alltoallv(c.ctx, sendbuf, sc, sd, recvbuf, rc, rd, c.next_tag_base());
   return detail::pairwise_alltoallv(c.ctx, *c.world, sendbuf, sc, sd, recvbuf, rc, rd, c.next_tag_base());

@@ -123,6 +123,10 @@ Result<void> apply_env(CommOptions* o) {
         .hint("GREX_STAGE_SENDS=auto|always|never");
   if (from_env(&CommOptions::algo)) GREX_TRY(config::env_string("GREX_ALGO", &o->algo));
   if (from_env(&CommOptions::cost)) GREX_TRY(config::env_string("GREX_COST", &o->cost));
+  if (from_env(&CommOptions::alltoallv)) GREX_TRY(config::env_string("GREX_ALLTOALLV", &o->alltoallv));
+  if (o->alltoallv != "auto" && o->alltoallv != "pairwise" && o->alltoallv != "hierarchical")
+    return Error(Errc::kInvalidArgument, "alltoallv mode '" + o->alltoallv + "' is not one of auto, pairwise, hierarchical")
+        .hint("GREX_ALLTOALLV=auto|pairwise|hierarchical");
   if (o->algo != "auto" && !detail::parse_algo(o->algo))
     return Error(Errc::kInvalidArgument, "allreduce algorithm '" + o->algo + "' is unknown")
         .hint("GREX_ALGO=auto|ring|rabenseifner|recursive_doubling|tree|direct|flat|hierarchical");

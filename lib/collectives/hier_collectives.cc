@@ -71,6 +71,31 @@ int ceil_log2(int n) {
 
 }  // namespace
 
+namespace {
+
+// Through each host's rank 0 (uneven alltoall, every alltoallv): the whole
+// vectors to it and back inside the widest host, its packing and unpacking
+// of them all (at the reduction speed, a memory-bound pass), and W x W
+// blocks per host pair on rail 0.
+double via_leads_alltoall_s(const Hierarchy& h, double n, double B) noexcept {
+  int widest = 0;
+  for (const auto& hs : h.hosts) widest = std::max(widest, static_cast<int>(hs.size()));
+  const double W = widest, H = h.host_count();
+  const CostModel& lo = h.local.select.cost;
+  const CostModel& net = h.rail.select.cost;
+  return 2 * (W - 1) * (lo.alpha_s + n * B * lo.beta_s_per_byte) + 2 * W * n * B * lo.gamma_s_per_byte +
+         (H - 1) * (net.alpha_s + W * W * B * net.beta_s_per_byte);
+}
+
+}  // namespace
+
+bool hierarchical_alltoallv_wins(const Context& c, const Group& g, double block_bytes) noexcept {
+  const Hierarchy& h = *c.hier;
+  const double n = g.size();
+  const double flat = (n - 1) * (h.world_cost.alpha_s + block_bytes * h.world_cost.beta_s_per_byte);
+  return via_leads_alltoall_s(h, n, block_bytes) <= flat;
+}
+
 bool hierarchical_wins(const Context& c, const Group& g, Coll coll, double block_bytes, int root) noexcept {
   const Hierarchy& h = *c.hier;
   const double world_cost_alpha = h.world_cost.alpha_s, world_cost_beta = h.world_cost.beta_s_per_byte;
@@ -97,13 +122,10 @@ bool hierarchical_wins(const Context& c, const Group& g, Coll coll, double block
     }
     case Coll::kAlltoall: {  // pairwise steps: one block each, or H blocks inside and L blocks along the rail
       flat = (n - 1) * (world_cost_alpha + B * world_cost_beta);
-      int widest = 0;
-      for (const auto& hs : h.hosts) widest = std::max(widest, static_cast<int>(hs.size()));
-      const double W = widest;
       if (even_hosts(h))
         hier = (L - 1) * (lo.alpha_s + H * B * lo.beta_s_per_byte) + (H - 1) * (net.alpha_s + L * B * net.beta_s_per_byte);
-      else  // uneven: the whole vectors to the host's rank 0 and back, W x W blocks per host pair
-        hier = 2 * (W - 1) * (lo.alpha_s + n * B * lo.beta_s_per_byte) + (H - 1) * (net.alpha_s + W * W * B * net.beta_s_per_byte);
+      else
+        hier = via_leads_alltoall_s(h, n, B);
       break;
     }
     default: {  // broadcast, reduce: binomial trees of the whole vector, on the widest host

@@ -150,6 +150,11 @@ struct CommOptions {
   /// else the cost model picks per call), "ring", "rabenseifner",
   /// "recursive_doubling", "tree", "direct" or "flat" [GREX_ALGO].
   std::string algo = "auto";
+  /// Alltoallv across hosts: "auto" (aggregated per host pair where the
+  /// two-level model says so for the largest vector any rank sends, agreed
+  /// per call), "pairwise" or "hierarchical" (where the ranks span hosts with
+  /// several on one; else pairwise). Every rank must agree [GREX_ALLTOALLV].
+  std::string alltoallv = "auto";
   /// Cost-model constants: "measure" (a short calibration at creation; the
   /// values are logged in this same format so a job can pin them), or
   /// "ALPHA_US,BETA_GBPS,GAMMA_GBPS" [GREX_COST]. Across hosts, "INTRA;INTER"

@@ -297,6 +297,33 @@ TEST(HostsUneven, ThroughRailZero) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
+// GREX_ALLTOALLV (CommOptions::alltoallv) forces a form and skips the
+// agreement: on AAAB, pairwise sends a length ahead of each of its 6
+// crossing pieces (48 bytes beyond the data); hierarchical one per bundle
+// and one per piece inside (16 + 48). A mode nobody knows is refused.
+TEST(HostsUneven, AlltoallvForcedForms) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  auto res = run_ranks(4, [&](Rank& r) -> int {
+    for (const char* mode : {"pairwise", "hierarchical"}) {
+      CommOptions o = across_hosts(r, "AAAB", "auto", std::string("forced-") + mode);
+      o.alltoallv = mode;
+      auto c = make_comm(r, o);
+      RANK_CHECK(c != nullptr);
+      uint64_t data = 0;
+      const uint64_t before = c->stats().bytes_inter_host;
+      RANK_CHECK(check_alltoallv(*c, "AAAB", 3, &data) == 0);
+      std::vector<int64_t> t{static_cast<int64_t>(c->stats().bytes_inter_host - before - data)};
+      RANK_OK(c->allreduce(t.data(), 1, DataType::kInt64, ReduceOp::kSum));
+      RANK_CHECK(t[0] == (std::string(mode) == "pairwise" ? 48 : 64));
+    }
+    CommOptions bad = across_hosts(r, "AAAB", "auto", "forced-bad");
+    bad.alltoallv = "sideways";
+    RANK_CHECK(!Communicator::create(r.bootstrap, bad));
+    return 0;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 // Alltoallv through the hosts' rank 0s still names a pair that disagrees,
 // even where the bundle's total is right: rank 0 sends rank 3 one int32 more
 // than rank 3 expects, rank 1 one less. Rank 3 (B's rank 0) finds it in the
