@@ -35,8 +35,6 @@ Result<void> check_bufs(int rank, const char* what, size_t bytes, const void* a,
   return ok();
 }
 
-}  // namespace
-
 // An allreduce inside a running call: the algorithm the selector picks for
 // this size, on the call's next tag.
 Result<void> allreduce_run(Communicator::Impl& c, const void* in, void* out, size_t count, DataType type,
@@ -77,6 +75,8 @@ Result<void> alltoallv_run(Communicator::Impl& c, const void* sendbuf, const std
   if (aggregate) return detail::hierarchical_alltoallv(c.ctx, sendbuf, sc, sd, recvbuf, rc, rd, c.next_tag_base());
   return detail::pairwise_alltoallv(c.ctx, *c.world, sendbuf, sc, sd, recvbuf, rc, rd, c.next_tag_base());
 }
+
+}  // namespace
 
 Result<Job> barrier_job(Communicator::Impl& c) {
   return Job([&c]() -> Result<void> {
