@@ -26,24 +26,6 @@ std::vector<uint64_t> prefix(const uint64_t* counts, size_t n) {
   return start;
 }
 
-// Every local rank sends `mine` (bytes) to the host's rank 0, which gets them
-// one after another at `all` (gather), or the reverse (scatter).
-Result<void> via_lead(Level& l, bool lead, bool gather, const void* from, void* to, uint64_t mine,
-                      const std::vector<uint64_t>& each, uint64_t tag) {
-  const size_t L = each.size();
-  std::vector<uint64_t> sc(L, 0), sd(L, 0), rc(L, 0), rd(L, 0);
-  std::vector<uint64_t>& lead_counts = gather ? rc : sc;
-  std::vector<uint64_t>& lead_displs = gather ? rd : sd;
-  uint64_t at = 0;
-  for (size_t k = 0; lead && k < L; ++k) {
-    lead_counts[k] = each[k];
-    lead_displs[k] = at;
-    at += each[k];
-  }
-  (gather ? sc : rc)[0] = mine;
-  return pairwise_alltoallv(l.ctx, *l.group, from, sc, sd, to, rc, rd, tag);
-}
-
 }  // namespace
 
 Result<void> hierarchical_alltoallv(Context& c, const void* sendbuf, const std::vector<uint64_t>& scounts,
@@ -69,12 +51,15 @@ Result<void> hierarchical_alltoallv(Context& c, const void* sendbuf, const std::
   std::vector<uint64_t> counts(lead ? L * 2 * n : 0);
   const std::vector<uint64_t> count_bytes(L, 2 * n * sizeof(uint64_t));
   GREX_TRY(via_lead(h.local, lead, true, mine.data(), counts.data(), 2 * n * sizeof(uint64_t), count_bytes, tag));
-  std::vector<uint64_t> sent(L), owed(L);  // per local rank: bytes it sends, bytes it gets
-  if (lead)
-    for (size_t k = 0; k < L; ++k) {
-      sent[k] = prefix(&counts[k * 2 * n], n)[n];
-      owed[k] = prefix(&counts[k * 2 * n + n], n)[n];
-    }
+  // Per local rank: its pieces' offsets, sent and received, and their totals.
+  std::vector<std::vector<uint64_t>> from_k(lead ? L : 0), to_k(lead ? L : 0);
+  std::vector<uint64_t> sent(L), owed(L);
+  for (size_t k = 0; lead && k < L; ++k) {
+    from_k[k] = prefix(&counts[k * 2 * n], n);
+    to_k[k] = prefix(&counts[k * 2 * n + n], n);
+    sent[k] = from_k[k][n];
+    owed[k] = to_k[k][n];
+  }
   uint64_t total_in = 0, total_out = 0;
   for (size_t k = 0; k < L; ++k) total_in += sent[k], total_out += owed[k];
   if (lead) {  // the bundles carry a length per piece: L x n of them each way
@@ -86,11 +71,8 @@ Result<void> hierarchical_alltoallv(Context& c, const void* sendbuf, const std::
   if (lead) {
     auto sc_of = [&](size_t k, size_t r) { return counts[k * 2 * n + r]; };      // local k sends rank r
     auto rc_of = [&](size_t k, size_t r) { return counts[k * 2 * n + n + r]; };  // local k gets from rank r
-    std::vector<std::vector<uint64_t>> from_k(L), to_k(L);  // each local rank's piece offsets
     std::vector<uint64_t> base(L + 1, 0), out_base(L + 1, 0);
     for (size_t k = 0; k < L; ++k) {
-      from_k[k] = prefix(&counts[k * 2 * n], n);
-      to_k[k] = prefix(&counts[k * 2 * n + n], n);
       base[k + 1] = base[k] + sent[k];
       out_base[k + 1] = out_base[k] + owed[k];
     }

@@ -54,6 +54,24 @@ void enter_levels(const Context& c, Hierarchy& h) {
   }
 }
 
+// Every local rank sends `mine` (bytes) to the host's rank 0, which gets them
+// one after another at `all` (gather), or the reverse (scatter).
+Result<void> via_lead(Level& l, bool lead, bool gather, const void* from, void* to, uint64_t mine,
+                      const std::vector<uint64_t>& each, uint64_t tag) {
+  const size_t L = each.size();
+  std::vector<uint64_t> sc(L, 0), sd(L, 0), rc(L, 0), rd(L, 0);
+  std::vector<uint64_t>& lead_counts = gather ? rc : sc;
+  std::vector<uint64_t>& lead_displs = gather ? rd : sd;
+  uint64_t at = 0;
+  for (size_t k = 0; lead && k < L; ++k) {
+    lead_counts[k] = each[k];
+    lead_displs[k] = at;
+    at += each[k];
+  }
+  (gather ? sc : rc)[0] = mine;
+  return pairwise_alltoallv(l.ctx, *l.group, from, sc, sd, to, rc, rd, tag);
+}
+
 Result<void> grow_buffer(Context& c, Hierarchy::Buffer& b, size_t bytes) {
   return grow_region(c.bufs->device(), b.mr, b.have, std::max<size_t>(bytes, 1));
 }
@@ -236,16 +254,8 @@ Result<void> uneven_reduce_scatter(Context& c, const CollArgs& a) {
   }
   // Each rank of the host its block, from the rank 0.
   if (local) {
-    const size_t L = own;
-    std::vector<uint64_t> sc(L, 0), sd(L, 0), rc(L, 0), rd(L, 0);
-    if (lead)
-      for (size_t k = 0; k < L; ++k) {
-        sc[k] = block;
-        sd[k] = k * block;
-      }
-    rc[0] = block;
-    GREX_TRY(pairwise_alltoallv(h.local.ctx, *h.local.group, lead ? h.mid.data() : nullptr, sc, sd, a.recv, rc, rd,
-                                a.tag | (1ull << 17)));
+    GREX_TRY(via_lead(h.local, lead, false, lead ? h.mid.data() : nullptr, a.recv, block,
+                      std::vector<uint64_t>(own, block), a.tag | (1ull << 17)));
   } else if (block > 0) {
     std::memcpy(a.recv, h.mid.data(), block);
   }
@@ -269,19 +279,9 @@ Result<void> uneven_alltoall(Context& c, const CollArgs& a) {
     GREX_TRY(grow_buffer(c, h.mid, L * vec));
   }
   // In and out of the host's rank 0: each local rank's whole vector.
-  auto local_exchange = [&](const void* from, void* to, bool gather, uint64_t tag) -> Result<void> {
-    std::vector<uint64_t> sc(L, 0), sd(L, 0), rc(L, 0), rd(L, 0);
-    std::vector<uint64_t>& lead_counts = gather ? rc : sc;  // the rank 0's side: a vector per local rank
-    std::vector<uint64_t>& lead_displs = gather ? rd : sd;
-    for (size_t k = 0; lead && k < L; ++k) {
-      lead_counts[k] = vec;
-      lead_displs[k] = k * vec;
-    }
-    (gather ? sc : rc)[0] = vec;  // every rank's side: its vector, to or from the rank 0
-    return pairwise_alltoallv(h.local.ctx, *h.local.group, from, sc, sd, to, rc, rd, tag);
-  };
+  const std::vector<uint64_t> vecs(L, vec);
   if (L > 1) {
-    GREX_TRY(local_exchange(a.send, lead ? h.pack.data() : nullptr, true, a.tag));
+    GREX_TRY(via_lead(h.local, lead, true, a.send, lead ? h.pack.data() : nullptr, vec, vecs, a.tag));
   } else if (block > 0) {
     std::memcpy(h.pack.data(), a.send, vec);
   }
@@ -314,7 +314,7 @@ Result<void> uneven_alltoall(Context& c, const CollArgs& a) {
                       h.pack.data() + rd[x] + (k * there.size() + j) * block, block);
     }
   }
-  if (L > 1) return local_exchange(lead ? h.mid.data() : nullptr, a.recv, false, a.tag | (1ull << 17));
+  if (L > 1) return via_lead(h.local, lead, false, lead ? h.mid.data() : nullptr, a.recv, vec, vecs, a.tag | (1ull << 17));
   if (block > 0) std::memcpy(a.recv, h.mid.data(), vec);
   return ok();
 }

@@ -55,6 +55,11 @@ struct Hierarchy {
 
 /// The levels' contexts take the call's signature (their errors name it).
 void enter_levels(const Context& c, Hierarchy& h);
+/// Every local rank sends `mine` bytes to the host's rank 0, which gets
+/// `each[k]` from local rank k one after another at `to` (gather); or the
+/// reverse, the rank 0 handing them out from `from` (scatter).
+Result<void> via_lead(Level& l, bool lead, bool gather, const void* from, void* to, uint64_t mine,
+                      const std::vector<uint64_t>& each, uint64_t tag);
 /// Makes `b` hold `bytes` (device memory: registered once, not per call).
 Result<void> grow_buffer(Context& c, Hierarchy::Buffer& b, size_t bytes);
 
