@@ -30,6 +30,7 @@
 #include "core/copy.h"
 #include "core/log.h"
 #include "drivers/shm/shm_device.h"
+#include "drivers/shm/shm_slot.h"
 
 namespace grex::shm {
 namespace {
@@ -248,17 +249,19 @@ size_t ShmEndpoint::scan_arrivals() noexcept {
   while (!arrived_.full()) {
     uint32_t idx = static_cast<uint32_t>(recv_seq_ % seg_.slots());
     SlotHeader* s = seg_.slot(dir_in_, idx);
-    if (s->state.load(std::memory_order_acquire) == 0) break;
-    if (s->seq != recv_seq_) {
-      GREX_ERROR("shm", "ring from rank %d out of sequence (slot seq %llu, expected %llu)", peer_,
-                 static_cast<unsigned long long>(s->seq), static_cast<unsigned long long>(recv_seq_));
+    const SlotVerdict v = read_head(s, recv_seq_);
+    if (v == SlotVerdict::kEmpty) break;
+    if (v == SlotVerdict::kOutOfSequence || v == SlotVerdict::kUnknownType) {
+      GREX_ERROR("shm", "ring from rank %d is corrupt: slot %u holds %s (expected message %llu)", peer_, idx,
+                 v == SlotVerdict::kUnknownType ? "a message of no known type" : "another sequence number",
+                 static_cast<unsigned long long>(recv_seq_));
       failed_ = true;
       return n;
     }
-    if (s->type == SlotType::kWriteImm && dev_->cq_full()) break;  // its completion needs room: next poll
+    if (v == SlotVerdict::kWriteImm && dev_->cq_full()) break;  // its completion needs room: next poll
     ++recv_seq_;
     ++n;
-    if (s->type == SlotType::kWriteImm) {
+    if (v == SlotVerdict::kWriteImm) {
       handle_write_imm(s);
       continue;
     }
@@ -268,10 +271,10 @@ size_t ShmEndpoint::scan_arrivals() noexcept {
 }
 
 void ShmEndpoint::handle_write_imm(SlotHeader* s) noexcept {
-  const ShmRegion* r = dev_->region_by_id(static_cast<uint32_t>(s->region));
-  Status st = (r != nullptr && s->tag <= r->length() && s->length <= r->length() - s->tag) ? Status::kSuccess
-                                                                                          : Status::kRemoteAccess;
-  Completion c{0, s->length, s->tag, peer_, s->imm, Op::kRemoteWrite, st};
+  const uint64_t offset = read_once(s->tag), len = read_once(s->length);
+  const ShmRegion* r = dev_->region_by_id(static_cast<uint32_t>(read_once(s->region)));
+  const Status st = r != nullptr && within(offset, len, r->length()) ? Status::kSuccess : Status::kRemoteAccess;
+  Completion c{0, len, offset, peer_, read_once(s->imm), Op::kRemoteWrite, st};
   release(s);
   dev_->stats.remote_writes.add();
   dev_->complete(c);
@@ -300,7 +303,8 @@ size_t ShmEndpoint::match_arrivals() noexcept {
 
 bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
   const auto* region = r.region;
-  const uint64_t s_len = reinterpret_cast<const volatile SlotHeader*>(s)->length;  // once: the peer may change it
+  const uint64_t s_len = read_once(s->length);  // once: the peer may change it
+  const bool eager = read_once(s->type) == SlotType::kEager;
   uint64_t len = s_len;
   Status st = Status::kSuccess;
   if (!request_in_bounds(region, r.offset, r.length)) {
@@ -311,7 +315,10 @@ bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
     len = r.length;
   }
   uint8_t* dst = region != nullptr && len > 0 ? static_cast<uint8_t*>(region->addr()) + r.offset : nullptr;
-  if (s->type == SlotType::kEager && s_len > seg_.max_inline()) {
+  // The length read once above decides where the bytes are (the header's
+  // inline words or the slot's payload), whatever the peer writes now.
+  const uint8_t* eager_src = eager ? eager_source(s, s_len, seg_.max_inline()) : nullptr;
+  if (eager && eager_src == nullptr) {
     // The peer wrote more than a slot holds: its side of the ring is corrupt.
     GREX_ERROR("shm", "rank %d put a %llu-byte eager message in a %zu-byte slot: its ring is corrupt", peer_,
                static_cast<unsigned long long>(s_len), seg_.max_inline());
@@ -320,37 +327,31 @@ bool ShmEndpoint::deliver(SlotHeader* s, const RecvRequest& r) noexcept {
     len = 0;
   }
   if (len > 0) {
-    if (s->type == SlotType::kEager) {
-      // The length read once above decides where the bytes are (the header's
-      // inline words or the slot's payload), whatever the peer writes now.
-      const uint8_t* src = s_len <= kHeaderInlineBytes ? reinterpret_cast<const uint8_t*>(&s->addr) : seg_.payload(s);
-      std::memcpy(dst, src, len);
-    } else if (!read_peer(dst, s->addr, static_cast<uint32_t>(s->region), len)) {
+    if (eager) {
+      std::memcpy(dst, eager_src, len);
+    } else if (!read_peer(dst, read_once(s->addr), static_cast<uint32_t>(read_once(s->region)), len)) {
       st = failed_ ? Status::kPeerGone : Status::kLocalError;
       len = 0;
     }
   }
-  uint64_t tag = s->tag;
   release(s);
   dev_->stats.bytes_received.add(len);
-  dev_->complete({r.context, len, tag, peer_, 0, Op::kRecv, st});
+  // The receive's tag, which the slot's matched: the peer may have rewritten the slot's since.
+  dev_->complete({r.context, len, r.tag, peer_, 0, Op::kRecv, st});
   return st == Status::kSuccess;
 }
 
 // ---------------------------------------------------------------- copies
 
 uint8_t* ShmEndpoint::peer_bytes(uint64_t addr, uint64_t n, uint32_t region) const noexcept {
-  // Below the heap, addr - start wraps to a huge offset: one compare covers both ends.
-  const uint64_t off = addr - peer_heap_.addr;
-  if (off < peer_heap_.bytes && n <= peer_heap_.bytes - off) return peer_heap_.base + off;
+  if (uint8_t* p = in_mapping(peer_heap_, addr, n)) return p;
   if (imported_.empty()) return nullptr;
   auto it = std::upper_bound(imported_.begin(), imported_.end(), addr,
                              [](uint64_t a, const PeerMapping& m) { return a < m.addr; });
   if (it == imported_.begin()) return nullptr;
   --it;
   // The region id too: the peer may have freed that region and put another at its address.
-  const uint64_t o = addr - it->addr;
-  return it->region == region && o < it->bytes && n <= it->bytes - o ? it->base + o : nullptr;
+  return it->region == region ? in_mapping(*it, addr, n) : nullptr;
 }
 
 Result<void*> ShmEndpoint::map(const RemoteRegion& remote) {

@@ -122,6 +122,8 @@ class Segment {
     return slots >= 1 && slots <= kMaxSlots && slot_bytes >= 128 && slot_bytes <= kMaxSlotBytes && slot_bytes % 64 == 0;
   }
   const std::string& name() const noexcept { return name_; }
+  /// Bytes mapped (the segment file's size when it was opened).
+  size_t bytes() const noexcept { return bytes_; }
 
  private:
   uint8_t* base_ = nullptr;
