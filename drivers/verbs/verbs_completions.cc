@@ -80,14 +80,15 @@ void VerbsEndpoint::on_recv_wc(const ibv_wc& wc, const Ctrl* c) noexcept {
     fail(status_of(wc.status), std::string("receive: ") + ibv_wc_status_str(wc.status));
     return;
   }
-  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-    const uint32_t imm = ntohl(wc.imm_data);
-    if ((imm & kEagerBit) != 0) {  // an eager message in our ring
-      on_eager(imm & ~kEagerBit, wc.byte_len);
-      return;
-    }
+  const bool with_imm = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM;
+  const Arrival a = classify_arrival(with_imm, with_imm ? ntohl(wc.imm_data) : 0, wc.byte_len);
+  if (a.kind == Arrival::kEager) {  // an eager message in our ring
+    on_eager(a.value, wc.byte_len);
+    return;
+  }
+  if (a.kind == Arrival::kRendezvous) {
     // A message landed in one of our advertised receives: the oldest of its tag.
-    const uint32_t seq = imm & kSeqMask;
+    const uint32_t seq = a.value;
     Recv& r = recvs_[seq & (recvs_.size() - 1)];
     const uint32_t* head = r.used ? pending_.front(r.req.tag) : nullptr;
     if (!r.used || r.done || !r.advertised || (r.seq & kSeqMask) != seq || head == nullptr || *head != r.seq ||
@@ -100,14 +101,14 @@ void VerbsEndpoint::on_recv_wc(const ibv_wc& wc, const Ctrl* c) noexcept {
     dev_->stats.recvs.add();
     dev_->stats.bytes_received.add(wc.byte_len);
     complete(Completion{r.req.context, wc.byte_len, r.req.tag, peer_, 0, grex::Op::kRecv,
-                        (imm & kTruncBit) != 0 ? Status::kTruncated : Status::kSuccess});
+                        a.truncated ? Status::kTruncated : Status::kSuccess});
     while (recv_head_ != recv_next_ && recvs_[recv_head_ & (recvs_.size() - 1)].done) {
       recvs_[recv_head_ & (recvs_.size() - 1)].used = false;
       ++recv_head_;
     }
     return;
   }
-  if (wc.opcode != IBV_WC_RECV || wc.byte_len != sizeof(Ctrl) || c == nullptr) {
+  if (a.kind != Arrival::kControl || wc.opcode != IBV_WC_RECV || c == nullptr) {
     fail(Status::kLocalError, "protocol: a control message of " + std::to_string(wc.byte_len) + " bytes");
     return;
   }

@@ -39,9 +39,9 @@ PostResult VerbsEndpoint::post_recv(std::span<const RecvRequest> reqs) noexcept 
       continue;
     }
     if (const Unexpected* u = unexpected_.front(r.tag); u != nullptr) {  // its message is here already
-      const uint32_t slot = u->slot;
+      const Unexpected m = *u;
       unexpected_.pop(r.tag);
-      deliver_eager(slot, x);
+      deliver_eager(m.slot, m.len, x);
       continue;
     }
     // Per tag, advertised receives come before silent ones: a receive is

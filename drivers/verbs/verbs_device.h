@@ -42,6 +42,7 @@
 #include "congestion/nic_rate.h"
 #include "core/counters.h"
 #include "core/ring.h"
+#include "drivers/verbs/verbs_wire.h"
 #include "transport/pacer.h"
 #include "transport/tag_fifo.h"
 
@@ -73,42 +74,6 @@ struct VerbsOptions {
   enum class RateLimit { kAuto, kNic, kSoftware } rate_limit = RateLimit::kAuto;
 };
 
-/// The control message every SEND carries (little-endian on the wire;
-/// grex's supported hosts are little-endian, checked at build time).
-struct Ctrl {
-  enum Type : uint8_t { kAdvert = 1, kWriteImm = 2, kAbort = 3, kWant = 4, kCredit = 5 };
-  uint8_t type = 0;
-  uint8_t pad[3] = {};
-  uint32_t seq = 0;     ///< kAdvert: receive sequence; kWriteImm: imm; kAbort: culprit + 1
-  uint64_t tag = 0;     ///< kAdvert, kWant
-  uint64_t addr = 0;    ///< kAdvert: buffer address at the receiver
-  uint64_t len = 0;     ///< kAdvert: buffer length; kWriteImm: bytes written
-  uint32_t rkey = 0;    ///< kAdvert
-  uint32_t eagers = 0;  ///< kAdvert, kCredit: eager messages the sender of this had taken when it made it
-  uint32_t freed = 0;   ///< kAdvert, kCredit: eager slots it has freed, in order (a running count)
-  uint32_t pad2 = 0;
-};
-static_assert(sizeof(Ctrl) == 48, "Ctrl is a wire format");
-
-/// The header in front of an eager message's payload in its slot.
-struct EagerHeader {
-  uint64_t tag = 0;
-  uint32_t len = 0;
-  uint32_t eagers = 0;  ///< as Ctrl::eagers, for the other direction (piggybacked credit)
-  uint32_t freed = 0;   ///< as Ctrl::freed
-  uint32_t pad = 0;
-};
-static_assert(sizeof(EagerHeader) == 24, "EagerHeader is a wire format");
-
-/// What a receiver offers for eager messages (connection private data).
-struct EagerRing {
-  uint64_t addr = 0;
-  uint32_t rkey = 0;
-  uint16_t slots = 0;     ///< 0: no eager messages to this side
-  uint16_t pad = 0;
-  uint32_t payload = 0;   ///< payload bytes per slot (the header comes in front)
-};
-
 // wr_id: endpoint id (16 bits) | kind (4 bits) | value (44 bits).
 enum Kind : uint64_t {
   kOpDone = 1,    ///< the last work request of a send or write; value: its send-queue sequence
@@ -123,12 +88,6 @@ inline uint16_t wr_ep(uint64_t w) { return static_cast<uint16_t>(w >> 48); }
 inline Kind wr_kind(uint64_t w) { return static_cast<Kind>((w >> 44) & 0xf); }
 inline uint64_t wr_value(uint64_t w) { return w & kValueMask; }
 
-// Immediate data of a WRITE WITH IMMEDIATE: an eager message names its slot;
-// a rendezvous write names the receive (its sequence) and whether the
-// message was longer than the receive.
-constexpr uint32_t kEagerBit = 0x80000000u;
-constexpr uint32_t kTruncBit = 0x40000000u;
-constexpr uint32_t kSeqMask = kTruncBit - 1;
 constexpr int kBatch = 32;  // work requests per post list
 
 class VerbsRegion final : public MemoryRegion {
@@ -185,6 +144,7 @@ class VerbsEndpoint final : public Endpoint {
   };
   struct Unexpected {  // an eager message with no receive yet: its slot is kept
     uint32_t slot = 0;
+    uint32_t len = 0;  // its length as checked when it arrived (the peer may rewrite the slot's header)
   };
   struct Op {  // a send or write posted to the NIC, awaiting its signalled completion
     uint64_t context = 0, bytes = 0, tag = 0;
@@ -210,7 +170,7 @@ class VerbsEndpoint final : public Endpoint {
   void queue_ctrl(const Ctrl& c) noexcept;
   bool post_pending_ctrls() noexcept;
   void on_eager(uint32_t slot, uint32_t byte_len) noexcept;
-  void deliver_eager(uint32_t slot, Recv& r) noexcept;
+  void deliver_eager(uint32_t slot, uint32_t len, Recv& r) noexcept;
   void free_slot(uint32_t slot) noexcept;
   void credit_piggyback(EagerHeader& h) noexcept;
   bool append_eager(PostList& pl, const Ready& r) noexcept;

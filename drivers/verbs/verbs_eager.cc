@@ -17,10 +17,7 @@ namespace {
 
 constexpr uint32_t kHeaderBytes = sizeof(EagerHeader);
 
-// Bytes from one slot to the next: header and payload, in whole cache lines.
-uint64_t stride_of(uint32_t payload) { return (kHeaderBytes + uint64_t{payload} + 63) & ~uint64_t{63}; }
-
-bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }  // running counts wrap
+uint64_t stride_of(uint32_t payload) { return eager_stride(payload); }
 
 }  // namespace
 
@@ -149,7 +146,7 @@ void VerbsEndpoint::take_advert(const Ctrl& c) noexcept {
 void VerbsEndpoint::on_peer_credit(uint32_t eagers, uint32_t freed) noexcept {
   while (!eagers_out_.empty() && (eagers_out_.front().resolved || before(eagers_out_.front().eseq, eagers)))
     eagers_out_.pop();
-  if (before(peer_freed_, freed) && !before(tx_eagers_, freed)) peer_freed_ = freed;
+  peer_freed_ = freed_after(tx_eagers_, peer_freed_, freed);
 }
 
 // An advert of `tag` arrived: if an eager message of that tag that reached
@@ -283,13 +280,15 @@ bool VerbsEndpoint::post_pending_ctrls() noexcept {
 // An eager message landed in slot `slot` of our ring: match it to the oldest
 // receive of its tag, or keep it until that receive is posted.
 void VerbsEndpoint::on_eager(uint32_t slot, uint32_t byte_len) noexcept {
-  if (rx_slots_n_ == 0 || slot != rx_eagers_ % rx_slots_n_) {
+  if (!eager_slot_next(slot, rx_eagers_, rx_slots_n_)) {
     fail(Status::kLocalError, "protocol: an eager message in slot " + std::to_string(slot) + ", expected " +
                                   std::to_string(rx_slots_n_ == 0 ? 0 : rx_eagers_ % rx_slots_n_));
     return;
   }
-  const EagerHeader& h = *reinterpret_cast<const EagerHeader*>(&rx_eager_[slot * stride_of(my_ring_.payload)]);
-  if (h.len > my_ring_.payload || byte_len != kHeaderBytes + h.len) {
+  // A copy of the header, checked once: the peer may write into its slot again.
+  EagerHeader h;
+  std::memcpy(&h, &rx_eager_[slot * stride_of(my_ring_.payload)], sizeof(h));
+  if (!eager_fits(h, my_ring_.payload, byte_len)) {
     fail(Status::kLocalError, "protocol: an eager message of " + std::to_string(h.len) + " bytes in a write of " +
                                   std::to_string(byte_len));
     return;
@@ -300,12 +299,12 @@ void VerbsEndpoint::on_eager(uint32_t slot, uint32_t byte_len) noexcept {
   if (const uint32_t* seq = pending_.front(h.tag); seq != nullptr) {
     Recv& r = recvs_[*seq & (recvs_.size() - 1)];
     pending_.pop(h.tag);
-    deliver_eager(slot, r);
+    deliver_eager(slot, h.len, r);
     while (recv_head_ != recv_next_ && recvs_[recv_head_ & (recvs_.size() - 1)].done) {
       recvs_[recv_head_ & (recvs_.size() - 1)].used = false;
       ++recv_head_;
     }
-  } else if (!unexpected_.push(h.tag, Unexpected{slot})) {
+  } else if (!unexpected_.push(h.tag, Unexpected{slot, h.len})) {
     fail(Status::kLocalError, "internal: more unexpected eager messages than slots");
     return;
   } else {
@@ -315,17 +314,16 @@ void VerbsEndpoint::on_eager(uint32_t slot, uint32_t byte_len) noexcept {
 }
 
 // Copies an eager message out of its slot into receive `r` and completes it.
-void VerbsEndpoint::deliver_eager(uint32_t slot, Recv& r) noexcept {
+void VerbsEndpoint::deliver_eager(uint32_t slot, uint32_t len, Recv& r) noexcept {
   const uint8_t* at = &rx_eager_[slot * stride_of(my_ring_.payload)];
-  const EagerHeader& h = *reinterpret_cast<const EagerHeader*>(at);
-  const uint64_t n = std::min<uint64_t>(h.len, r.req.length);
+  const uint64_t n = std::min<uint64_t>(len, r.req.length);
   if (n > 0) std::memcpy(static_cast<uint8_t*>(r.req.region->addr()) + r.req.offset, at + kHeaderBytes, n);
   r.done = true;
   dev_->stats.recvs.add();
   dev_->stats.eager_recvs.add();
   dev_->stats.bytes_received.add(n);
   complete(Completion{r.req.context, n, r.req.tag, peer_, 0, grex::Op::kRecv,
-                      h.len > r.req.length ? Status::kTruncated : Status::kSuccess});
+                      len > r.req.length ? Status::kTruncated : Status::kSuccess});
   free_slot(slot);
 }
 

@@ -14,18 +14,6 @@ namespace grex::verbs {
 namespace {
 
 constexpr const char* kSubsys = "verbs";
-constexpr uint32_t kMagic = 0x67726578u;  // "grex"
-
-// Private data of the connect request and reply.
-struct Hello {
-  uint32_t magic = kMagic;
-  uint32_t rank = 0;
-  uint32_t mtu = 0;  // active MTU of the sender's port
-  uint32_t pad = 0;
-  uint64_t job = 0;  // the job's tag (VerbsDevice::hello_tag_, keyed by the job key): others are refused
-  EagerRing eager;   // where the peer may write eager messages (slots 0: nowhere)
-};
-static_assert(sizeof(Hello) <= 56, "RC private data limit of a connect request");
 
 
 uint32_t pow2_at_least(uint32_t x) {
@@ -52,11 +40,9 @@ std::string cm_hint(rdma_cm_event_type t) {
 }  // namespace
 
 int VerbsDevice::claimed_rank(const rdma_cm_event* ev) const noexcept {
-  if (ev->param.conn.private_data == nullptr || ev->param.conn.private_data_len < sizeof(Hello)) return -1;
-  Hello h;
-  std::memcpy(&h, ev->param.conn.private_data, sizeof(h));
-  if (h.magic != kMagic || h.job != hello_tag_ || h.rank >= static_cast<uint32_t>(opts_.world_size)) return -1;
-  return static_cast<int>(h.rank);
+  const auto h = read_hello(ev->param.conn.private_data, ev->param.conn.private_data_len, hello_tag_);
+  if (!h || h->rank >= static_cast<uint32_t>(opts_.world_size)) return -1;
+  return static_cast<int>(h->rank);
 }
 
 VerbsEndpoint::VerbsEndpoint(VerbsDevice* dev, int peer, uint16_t id) : Endpoint(peer), dev_(dev), id_(id) {}
@@ -135,20 +121,18 @@ Result<void> VerbsEndpoint::setup_qp(rdma_cm_id* id) {
 }
 
 Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_view peer_address) {
-  // verbs:<ip>:<port>:<mtu>
-  std::string a(peer_address);
-  unsigned ip[4], port = 0, mtu = 0;
-  if (peer < 0 || peer >= opts_.world_size || peer == opts_.rank ||
-      std::sscanf(a.c_str(), "verbs:%u.%u.%u.%u:%u:%u", &ip[0], &ip[1], &ip[2], &ip[3], &port, &mtu) != 6 ||
-      port == 0 || port > 65535)
-    return Error(Errc::kInvalidArgument, "bad verbs peer address '" + a + "' for rank " + std::to_string(peer))
+  const std::optional<Address> addr = parse_address(peer_address);
+  if (peer < 0 || peer >= opts_.world_size || peer == opts_.rank || !addr)
+    return Error(Errc::kInvalidArgument, "bad verbs peer address '" + std::string(peer_address) + "' for rank " +
+                                             std::to_string(peer))
         .device(name())
-        .rank(opts_.rank);
+        .rank(opts_.rank)
+        .hint("expected verbs:<a.b.c.d>:<port>:<mtu>");
+  const uint32_t mtu = addr->mtu;
   const int64_t deadline = static_cast<int64_t>(now_ns() / 1'000'000) + opts_.connect_timeout_ms;
   auto ep = std::make_unique<VerbsEndpoint>(this, peer, static_cast<uint16_t>(eps_.size()));
   if (eps_.size() >= 0xffff) return Error(Errc::kInternal, "more than 65535 endpoints on one device");
-  ep->peer_ip_ = std::to_string(ip[0]) + "." + std::to_string(ip[1]) + "." + std::to_string(ip[2]) + "." +
-                 std::to_string(ip[3]) + ":" + std::to_string(port);
+  ep->peer_ip_ = addr->ip_text() + ":" + std::to_string(addr->port);
   auto fail = [&](Error e) { return std::move(e).device(name()).rank(opts_.rank).peer(peer); };
   Hello mine;
   mine.rank = static_cast<uint32_t>(opts_.rank);
@@ -172,8 +156,8 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
     sockaddr_in src{}, dst{};
     src.sin_family = dst.sin_family = AF_INET;
     src.sin_addr.s_addr = htonl(vo_.ip);
-    dst.sin_addr.s_addr = htonl((ip[0] << 24) | (ip[1] << 16) | (ip[2] << 8) | ip[3]);
-    dst.sin_port = htons(static_cast<uint16_t>(port));
+    dst.sin_addr.s_addr = htonl(addr->ip);
+    dst.sin_port = htons(addr->port);
     auto step = [&](rdma_cm_event_type want, const char* what) -> Result<void> {
       auto ev = wait_event(id, deadline, false, peer);
       if (!ev) return fail(std::move(ev).error().hint(std::string("while ") + what + " to " + ep->peer_ip_));
@@ -204,29 +188,28 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
     if (!ev) return fail(std::move(ev).error().hint("while connecting to " + ep->peer_ip_));
     rdma_cm_event_type got = (*ev)->event;
     int status = (*ev)->status;
-    if (got == RDMA_CM_EVENT_ESTABLISHED && (*ev)->param.conn.private_data_len >= sizeof(Hello)) {
-      Hello theirs;
-      std::memcpy(&theirs, (*ev)->param.conn.private_data, sizeof(theirs));
-      if (theirs.magic == kMagic) {
-        peer_mtu = std::min(peer_mtu, theirs.mtu);
-        theirs_ring = theirs.eager;
-      }
+    // The reply must be this job's too: whoever accepted is the peer we trust from here on.
+    const auto theirs = read_hello((*ev)->param.conn.private_data, (*ev)->param.conn.private_data_len, hello_tag_);
+    if (theirs) {
+      peer_mtu = std::min(peer_mtu, theirs->mtu);
+      theirs_ring = theirs->eager;
     }
     rdma_ack_cm_event(*ev);
     if (got != RDMA_CM_EVENT_ESTABLISHED)
       return fail(Error(Errc::kConnectionFailed, "connecting to " + ep->peer_ip_ + ": " + rdma_event_str(got) +
                                                      " (status " + std::to_string(status) + ")")
                       .hint(cm_hint(got)));
+    if (!theirs)
+      return fail(Error(Errc::kAuthFailed, "the connection to " + ep->peer_ip_ + " was accepted by another job")
+                      .hint("two jobs share the store or the addresses"));
   } else {
     // Passive side: take the peer's request from the listener, accept it.
     auto req = wait_event(listener_, deadline, true, peer);
     if (!req) return fail(std::move(req).error().hint("no connection request from rank " + std::to_string(peer)));
     rdma_cm_event* ev = *req;
     rdma_cm_id* id = ev->id;
-    Hello theirs;
-    std::memcpy(&theirs, ev->param.conn.private_data, std::min<size_t>(sizeof(theirs), ev->param.conn.private_data_len));
-    theirs_ring = theirs.eager;
-    if (ev->param.conn.private_data_len < sizeof(Hello) || theirs.job != mine.job) {
+    const auto theirs = read_hello(ev->param.conn.private_data, ev->param.conn.private_data_len, hello_tag_);
+    if (!theirs) {
       rdma_reject(id, nullptr, 0);
       rdma_ack_cm_event(ev);
       rdma_destroy_id(id);
@@ -234,7 +217,8 @@ Result<std::unique_ptr<Endpoint>> VerbsDevice::connect(int peer, std::string_vie
                                                      " belongs to another job")
                       .hint("two jobs share the store or the addresses"));
     }
-    peer_mtu = std::min(peer_mtu, theirs.mtu);
+    peer_mtu = std::min(peer_mtu, theirs->mtu);
+    theirs_ring = theirs->eager;
     id->context = ep.get();
     if (auto r = ep->setup_qp(id); !r) {
       rdma_reject(id, nullptr, 0);
