@@ -24,8 +24,14 @@ namespace grex::verbs {
 ///              auto (default): software pacing, plus the NIC's per-QP rate limit
 ///              where the device offers it for RC queue pairs; nic: require that
 ///              (kNotSupported where it is not offered); software: never the NIC's
+///   confine    what an advert's rkey opens to the peer [GREX_IB_CONFINE]: auto (default):
+///              a type 2 memory window bound to the posted receive, for that peer's
+///              queue pair only, invalidated when the receive completes, where the
+///              device has them; window: require that (kNotSupported elsewhere);
+///              region: the whole registered region's rkey
 /// Errors: kNotFound when no RDMA device (or the named one) exists;
-/// kNotSupported for rate_limit=nic on a device without RC packet pacing.
+/// kNotSupported for rate_limit=nic on a device without RC packet pacing, and for
+/// confine=window on one without type 2 memory windows.
 Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opts);
 
 }  // namespace grex::verbs

@@ -98,6 +98,7 @@ void VerbsEndpoint::on_recv_wc(const ibv_wc& wc, const Ctrl* c) noexcept {
     }
     pending_.pop(r.req.tag);
     r.done = true;
+    close_window(r);
     dev_->stats.recvs.add();
     dev_->stats.bytes_received.add(wc.byte_len);
     complete(Completion{r.req.context, wc.byte_len, r.req.tag, peer_, 0, grex::Op::kRecv,

@@ -119,43 +119,84 @@ void VerbsEndpoint::progress() noexcept {
 
 // Control SENDs in one post list; unsignalled, except one in every quarter
 // of the send queue so its slots can be reclaimed. Inline when the QP allows.
-bool VerbsEndpoint::post_ctrls(const Ctrl* cs, uint32_t n) noexcept {
-  if (n == 0) return true;
-  if (sq_room() < n || n > kBatch) return false;
+// With memory windows an advert takes two work requests (the bind of its
+// window, then the SEND) and closing a window one (LOCAL_INV, nothing sent).
+// Returns how many of `cs` were posted: as many as kBatch work requests and
+// the send queue's room allow, in order.
+uint32_t VerbsEndpoint::post_ctrls(const Ctrl* cs, uint32_t n) noexcept {
   ibv_send_wr wrs[kBatch];
   ibv_sge sges[kBatch];
-  for (uint32_t k = 0; k < n; ++k) {
-    ibv_send_wr& wr = wrs[k];
-    wr = ibv_send_wr{};
-    wr.opcode = IBV_WR_SEND;
-    wr.sg_list = &sges[k];
-    wr.num_sge = 1;
-    wr.next = k + 1 < n ? &wrs[k + 1] : nullptr;
-    if (max_inline_ >= sizeof(Ctrl)) {
-      sges[k] = {reinterpret_cast<uint64_t>(&cs[k]), sizeof(Ctrl), 0};
-      wr.send_flags = IBV_SEND_INLINE;
-    } else {
-      Ctrl& slot = tx_slots_[(sq_posted_ + k) % tx_slots_.size()];
-      slot = cs[k];
-      sges[k] = {reinterpret_cast<uint64_t>(&slot), sizeof(Ctrl), tx_mr_->lkey};
+  Ctrl sent[kBatch];  // inline data is copied by ibv_post_send
+  Window* bound[kBatch];
+  uint32_t nb = 0, w = 0, k = 0, sends = 0;
+  const uint32_t room = std::min<uint32_t>(kBatch, sq_room());
+  for (; k < n; ++k) {
+    const Ctrl& c = cs[k];
+    Window* win = nullptr;
+    if (c.type == Ctrl::kAdvert && c.rkey != 0 && !windows_.empty()) {
+      Window& x = windows_[c.seq & (recvs_.size() - 1)];
+      if (x.state == Window::kQueued && x.key == c.rkey) win = &x;
     }
-    wr.wr_id = wr_id(id_, kSqMark, sq_posted_ + k + 1);  // also names us in an error completion
-    if (++unsignalled_ >= sq_depth_ / 4) {
-      wr.send_flags |= IBV_SEND_SIGNALED;
-      unsignalled_ = 0;
+    if (w + (win != nullptr ? 2 : 1) > room) break;
+    auto next_wr = [&]() -> ibv_send_wr& {
+      ibv_send_wr& wr = wrs[w];
+      wr = ibv_send_wr{};
+      wr.wr_id = wr_id(id_, kSqMark, sq_posted_ + w + 1);  // also names us in an error completion
+      if (++unsignalled_ >= sq_depth_ / 4) {
+        wr.send_flags = IBV_SEND_SIGNALED;
+        unsignalled_ = 0;
+      }
+      if (w > 0) wrs[w - 1].next = &wr;
+      ++w;
+      return wr;
+    };
+    if (c.type == kCloseWindow) {
+      ibv_send_wr& wr = next_wr();
+      wr.opcode = IBV_WR_LOCAL_INV;
+      wr.invalidate_rkey = c.rkey;
+      continue;
+    }
+    if (win != nullptr) {
+      ibv_send_wr& wr = next_wr();
+      wr.opcode = IBV_WR_BIND_MW;
+      wr.bind_mw.mw = win->mw;
+      wr.bind_mw.rkey = c.rkey;
+      wr.bind_mw.bind_info = ibv_mw_bind_info{win->mr, c.addr, c.len, IBV_ACCESS_REMOTE_WRITE};
+      bound[nb++] = win;
+    }
+    Ctrl& m = sent[k];
+    m = c;
+    if (c.type == Ctrl::kAdvert && !windows_.empty() && win == nullptr) m.rkey = 0;  // done before it was posted
+    ibv_send_wr& wr = next_wr();
+    ++sends;
+    wr.opcode = IBV_WR_SEND;
+    wr.num_sge = 1;
+    wr.sg_list = &sges[w - 1];
+    if (max_inline_ >= sizeof(Ctrl)) {
+      sges[w - 1] = {reinterpret_cast<uint64_t>(&m), sizeof(Ctrl), 0};
+      wr.send_flags |= IBV_SEND_INLINE;
+    } else {
+      Ctrl& slot = tx_slots_[(sq_posted_ + w - 1) % tx_slots_.size()];
+      slot = m;
+      sges[w - 1] = {reinterpret_cast<uint64_t>(&slot), sizeof(Ctrl), tx_mr_->lkey};
     }
   }
+  if (w == 0) return 0;
   ibv_send_wr* bad = nullptr;
   if (int e = ibv_post_send(qp_, wrs, &bad); e != 0) {
     fail(Status::kLocalError, std::string("ibv_post_send (control): ") + std::strerror(e));
-    return false;
+    return 0;
   }
-  sq_posted_ += n;
-  dev_->stats.wr_posted.add(n);
-  if (max_inline_ >= sizeof(Ctrl)) dev_->stats.inline_sends.add(n);
-  return true;
+  // The provider names a window by its current rkey: from here on, the new one.
+  for (uint32_t i = 0; i < nb; ++i) {
+    bound[i]->mw->rkey = bound[i]->key;
+    bound[i]->state = Window::kBound;
+  }
+  sq_posted_ += w;
+  dev_->stats.wr_posted.add(w);
+  if (max_inline_ >= sizeof(Ctrl)) dev_->stats.inline_sends.add(sends);
+  return k;
 }
-
 
 // Appends RDMA WRITEs of [off, off+len) of `mr` to raddr, at most 1 GiB each,
 // the last WITH IMMEDIATE when asked, then an optional control SEND. The last

@@ -88,8 +88,7 @@ Result<std::unique_ptr<MemoryRegion>> VerbsDevice::do_register(void* addr, size_
   // Zero bytes need no memory registration (ibv_reg_mr refuses them): zero-
   // length sends and writes carry no scatter entry and no key is checked.
   if (length == 0) return std::unique_ptr<MemoryRegion>(new VerbsRegion(nullptr, addr, 0, domain));
-  int access = kRegionAccess;
-  ibv_mr* mr = ibv_reg_mr(pd_, addr, length, access);
+  ibv_mr* mr = ibv_reg_mr(pd_, addr, length, region_access());
   if (mr == nullptr) {
     int err = errno;
     return Error::from_errno("ibv_reg_mr of " + std::to_string(length) + " bytes", err)
@@ -105,8 +104,7 @@ Result<std::unique_ptr<MemoryRegion>> VerbsDevice::register_dmabuf(int fd, uint6
     return Error(Errc::kNotSupported, name() + " cannot register dma-buf memory (ibv_reg_dmabuf_mr: EOPNOTSUPP)")
         .device(name())
         .hint("a NIC and kernel with dma-buf support (mlx5, kernel >= 5.12), or nvidia_peermem");
-  int access = kRegionAccess;
-  ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, offset, len, reinterpret_cast<uint64_t>(va), fd, access);
+  ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, offset, len, reinterpret_cast<uint64_t>(va), fd, region_access());
   if (mr == nullptr)
     return Error::from_errno("ibv_reg_dmabuf_mr of " + std::to_string(len) + " bytes", errno).device(name());
   return std::unique_ptr<MemoryRegion>(new VerbsRegion(mr, va, len, domain));
@@ -188,6 +186,13 @@ Result<void> VerbsDevice::parse_options() {
     else
       return Error(Errc::kInvalidArgument, "GREX_IB_RATE_LIMIT='" + v + "' is not one of auto, nic, software");
   }
+  if (auto v = detail::param(opts_, "confine", "GREX_IB_CONFINE"); !v.empty()) {
+    if (v == "auto") vo_.confine = VerbsOptions::Confine::kAuto;
+    else if (v == "window") vo_.confine = VerbsOptions::Confine::kWindow;
+    else if (v == "region") vo_.confine = VerbsOptions::Confine::kRegion;
+    else
+      return Error(Errc::kInvalidArgument, "GREX_IB_CONFINE='" + v + "' is not one of auto, window, region");
+  }
   if (auto v = detail::param(opts_, "ip", "GREX_IB_IP"); !v.empty()) {
     in_addr a;
     if (inet_pton(AF_INET, v.c_str(), &a) != 1)
@@ -254,6 +259,24 @@ Result<void> VerbsDevice::pick_device() {
       if (vo_.cc == nullptr) return Error(Errc::kInvalidArgument, "cc_default '" + d + "' is not a congestion controller");
     }
   }
+  return ok();
+}
+
+int VerbsDevice::region_access() const noexcept { return kRegionAccess | (windows_ ? IBV_ACCESS_MW_BIND : 0); }
+
+// Windows where the device binds type 2 windows (bound to one queue pair,
+// by a work request) and one can be allocated; GREX_IB_CONFINE=window
+// insists, =region goes without.
+Result<void> VerbsDevice::choose_windows() {
+  if (vo_.confine == VerbsOptions::Confine::kRegion) return ok();
+  const bool type2 = (dev_attr_.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
+  ibv_mw* probe = type2 && dev_attr_.max_mw > 0 ? ibv_alloc_mw(pd_, IBV_MW_TYPE_2) : nullptr;
+  if (probe != nullptr) ibv_dealloc_mw(probe);
+  windows_ = probe != nullptr;
+  if (!windows_ && vo_.confine == VerbsOptions::Confine::kWindow)
+    return Error(Errc::kNotSupported, name() + " offers no type 2 memory windows (GREX_IB_CONFINE=window)")
+        .device(name())
+        .hint("GREX_IB_CONFINE=region lets adverts carry the region's rkey");
   return ok();
 }
 
@@ -360,6 +383,7 @@ Result<void> VerbsDevice::init() {
   if (rdma_listen(listener_, 64) != 0) return Error::from_errno("rdma_listen", errno).device(name());
   listen_port_ = ntohs(rdma_get_src_port(listener_));
   dmabuf_ = verbs::dmabuf_supported(pd_);
+  GREX_TRY(choose_windows());
   done_.reset(4 * opts_.queue_depth + 64);
 
   caps_.driver = "verbs";
@@ -373,10 +397,12 @@ Result<void> VerbsDevice::init() {
   caps_.queue_depth = opts_.queue_depth;
   caps_.link_speed_mbps = link_mbps(port_attr_);
   caps_.mtu_bytes = mtu_bytes(port_attr_.active_mtu);
-  GREX_INFO(kSubsys, "%s port %u: %s, active MTU %u, %llu Mbit/s, GID index %d (%s), listening on %s:%u, dma-buf %s",
+  GREX_INFO(kSubsys, "%s port %u: %s, active MTU %u, %llu Mbit/s, GID index %d (%s), listening on %s:%u, dma-buf %s, "
+            "adverts open %s",
             name().c_str(), vo_.port, port_state_name(port_attr_.state), caps_.mtu_bytes,
             static_cast<unsigned long long>(caps_.link_speed_mbps), vo_.gid_index, ip_str(vo_.ip).c_str(),
-            ip_str(vo_.ip).c_str(), listen_port_, dmabuf_ ? "yes" : "no");
+            ip_str(vo_.ip).c_str(), listen_port_, dmabuf_ ? "yes" : "no",
+            windows_ ? "a window on the receive" : "the whole region");
   return ok();
 }
 

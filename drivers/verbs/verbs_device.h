@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -72,6 +73,11 @@ struct VerbsOptions {
   // beside the software pacer where the device offers it for RC (kAuto),
   // required (kNic: opening fails where it is not offered), or never.
   enum class RateLimit { kAuto, kNic, kSoftware } rate_limit = RateLimit::kAuto;
+  // What an advert's rkey opens to the peer (GREX_IB_CONFINE): a memory
+  // window bound to the posted receive for that peer's queue pair only,
+  // closed when the receive completes (kWindow; kAuto: where the device has
+  // type 2 windows), or the whole registered region (kRegion).
+  enum class Confine { kAuto, kWindow, kRegion } confine = Confine::kAuto;
 };
 
 // wr_id: endpoint id (16 bits) | kind (4 bits) | value (44 bits).
@@ -89,11 +95,14 @@ inline Kind wr_kind(uint64_t w) { return static_cast<Kind>((w >> 44) & 0xf); }
 inline uint64_t wr_value(uint64_t w) { return w & kValueMask; }
 
 constexpr int kBatch = 32;  // work requests per post list
+// In ctrl_out_ only, never sent: invalidate the window whose rkey it carries.
+constexpr uint8_t kCloseWindow = 0xf0;
 
 class VerbsRegion final : public MemoryRegion {
  public:
   VerbsRegion(ibv_mr* mr, void* addr, size_t len, MemoryDomain domain);
   ~VerbsRegion() override;
+  ibv_mr* mr() const noexcept { return mr_; }
 
  private:
   ibv_mr* mr_;
@@ -111,6 +120,14 @@ class VerbsEndpoint final : public Endpoint {
   void announce_abort(int culprit) noexcept override;
   int peer_abort_culprit() const noexcept override { return abort_culprit_; }
   std::string describe_peer() const override;
+  /// For tests and diagnostics: the oldest advert of `tag` from the peer that
+  /// no send has taken yet (what the peer opened to us for it), and our queue pair.
+  std::optional<RemoteRegion> advert_of(uint64_t tag) noexcept {
+    const Advert* a = adverts_.front(tag);
+    if (a == nullptr) return std::nullopt;
+    return RemoteRegion{a->addr, a->len, a->rkey, 0};
+  }
+  ibv_qp* qp() const noexcept { return qp_; }
   struct CcStats {
     uint64_t probes_sent = 0, rtt_samples = 0, last_rtt_ns = 0, paced_waits = 0;
     double rate_bps = 0;
@@ -130,6 +147,7 @@ class VerbsEndpoint final : public Endpoint {
     uint32_t seq = 0;
     bool used = false, done = false;
     bool advertised = false;  // the peer was told of it (and may write into it)
+    uint32_t window = 0;      // the rkey of the window opened on it for the peer (0: none)
   };
   struct Ready {  // what goes to the peer for the send path, in order
     enum Kind : uint8_t { kWrite, kEager, kWant } kind = kWrite;
@@ -183,7 +201,12 @@ class VerbsEndpoint final : public Endpoint {
   void go_eager(const SendRequest& s) noexcept;
   void resume_eager() noexcept;
   bool post_writes() noexcept;
-  bool post_ctrls(const Ctrl* cs, uint32_t n) noexcept;
+  uint32_t post_ctrls(const Ctrl* cs, uint32_t n) noexcept;
+  // Memory windows (GREX_IB_CONFINE): one per receive slot, bound when its
+  // receive is advertised, invalidated when it completes (verbs_datapath.cc).
+  uint32_t open_window(Recv& r) noexcept;
+  void close_window(Recv& r) noexcept;
+
   bool has_work() const noexcept {
     return !failed_ && (!ready_.empty() || !writes_.empty() || !ctrl_out_.empty() || credit_due());
   }
@@ -240,6 +263,14 @@ class VerbsEndpoint final : public Endpoint {
   TagFifo<Unexpected> unexpected_;  // eager messages that arrived before their receive
   TagFifo<uint8_t> wants_;          // the peer asked for an advert of a receive not yet posted
   Ring<Ctrl> ctrl_out_;             // adverts and other control messages, in order, waiting for send-queue room
+  // Memory windows (GREX_IB_CONFINE), per receive slot; empty: adverts carry the region's rkey.
+  struct Window {
+    ibv_mw* mw = nullptr;
+    ibv_mr* mr = nullptr;  // what its next bind binds into
+    uint32_t key = 0;      // the rkey it was last given
+    enum State : uint8_t { kIdle, kQueued, kBound } state = kIdle;  // kQueued: its advert waits in ctrl_out_
+  };
+  std::vector<Window> windows_;
   std::vector<Ctrl> rx_slots_;      // control-message receive buffers (per-QP receive queue)
   ibv_mr* rx_mr_ = nullptr;
   std::vector<uint8_t> rx_eager_;   // the eager ring the peer writes into
@@ -310,6 +341,10 @@ class VerbsDevice final : public Device {
   Result<std::unique_ptr<MemoryRegion>> register_dmabuf(int fd, uint64_t offset, size_t len, void* va,
                                                         MemoryDomain domain);
   bool dmabuf_supported() const noexcept { return dmabuf_; }
+  /// Whether adverts open memory windows on the posted receives (GREX_IB_CONFINE).
+  bool windows() const noexcept { return windows_; }
+  /// What registered memory grants: remote writes, and window binds where windows are on.
+  int region_access() const noexcept;
   /// The NIC's per-QP rate limits for RC queue pairs (max_kbps 0: not offered).
   cc::NicRateLimit::Range rc_rate_limits() const noexcept;
 
@@ -326,6 +361,7 @@ class VerbsDevice final : public Device {
  private:
   friend class VerbsEndpoint;
   Result<void> parse_options();
+  Result<void> choose_windows();
   Result<void> pick_device();
   Result<void> pick_address();
   Result<rdma_cm_event*> wait_event(rdma_cm_id* id, int64_t deadline_ms, bool want_request, int peer);
@@ -350,6 +386,7 @@ class VerbsDevice final : public Device {
   ibv_device_attr dev_attr_{};
   ibv_packet_pacing_caps pacing_caps_{};  // from ibv_query_device_ex (zero where not offered)
   bool dmabuf_ = false;
+  bool windows_ = false;
   std::vector<VerbsEndpoint*> eps_;                   // by endpoint id (never reused)
   std::unordered_map<uint32_t, VerbsEndpoint*> qps_;  // qp_num -> endpoint
   std::vector<std::pair<int, rdma_cm_event*>> requests_;  // connect requests not yet claimed, by rank

@@ -248,7 +248,7 @@ void VerbsEndpoint::queue_advert(uint32_t seq) noexcept {
   c.tag = r.req.tag;
   c.len = r.req.length;
   c.addr = r.req.region != nullptr ? reinterpret_cast<uint64_t>(r.req.region->addr()) + r.req.offset : 0;
-  c.rkey = r.req.region != nullptr ? static_cast<uint32_t>(r.req.region->remote().rkey) : 0;
+  c.rkey = open_window(r);
   queue_ctrl(c);
   dev_->stats.adverts.add();
 }
@@ -271,10 +271,48 @@ bool VerbsEndpoint::post_pending_ctrls() noexcept {
     const uint32_t n = std::min<uint32_t>({static_cast<uint32_t>(ctrl_out_.size()), kBatch, sq_room()});
     if (n == 0) return false;
     for (uint32_t i = 0; i < n; ++i) batch[i] = ctrl_out_[i];
-    if (!post_ctrls(batch, n)) return false;
-    for (uint32_t i = 0; i < n; ++i) ctrl_out_.pop();
+    const uint32_t posted = post_ctrls(batch, n);
+    for (uint32_t i = 0; i < posted; ++i) ctrl_out_.pop();
+    if (posted < n) return false;
   }
   return ctrl_out_.empty();
+}
+
+// ---------------------------------------------------------------- windows
+
+// The rkey an advert of receive `r` carries. With windows: a new key for the
+// window of r's slot, bound to exactly r's buffer by the work request that
+// goes before the advert (post_ctrls), usable by this peer's queue pair only.
+// Else the region's own rkey, which opens all of it.
+uint32_t VerbsEndpoint::open_window(Recv& r) noexcept {
+  const auto* region = static_cast<const VerbsRegion*>(r.req.region);
+  if (region == nullptr) return 0;
+  if (windows_.empty() || region->mr() == nullptr || r.req.length == 0)
+    return windows_.empty() ? static_cast<uint32_t>(region->remote().rkey) : 0;  // zero bytes need no key
+  Window& w = windows_[r.seq & (recvs_.size() - 1)];
+  w.key = ibv_inc_rkey(w.key);
+  w.mr = region->mr();
+  w.state = Window::kQueued;
+  r.window = w.key;
+  return w.key;
+}
+
+// Receive `r` completed: its window closes. Bound, it is invalidated by the
+// next work request the send queue takes (queued behind any control message
+// before it); its advert not yet posted, the advert goes without a window
+// (the peer will not write into a receive that is done).
+void VerbsEndpoint::close_window(Recv& r) noexcept {
+  if (r.window == 0) return;
+  Window& w = windows_[r.seq & (recvs_.size() - 1)];
+  if (w.key == r.window && w.state == Window::kBound) {
+    Ctrl c;
+    c.type = kCloseWindow;
+    c.rkey = r.window;
+    if (!ctrl_out_.push(c)) fail(Status::kLocalError, "internal: the control queue to the peer overflowed");
+    post_pending_ctrls();
+  }
+  if (w.key == r.window) w.state = Window::kIdle;
+  r.window = 0;
 }
 
 // An eager message landed in slot `slot` of our ring: match it to the oldest
@@ -319,6 +357,7 @@ void VerbsEndpoint::deliver_eager(uint32_t slot, uint32_t len, Recv& r) noexcept
   const uint64_t n = std::min<uint64_t>(len, r.req.length);
   if (n > 0) std::memcpy(static_cast<uint8_t*>(r.req.region->addr()) + r.req.offset, at + kHeaderBytes, n);
   r.done = true;
+  close_window(r);  // an advertised receive an eager message took
   dev_->stats.recvs.add();
   dev_->stats.eager_recvs.add();
   dev_->stats.bytes_received.add(n);

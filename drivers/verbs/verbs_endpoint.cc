@@ -50,6 +50,8 @@ VerbsEndpoint::VerbsEndpoint(VerbsDevice* dev, int peer, uint16_t id) : Endpoint
 VerbsEndpoint::~VerbsEndpoint() {
   if (cm_ != nullptr && connected_ && !failed_) rdma_disconnect(cm_);
   dev_->forget(this);
+  for (const Window& w : windows_)
+    if (w.mw != nullptr) ibv_dealloc_mw(w.mw);
   if (qp_ != nullptr) rdma_destroy_qp(cm_);
   if (rx_mr_ != nullptr) ibv_dereg_mr(rx_mr_);
   if (rx_eager_mr_ != nullptr) ibv_dereg_mr(rx_eager_mr_);
@@ -100,7 +102,18 @@ Result<void> VerbsEndpoint::setup_qp(rdma_cm_id* id) {
   recvs_.resize(pow2_at_least(qd));
   pending_.reset(recvs_.size());
   wants_.reset(qd);
-  ctrl_out_.reset(2 * qd + 64);
+  ctrl_out_.reset(2 * qd + recvs_.size() + 64);  // adverts, wants, credits, and a window to close per receive
+  if (dev_->windows()) {
+    windows_.resize(recvs_.size());
+    for (Window& w : windows_) {
+      w.mw = ibv_alloc_mw(dev_->pd(), IBV_MW_TYPE_2);
+      if (w.mw == nullptr)
+        return Error::from_errno("ibv_alloc_mw (" + std::to_string(recvs_.size()) + " windows)", errno)
+            .device(dev_->name())
+            .hint("GREX_IB_CONFINE=region goes without memory windows");
+      w.key = w.mw->rkey;
+    }
+  }
   sends_.reset(qd);
   adverts_.reset(2 * qd);
   ready_.reset(2 * qd + 2);  // sends, and a request for an advert for each

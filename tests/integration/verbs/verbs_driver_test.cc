@@ -12,7 +12,10 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <cstring>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "verbs_env.h"
@@ -393,6 +396,117 @@ TEST(VerbsDriver, ConnectRequestsOfAnotherKeyAreRefused) {
     return 0;
   }, 60);
   EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+#ifdef GREX_HAVE_VERBS
+// One RDMA WRITE of local[0, len) posted straight on `qp`, as a peer that
+// ignores grex's protocol would (its completion names no endpoint: grex drops it).
+bool raw_write(ibv_qp* qp, ibv_mr* local, uint64_t addr, uint32_t rkey, uint32_t len) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(local->addr), len, local->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = uint64_t{0xffff} << 48;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = addr;
+  wr.wr.rdma.rkey = rkey;
+  return ibv_post_send(qp, &wr, &bad) == 0;
+}
+
+bool qp_in_error(ibv_qp* qp, int64_t within_ms) {
+  Deadline dl = Deadline::after_ms(within_ms);
+  do {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr ia{};
+    if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) == 0 && a.qp_state == IBV_QPS_ERR) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  } while (!dl.expired());
+  return false;
+}
+#endif
+
+// Issue 28, least privilege: an advert opens a memory window on the posted
+// receive, for the advertising peer's queue pair only, until the receive
+// completes. Rank 1 posts a receive; rank 0 (the hostile peer) takes the
+// advert's key and writes with it on its own queue pair: inside the receive
+// it lands; once the receive completed, the same write is refused (and its
+// queue pair breaks). A stranger queue pair in rank 1's protection domain is
+// refused the key outright. The key is not the region's.
+TEST(VerbsDriver, AnAdvertOpensTheReceiveOnlyToItsPeerUntilItCompletes) {
+  REQUIRE_VERBS();
+  if (!testing_verbs()) GTEST_SKIP() << "verbs-only checks; the driver under test is " << verbs_driver();
+#ifdef GREX_HAVE_VERBS
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    auto link = open_link(r, "vwin", verbs_options());
+    RANK_OK(link);
+    auto* vd = dynamic_cast<verbs::VerbsDevice*>(link->dev.get());
+    RANK_CHECK(vd != nullptr);
+    if (!vd->windows()) {
+      std::fprintf(stderr, "%s has no type 2 memory windows: adverts carry the region's rkey\n", vd->name().c_str());
+      return 0;
+    }
+    constexpr size_t kOff = 16384, kLen = 16384;  // larger than the eager size: advertised
+    std::vector<uint8_t> buf(65536, 0x11), local(4096, 0x5a);
+    auto mr = link->dev->register_memory(buf.data(), buf.size());
+    RANK_OK(mr);
+    ibv_mr* lmr = ibv_reg_mr(vd->pd(), local.data(), local.size(), IBV_ACCESS_LOCAL_WRITE);
+    RANK_CHECK(lmr != nullptr);
+    auto region_keys = r.bootstrap->all_gather("vwin/rkey", std::to_string((*mr)->remote().rkey));
+    RANK_OK(region_keys);
+    std::vector<Completion> done;
+    if (r.rank == 1) {  // the victim
+      RANK_CHECK(link->to(0).post_recv(std::vector<RecvRequest>{{*mr, kOff, kLen, 7, 1}}).count == 1);
+      auto keys = r.bootstrap->all_gather("vwin/advert", "");
+      RANK_OK(keys);
+      const uint32_t key = static_cast<uint32_t>(std::stoul((*keys)[0]));
+      RANK_CHECK(std::to_string(key) != (*region_keys)[1]);
+      {
+        LoopPair lp;  // a stranger in our protection domain: the window is not its
+        RANK_CHECK(make_loop_pair(vd->pd(), 1, std::atoi(env_or("GREX_IB_GID_INDEX", "1").c_str()), &lp));
+        const int st = one_sided(lp, lmr, false, reinterpret_cast<uint64_t>(buf.data()) + kOff, key, 64);
+        std::fprintf(stderr, "a stranger's write with the window's key: %s\n",
+                     ibv_wc_status_str(static_cast<ibv_wc_status>(st)));
+        RANK_CHECK(st == IBV_WC_REM_ACCESS_ERR && buf[kOff] == 0x11);
+      }
+      RANK_OK(r.bootstrap->barrier("vwin/stranger"));
+      RANK_OK(r.bootstrap->barrier("vwin/inside"));
+      RANK_CHECK(buf[kOff] == 0x5a && buf[kOff + 63] == 0x5a && buf[kOff + 64] == 0x11);
+      RANK_OK(r.bootstrap->barrier("vwin/checked"));
+      RANK_CHECK(drain(*link->dev, 1, &done));
+      RANK_CHECK(done[0].status == Status::kSuccess && done[0].bytes == kLen);
+      RANK_CHECK(buf[kOff] == 0x33 && buf[kOff + kLen - 1] == 0x33 && buf[kOff + kLen] == 0x11);
+      RANK_OK(r.bootstrap->barrier("vwin/completed"));
+      RANK_OK(r.bootstrap->barrier("vwin/stale"));
+      RANK_CHECK(buf[kOff] == 0x33);  // the stale write did not land
+    } else {  // the hostile peer
+      std::optional<RemoteRegion> a;
+      Deadline dl = Deadline::after_ms(10'000);
+      Completion cs[4];
+      while (!(a = dynamic_cast<verbs::VerbsEndpoint&>(link->to(1)).advert_of(7)) && !dl.expired()) link->dev->poll(cs);
+      RANK_CHECK(a.has_value() && a->length == kLen);
+      RANK_OK(r.bootstrap->all_gather("vwin/advert", std::to_string(a->rkey)));
+      RANK_OK(r.bootstrap->barrier("vwin/stranger"));
+      ibv_qp* qp = dynamic_cast<verbs::VerbsEndpoint&>(link->to(1)).qp();
+      RANK_CHECK(raw_write(qp, lmr, a->addr, static_cast<uint32_t>(a->rkey), 64));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      RANK_CHECK(!qp_in_error(qp, 0));
+      RANK_OK(r.bootstrap->barrier("vwin/inside"));
+      RANK_OK(r.bootstrap->barrier("vwin/checked"));
+      std::memset(buf.data(), 0x33, kLen);
+      RANK_CHECK(link->to(1).post_send(std::vector<SendRequest>{{*mr, 0, kLen, 7, 2}}).count == 1);
+      RANK_CHECK(drain(*link->dev, 1, &done) && done[0].status == Status::kSuccess);
+      RANK_OK(r.bootstrap->barrier("vwin/completed"));
+      RANK_CHECK(raw_write(qp, lmr, a->addr, static_cast<uint32_t>(a->rkey), 64));
+      RANK_CHECK(qp_in_error(qp, 10'000));  // refused: the responder's NAK broke our queue pair
+      RANK_OK(r.bootstrap->barrier("vwin/stale"));
+    }
+    ibv_dereg_mr(lmr);
+    return 0;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+#endif
 }
 
 // GREX_IB_RATE_LIMIT: "nic" opens only where the device offers a per-QP rate
