@@ -228,6 +228,21 @@ grex_result_t grex_allreduce_compressed(grex_comm_t* c, const void* s, void* r, 
   return done(c->comm->allreduce(s, r, n, dt(t), rop(o), opts));
 }
 
+grex_result_t grex_allreduce_topk(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t, grex_op_t o,
+                                  double fraction, int feedback, const void* key, grex_work_t** w) {
+  const char* fn = "grex_allreduce_topk";
+  GREX_C_TRY(check_allreduce(fn, c, s, r, n, t, o));
+  if (!(fraction > 0.0 && fraction <= 1.0))
+    return invalid(fn, "fraction " + std::to_string(fraction) + " is not in (0, 1]");
+  grex::AllreduceOptions opts;
+  opts.compression = grex::Compression::kTopK;
+  opts.topk_fraction = fraction;
+  opts.error_feedback = feedback != 0;
+  opts.feedback_key = key;
+  if (w != nullptr) return started(c->comm->allreduce_async(s, r, n, dt(t), rop(o), opts), w);
+  return done(c->comm->allreduce(s, r, n, dt(t), rop(o), opts));
+}
+
 grex_result_t grex_allreduce_deadline(grex_comm_t* c, const void* s, void* r, size_t n, grex_dtype_t t, grex_op_t o,
                                       int64_t deadline_ms, int carry, int* contributed) {
   const char* fn = "grex_allreduce_deadline";

@@ -160,6 +160,15 @@ static void compressed(grex_comm_t* c, int rank, int size) {
   OK(grex_clear_feedback(c, NULL));
   CHECK(grex_allreduce_compressed(c, v, w, 1000, GREX_INT32, GREX_SUM, GREX_COMPRESS_BF16, 0, NULL, NULL) ==
         GREX_ERR_INVALID_ARGUMENT);
+  /* Top-k with fraction 1 sends every value: the exact sum. With 1 value of
+   * 1000 kept per rank, the largest (rank + 6 at i = 6, ...) is all that moves. */
+  OK(grex_allreduce_topk(c, v, w, 1000, GREX_FLOAT32, GREX_SUM, 1.0, 0, NULL, NULL));
+  for (int i = 0; i < 1000; ++i) CHECK(w[i] == (float)(size * (size - 1) / 2 + size * (i % 7)));
+  for (int i = 0; i < 1000; ++i) v[i] = i == 500 + rank ? 100.0f + (float)rank : 1.0f;
+  OK(grex_allreduce_topk(c, v, w, 1000, GREX_FLOAT32, GREX_SUM, 0.001, 0, NULL, NULL));
+  for (int i = 0; i < 1000; ++i) CHECK(w[i] == (i >= 500 && i < 500 + size ? 100.0f + (float)(i - 500) : 0.0f));
+  CHECK(grex_allreduce_topk(c, v, w, 1000, GREX_FLOAT32, GREX_SUM, 0.0, 0, NULL, NULL) == GREX_ERR_INVALID_ARGUMENT);
+  CHECK(grex_allreduce_topk(c, v, w, 1000, GREX_FLOAT32, GREX_SUM, 1.5, 0, NULL, NULL) == GREX_ERR_INVALID_ARGUMENT);
 }
 
 static void non_blocking(grex_comm_t* c, int rank, int size) {

@@ -151,6 +151,13 @@ grex_result_t grex_allreduce_async(grex_comm_t* comm, const void* sendbuf, void*
 grex_result_t grex_allreduce_compressed(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
                                         grex_dtype_t dtype, grex_op_t op, grex_compression_t compression,
                                         int error_feedback, const void* feedback_key, grex_work_t** work);
+/* Top-k allreduce (float32, GREX_SUM or GREX_AVG): each rank sends its largest
+ * `fraction` of values (0 < fraction <= 1; 1 gives the exact sum) as (index,
+ * value) pairs, summed sparsely; otherwise as grex_allreduce_compressed with
+ * GREX_COMPRESS_TOPK, whose fraction is 1 %. Use it with error_feedback. */
+grex_result_t grex_allreduce_topk(grex_comm_t* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  grex_dtype_t dtype, grex_op_t op, double fraction, int error_feedback,
+                                  const void* feedback_key, grex_work_t** work);
 /** Drops the error-feedback residual of key (NULL: every residual). */
 grex_result_t grex_clear_feedback(grex_comm_t* comm, const void* key);
 /* Deadline allreduce (blocking): waits at most deadline_ms (> 0, from this
