@@ -54,7 +54,9 @@ def main():
     a = common.parse(__doc__, **{"--hook": (str, "none", hooks),
                                  "--deadline-ms": (int, 0, "grex's deadline hook: average each bucket over the "
                                                    "ranks in within this many ms (grex only; 0: off)"),
-                                 "--delay-ms": (int, 0, "the last rank sleeps this long every step (a straggler)")})
+                                 "--delay-ms": (int, 0, "the last rank sleeps this long every step (a straggler)"),
+                                 "--topk-fraction": (float, 0.01, "grex-topk: the share of each bucket's "
+                                                     "values each rank sends")})
     rank, world = common.init(a.backend)
     # PowerSGD's hook issues its second allreduce from the first one's
     # callback; with several buckets those callbacks may run in a different
@@ -76,7 +78,8 @@ def main():
         model.register_comm_hook(state, powersgd.powerSGD_hook)
     elif a.hook in ("grex-bf16", "grex-fp16", "grex-int8", "grex-topk"):  # grex's, with error feedback (grex only)
         import grex_torch.hooks
-        model.register_comm_hook(None, grex_torch.hooks.compressed_hook(a.hook[len("grex-"):]))
+        model.register_comm_hook(None, grex_torch.hooks.compressed_hook(a.hook[len("grex-"):],
+                                                                        topk_fraction=a.topk_fraction))
     elif a.hook == "none" and a.deadline_ms > 0:  # grex's deadline hook: a straggler's late gradient is dropped
         import grex_torch.hooks
         model.register_comm_hook(None, grex_torch.hooks.deadline_hook(a.deadline_ms))

@@ -485,9 +485,10 @@ PYBIND11_MODULE(_grex_torch, m) {
                           "Finishes the queued operations (each bounded by the timeout), then releases grex.")
                      .def("compressed_allreduce", &GrexBackend::compressed_allreduce, pybind11::arg("tensor"),
                           pybind11::arg("compression") = "bf16", pybind11::arg("error_feedback") = true,
-                          pybind11::arg("key") = 0,
-                          "Averages a float32 CPU tensor in place over the group, the vector travelling as bf16 "
-                          "or fp16 inside grex's ring (error feedback per key); returns a Work.")
+                          pybind11::arg("key") = 0, pybind11::arg("topk_fraction") = 0.01,
+                          "Averages a float32 CPU tensor in place over the group, the vector travelling as bf16, "
+                          "fp16, int8 or top-k (topk_fraction of its values) inside grex's ring (error feedback "
+                          "per key); returns a Work.")
                      .def("deadline_allreduce", &GrexBackend::deadline_allreduce, pybind11::arg("tensor"),
                           pybind11::arg("deadline_ms"), pybind11::arg("carry") = false, pybind11::arg("key") = 0,
                           pybind11::arg("mask") = pybind11::none(),

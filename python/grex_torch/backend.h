@@ -248,10 +248,11 @@ class GrexBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts, const c10d::AllreduceOptions& o) override;
   /// grex's compressed allreduce (issue 29), for the DDP hook in
   /// grex_torch/hooks.py: averages a float32 CPU tensor in place, the vector
-  /// travelling as "bf16" or "fp16"; with error_feedback the rounding error is
+  /// travelling as "bf16", "fp16", "int8" or "topk" (each rank's largest
+  /// `topk_fraction` of values); with error_feedback the rounding error is
   /// kept per `key` (a bucket's index) for the next call.
   c10::intrusive_ptr<c10d::Work> compressed_allreduce(at::Tensor t, const std::string& compression,
-                                                      bool error_feedback, int64_t key);
+                                                      bool error_feedback, int64_t key, double topk_fraction = 0.01);
   /// grex's deadline allreduce (issue 29), for grex_torch/hooks.py's
   /// deadline_hook: averages `t` in place over the ranks that entered within
   /// deadline_ms (the same result on every rank); a late rank's vector is

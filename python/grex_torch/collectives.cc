@@ -126,7 +126,8 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::allreduce(std::vector<at::Tensor>& t
 }
 
 c10::intrusive_ptr<c10d::Work> GrexBackend::compressed_allreduce(at::Tensor t, const std::string& compression,
-                                                                bool error_feedback, int64_t key) {
+                                                                bool error_feedback, int64_t key,
+                                                                double topk_fraction) {
   const char* what = "compressed allreduce";
   check_tensor(t, what);
   TORCH_CHECK(path_of(t, what) == Path::kCpu, "grex: ", what, " takes CPU tensors (the compressed ring runs on the ",
@@ -137,6 +138,9 @@ c10::intrusive_ptr<c10d::Work> GrexBackend::compressed_allreduce(at::Tensor t, c
   TORCH_CHECK(kind.has_value(), "grex: ", what, ": compression '", compression, "': bf16, fp16, int8, topk or none");
   o.compression = *kind;
   o.error_feedback = error_feedback;
+  TORCH_CHECK(topk_fraction > 0.0 && topk_fraction <= 1.0, "grex: ", what, ": topk_fraction ", topk_fraction,
+              " is not in (0, 1]");
+  o.topk_fraction = topk_fraction;
   // An opaque key per bucket: DDP may hand a bucket's buffer at a new address.
   o.feedback_key = reinterpret_cast<const void*>(static_cast<uintptr_t>(key) + 1);
   Started s;

@@ -16,17 +16,21 @@ import torch
 import torch.distributed as dist
 
 
-def compressed_hook(compression="bf16", error_feedback=True):
-    """A hook for DistributedDataParallel.register_comm_hook."""
+def compressed_hook(compression="bf16", error_feedback=True, topk_fraction=0.01):
+    """A hook for DistributedDataParallel.register_comm_hook. topk: each rank
+    sends the largest topk_fraction of each bucket's values."""
     if compression not in ("bf16", "fp16", "int8", "topk"):
-        raise ValueError(f"grex_torch.hooks: compression {compression!r}: bf16, fp16, int8 or topk (1 %)")
+        raise ValueError(f"grex_torch.hooks: compression {compression!r}: bf16, fp16, int8 or topk")
+    if not 0.0 < topk_fraction <= 1.0:
+        raise ValueError(f"grex_torch.hooks: topk_fraction {topk_fraction}: not in (0, 1]")
 
     def hook(state, bucket):
         group = state if state is not None else dist.group.WORLD
         backend = group._get_backend(torch.device("cpu"))
         if not hasattr(backend, "compressed_allreduce"):
             raise RuntimeError(f"grex_torch.hooks: the group's CPU backend is {type(backend).__name__}, not grex")
-        work = backend.compressed_allreduce(bucket.buffer(), compression, error_feedback, bucket.index())
+        work = backend.compressed_allreduce(bucket.buffer(), compression, error_feedback, bucket.index(),
+                                            topk_fraction)
         return work.get_future().then(lambda fut: fut.value()[0])
 
     return hook

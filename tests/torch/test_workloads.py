@@ -123,3 +123,15 @@ def test_ddp_with_grex_compression_trains_as_uncompressed_gloo():
     assert got == pytest.approx(ref, rel=0.02), f"grex-bf16 losses stray from gloo's:\n{got}\n{ref}"
     assert got != ref, "the compressed hook gave gloo's exact losses: was it used?"
     assert min(got[-5:]) < got[0], f"the loss did not go down: {got}"
+
+
+def test_ddp_topk_fraction_reaches_the_hook():
+    """Issue 29: the top-k hook's fraction reaches grex. At 2 ranks, fraction 1
+    sends every value and sums exactly: gloo's losses bit for bit. Fraction
+    0.01 sends 1 % of each bucket: the losses differ, and still go down."""
+    ref = run("ddp", ["--hook", "none"], 2, "gloo")
+    every = run("ddp", ["--hook", "grex-topk", "--topk-fraction", "1"], 2, "grex")
+    assert every == ref, f"top-k of every value strays from gloo's exact losses:\n{every}\n{ref}"
+    sparse = run("ddp", ["--hook", "grex-topk", "--topk-fraction", "0.01"], 2, "grex")
+    assert sparse != ref, "top-k 1 % gave gloo's exact losses: was the fraction used?"
+    assert min(sparse[-5:]) < sparse[0], f"the loss did not go down with top-k 1 %: {sparse}"
