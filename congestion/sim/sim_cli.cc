@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "congestion/sim/fabric.h"
 #include "congestion/sim/sim.h"
 
 namespace grex::ccsim {
@@ -46,6 +47,37 @@ std::function<void(const std::string&)> choice(const char* option, T* out,
   };
 }
 
+// Every option takes its last value (flags take none), then parses; false
+// with *error in this tool's words.
+bool parse_with(CLI::App& app, const std::vector<CLI::Option*>& opts, int argc, const char* const* argv,
+                std::string* error) {
+  for (CLI::Option* o : opts) {
+    if (o->get_items_expected_max() == 0)
+      o->disable_flag_override();  // --ecn=1 is an error, as it always was
+    else
+      o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const BadValue& bad) {
+    *error = "bad value '" + bad.value + "' for " + bad.option;
+    return false;
+  } catch (const CLI::ParseError& e) {
+    *error = e.what();
+    for (const CLI::Option* o : opts) {  // CLI11 starts the message with the option's name
+      const std::string name = o->get_name();
+      if (error->starts_with(name + ":")) *error = name + " needs a value";
+      if (error->starts_with(name.substr(2) + " was given a disallowed flag override")) *error = name + " takes no value";
+    }
+    return false;
+  }
+  if (!app.remaining().empty()) {
+    *error = "unknown option " + app.remaining().front();
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string usage() {
@@ -77,6 +109,7 @@ std::string usage() {
          "  --sample-us T        time-series period (default 10)\n"
          "  --json FILE          write the JSON summary there (default: stdout)\n"
          "  --csv FILE           write the time series there\n"
+         "  --topology leaf-spine  a leaf-spine fabric instead (its options: --topology leaf-spine --help)\n"
          "  --help\n";
 }
 
@@ -120,28 +153,81 @@ bool parse_args(int argc, const char* const* argv, Cli* out, std::string* error)
       app.add_option("--json", out->json_path),
       app.add_option("--csv", out->csv_path),
   };
-  for (CLI::Option* o : opts) {
-    if (o->get_items_expected_max() == 0)
-      o->disable_flag_override();  // --ecn=1 is an error, as it always was
-    else
-      o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const BadValue& bad) {
-    *error = "bad value '" + bad.value + "' for " + bad.option;
-    return false;
-  } catch (const CLI::ParseError& e) {
-    *error = e.what();
-    for (const CLI::Option* o : opts) {  // CLI11 starts the message with the option's name
-      const std::string name = o->get_name();
-      if (error->starts_with(name + ":")) *error = name + " needs a value";
-      if (error->starts_with(name.substr(2) + " was given a disallowed flag override")) *error = name + " takes no value";
-    }
-    return false;
-  }
-  if (!app.remaining().empty()) {
-    *error = "unknown option " + app.remaining().front();
+  return parse_with(app, opts, argc, argv, error);
+}
+
+std::string fabric_usage() {
+  return "usage: grex-ccsim --topology leaf-spine [options]\n"
+         "  a leaf-spine fabric: L leaves, S spines, H hosts per leaf, ECMP by a hash of the\n"
+         "  packet's entropy, flows under the congestion controllers of congestion/cc.h\n"
+         "  --cc NAME              algorithm: " +
+         cc::algorithm_names() +
+         " (default rttcc)\n"
+         "  --leaves L --spines S --hosts-per-leaf H   (default 2, 4, 4)\n"
+         "  --host-gbps G          host <-> leaf links (default 100)\n"
+         "  --spine-gbps G         leaf <-> spine links (default 100)\n"
+         "  --mtu B                data payload per packet (default 4096; +64 B header)\n"
+         "  --hop-us T             propagation of every link (default 1)\n"
+         "  --buffer-kb K          per output port; a packet past it is trimmed and NACKed (default 1000)\n"
+         "  --ecn --kmin-kb K --kmax-kb K --pmax P   RED-like marking at every port (100, 400, 0.2)\n"
+         "  --paths P              entropies a flow sprays over, round robin (default 1: ECMP, one path)\n"
+         "  --pattern P            permutation | ring | incast | alltoall (default permutation)\n"
+         "  --incast-senders K     incast: hosts 1..K send to host 0 (default every other host)\n"
+         "  --flow-kb K            bytes per flow (default 0: long-lived)\n"
+         "  --duration-ms T        simulated time at most (default 10)\n"
+         "  --warmup-ms T          long-lived goodput is measured after it (default 10 %)\n"
+         "  --fail-spine S --fail-at-ms T   spine S fails at T\n"
+         "  --slow-spine S --slow-factor F  spine S's links run at F x --spine-gbps (F default 0.25)\n"
+         "  --rttcc-target-us T    RTTCC's target (default max(13, 1.25 x the idle cross-leaf RTT))\n"
+         "  --seed S               permutation, entropies, ECN (default 1)\n"
+         "  --json FILE            write the JSON summary there (default: stdout)\n";
+}
+
+bool parse_fabric_args(int argc, const char* const* argv, FabricCli* out, std::string* error) {
+  FabricConfig& c = out->cfg;
+  std::string topology;
+  CLI::App app("grex-ccsim");
+  app.set_help_flag();
+  app.allow_extras();
+  std::vector<CLI::Option*> opts = {
+      app.add_flag("-h,--help", out->help),
+      app.add_flag("--ecn", c.ecn),
+      app.add_option("--topology", topology),
+      app.add_option("--cc", c.cc),
+      app.add_option_function<std::string>("--leaves", number("--leaves", &c.leaves)),
+      app.add_option_function<std::string>("--spines", number("--spines", &c.spines)),
+      app.add_option_function<std::string>("--hosts-per-leaf", number("--hosts-per-leaf", &c.hosts_per_leaf)),
+      app.add_option_function<std::string>("--host-gbps", number("--host-gbps", &c.host_gbps)),
+      app.add_option_function<std::string>("--spine-gbps", number("--spine-gbps", &c.spine_gbps)),
+      app.add_option_function<std::string>("--mtu", number("--mtu", &c.mtu_bytes)),
+      app.add_option_function<std::string>("--hop-us", number("--hop-us", &c.hop_us)),
+      app.add_option_function<std::string>("--buffer-kb", number("--buffer-kb", &c.buffer_kb)),
+      app.add_option_function<std::string>("--kmin-kb", number("--kmin-kb", &c.kmin_kb)),
+      app.add_option_function<std::string>("--kmax-kb", number("--kmax-kb", &c.kmax_kb)),
+      app.add_option_function<std::string>("--pmax", number("--pmax", &c.pmax)),
+      app.add_option_function<std::string>("--paths", number("--paths", &c.paths)),
+      app.add_option_function<std::string>(
+          "--pattern", choice<Pattern>("--pattern", &c.pattern,
+                                       {{"permutation", Pattern::kPermutation},
+                                        {"ring", Pattern::kRing},
+                                        {"incast", Pattern::kIncast},
+                                        {"alltoall", Pattern::kAlltoall}})),
+      app.add_option_function<std::string>("--incast-senders", number("--incast-senders", &c.incast_senders)),
+      app.add_option_function<std::string>("--flow-kb", number("--flow-kb", &c.flow_kb)),
+      app.add_option_function<std::string>("--duration-ms", number("--duration-ms", &c.duration_ms)),
+      app.add_option_function<std::string>("--warmup-ms", number("--warmup-ms", &c.warmup_ms)),
+      app.add_option_function<std::string>("--fail-spine", number("--fail-spine", &c.failed_spine)),
+      app.add_option_function<std::string>("--fail-at-ms", number("--fail-at-ms", &c.fail_at_ms)),
+      app.add_option_function<std::string>("--slow-spine", number("--slow-spine", &c.slow_spine)),
+      app.add_option_function<std::string>("--slow-factor", number("--slow-factor", &c.slow_factor)),
+      app.add_option_function<std::string>("--rttcc-target-us",
+                                           number("--rttcc-target-us", &c.rttcc_target_us, true)),
+      app.add_option_function<std::string>("--seed", number("--seed", &c.seed)),
+      app.add_option("--json", out->json_path),
+  };
+  if (!parse_with(app, opts, argc, argv, error)) return false;
+  if (topology != "leaf-spine") {
+    *error = "--topology '" + topology + "': leaf-spine is the one topology besides the single switch";
     return false;
   }
   return true;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "congestion/sim/fabric.h"
 #include "congestion/sim/sim.h"
 
 namespace grex::ccsim {
@@ -132,6 +133,56 @@ std::string to_json(const Config& cfg, const Result& r, bool with_wall_time) {
                    {"completion_us", dist_json(r.burst_completion_us)}};
   if (cfg.scenario == Scenario::kJoinLeave) j["convergence"] = convergence_json(r);
   j["events"] = r.events;
+  if (with_wall_time) j["wall_seconds"] = num(r.wall_seconds);
+  return j.dump(2) + "\n";
+}
+
+std::string to_json(const FabricConfig& c, const FabricResult& r, bool with_wall_time) {
+  Json cfg = {{"topology", "leaf-spine"},
+              {"cc", c.cc},
+              {"leaves", c.leaves},
+              {"spines", c.spines},
+              {"hosts_per_leaf", c.hosts_per_leaf},
+              {"host_gbps", num(c.host_gbps)},
+              {"spine_gbps", num(c.spine_gbps)},
+              {"mtu_bytes", c.mtu_bytes},
+              {"hop_us", num(c.hop_us)},
+              {"buffer_kb", num(c.buffer_kb)},
+              {"ecn", c.ecn},
+              {"paths", c.paths},
+              {"pattern", pattern_name(c.pattern)},
+              {"flow_kb", num(c.flow_kb)},
+              {"duration_ms", num(c.duration_ms)},
+              {"failed_spine", c.failed_spine},
+              {"fail_at_ms", num(c.fail_at_ms)},
+              {"slow_spine", c.slow_spine},
+              {"slow_factor", num(c.slow_factor)},
+              {"seed", c.seed}};
+  Json util = Json::array();
+  for (double u : r.spine_utilization) util.push_back(num(u));
+  Json j = {{"config", cfg},
+            {"hosts", r.hosts},
+            {"flows", r.flows},
+            {"idle_rtt_us", num(r.idle_rtt_us)},
+            {"rttcc_target_us", num(r.rttcc_target_us)},
+            {"flows_done", r.flows_done},
+            {"completion_ms", num(r.completion_ms)},
+            {"mean_flow_ms", num(r.mean_flow_ms)},
+            {"goodput_gbps", num(r.goodput_gbps)},
+            {"per_flow_min_gbps", num(r.per_flow_min_gbps)},
+            {"per_flow_mean_gbps", num(r.per_flow_mean_gbps)},
+            {"jain", num(r.jain)},
+            {"queue_delay_us", dist_json(r.queue_delay_us)},
+            {"rtt_us", dist_json(r.rtt_us)},
+            {"spine_utilization", util},
+            {"data_packets", r.data_packets},
+            {"trimmed", r.trimmed},
+            {"retransmits", r.retransmits},
+            {"ecn_marks", r.ecn_marks},
+            {"cnps", r.cnps},
+            {"probes", r.probes},
+            {"invalid_decisions", r.invalid_decisions},
+            {"events", r.events}};
   if (with_wall_time) j["wall_seconds"] = num(r.wall_seconds);
   return j.dump(2) + "\n";
 }

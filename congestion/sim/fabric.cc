@@ -1,0 +1,636 @@
+// SPDX-License-Identifier: Apache-2.0
+// ccsim's leaf-spine fabric: hosts, ECMP and spraying, output ports, the
+// receivers' ACKs, NACKs and CNPs, spine failures (fabric.h has the model).
+#include "congestion/sim/fabric.h"
+
+#include "congestion/sim/sim_internal.h"
+
+namespace grex::ccsim {
+
+const char* pattern_name(Pattern p) noexcept {
+  switch (p) {
+    case Pattern::kPermutation: return "permutation";
+    case Pattern::kRing: return "ring";
+    case Pattern::kIncast: return "incast";
+    case Pattern::kAlltoall: return "alltoall";
+  }
+  return "?";
+}
+
+std::string check(const FabricConfig& c) {
+  if (cc::find(c.cc) == nullptr) return "unknown congestion control '" + c.cc + "' (" + cc::algorithm_names() + ")";
+  if (c.leaves < 1 || c.spines < 1 || c.hosts_per_leaf < 1) return "leaves, spines and hosts per leaf must be >= 1";
+  if (c.leaves * c.hosts_per_leaf < 2) return "the fabric needs at least 2 hosts";
+  if (c.leaves > 256 || c.spines > 256 || c.hosts_per_leaf > 256) return "at most 256 leaves, spines, hosts per leaf";
+  if (!(c.host_gbps > 0) || !(c.spine_gbps > 0)) return "link rates must be > 0";
+  if (c.mtu_bytes < 64 || c.mtu_bytes > 65536) return "mtu must be 64..65536 bytes";
+  if (c.paths < 1 || c.paths > 65536) return "paths must be 1..65536";
+  if (!(c.hop_us >= 0) || !(c.buffer_kb > 0) || !(c.duration_ms > 0)) return "hop, buffer and duration must be > 0";
+  if (c.flow_kb < 0) return "flow size must be >= 0";
+  if (c.failed_spine >= static_cast<int>(c.spines) || c.slow_spine >= static_cast<int>(c.spines))
+    return "failed and slow spines must name a spine (0..spines-1)";
+  if (c.failed_spine >= 0 && c.spines < 2) return "a failed spine needs another one";
+  if (!(c.slow_factor > 0 && c.slow_factor <= 1)) return "slow factor must be in (0, 1]";
+  if (c.ecn && !(c.kmin_kb < c.kmax_kb && c.pmax > 0 && c.pmax <= 1)) return "ECN needs kmin < kmax and 0 < pmax <= 1";
+  return "";
+}
+
+namespace detail {
+namespace {
+
+enum class Fv : uint8_t { kWake, kArrive, kPortDone, kAck, kNack, kCnp, kFail };
+
+struct FEvent {
+  uint64_t t;
+  uint64_t seq;
+  uint32_t a;
+  uint32_t b;
+  uint32_t c;
+  Fv type;
+};
+struct FLater {
+  bool operator()(const FEvent& x, const FEvent& y) const noexcept {
+    return x.t != y.t ? x.t > y.t : x.seq > y.seq;
+  }
+};
+
+struct FPacket {
+  uint64_t enq_ns = 0;
+  uint32_t flow = 0;
+  uint32_t wire = 0;
+  uint32_t payload = 0;
+  uint32_t route[3] = {0, 0, 0};  // ports after the sender's NIC
+  uint8_t hops = 0;
+  uint8_t hop = 0;
+  bool probe = false;
+  bool ce = false;
+  uint32_t probe_seq = 0;
+};
+
+struct Port {
+  double ns_per_bit = 0;
+  Serializer ser;
+  std::deque<uint32_t> fifo;
+  uint64_t bytes = 0;
+  uint64_t carried_bits = 0;
+  int spine = -1;  // a leaf <-> spine link: its spine
+  bool busy = false;
+};
+
+struct FFlow {
+  cc::Flow ctl;
+  cc::ProbeScheduler probes;
+  cc::CnpPacer cnp;
+  uint32_t src = 0, dst = 0;
+  uint64_t entropy = 0;   // the flow's base entropy (its source port)
+  uint64_t packets = 0;   // sent, for the round robin over paths
+  uint64_t total = 0;     // bytes to deliver (kUnlimited: long-lived)
+  uint64_t to_send = 0;
+  uint64_t retx = 0;
+  uint64_t inflight = 0;
+  uint64_t delivered = 0;
+  uint64_t delivered_at_warmup = 0;
+  double rate_bps = 0;
+  uint64_t window = 0;
+  double eligible_exact = 0;
+  uint64_t eligible_ns = 0;
+  uint64_t done_ns = kNever;
+  double probe_sent[8] = {};
+};
+
+struct FHost {
+  Serializer nic;
+  std::vector<uint32_t> flows;
+  uint64_t wake_at = kNever;
+  double util = 0;
+  uint64_t util_ns = 0;
+  uint64_t util_busy_until = 0;
+};
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+class Fabric {
+ public:
+  Fabric(const FabricConfig& cfg, const cc::Algorithm& algo) : cfg_(cfg), algo_(algo), rng_(cfg.seed) {
+    L_ = cfg.leaves;
+    S_ = cfg.spines;
+    H_ = cfg.hosts_per_leaf;
+    N_ = L_ * H_;
+    hop_ns_ = us_to_ns(cfg.hop_us);
+    host_npb_ = 1.0 / cfg.host_gbps;  // ns per bit at G Gbit/s
+    mtu_ = cfg.mtu_bytes;
+    hdr_ = cfg.header_bytes;
+    buffer_ = static_cast<uint64_t>(cfg.buffer_kb * 1000);
+    kmin_ = cfg.kmin_kb * 1000;
+    kmax_ = cfg.kmax_kb * 1000;
+    end_ns_ = us_to_ns(cfg.duration_ms * 1000);
+    warmup_ns_ = cfg.flow_kb > 0 ? 0 : us_to_ns((cfg.warmup_ms < 0 ? cfg.duration_ms / 10 : cfg.warmup_ms) * 1000);
+    // Ports: leaf l's uplink to spine s, spine s's downlink to leaf l, leaf's port to host h.
+    ports_.resize(2 * static_cast<size_t>(L_) * S_ + N_);
+    for (uint32_t l = 0; l < L_; ++l)
+      for (uint32_t s = 0; s < S_; ++s) {
+        const double g = cfg.spine_gbps * (static_cast<int>(s) == cfg.slow_spine ? cfg.slow_factor : 1.0);
+        for (size_t id : {up(l, s), down(s, l)}) {
+          ports_[id].ns_per_bit = 1.0 / g;
+          ports_[id].spine = static_cast<int>(s);
+        }
+      }
+    for (uint32_t h = 0; h < N_; ++h) ports_[to_host(h)].ns_per_bit = host_npb_;
+    for (uint32_t s = 0; s < S_; ++s) alive_.push_back(s);
+    // The idle RTT across leaves: a data packet's serialisation at each of the
+    // four links, propagation there and back (the ACK takes an uncongested path).
+    const double spine_npb = 1.0 / cfg.spine_gbps;
+    const double wire_bits = 8.0 * (mtu_ + hdr_);
+    idle_rtt_ns_ = wire_bits * (2 * host_npb_ + 2 * spine_npb) + 8.0 * hop_ns_;
+    opts_ = cfg.cc_options;
+    opts_.algorithm = algo.name;
+    for (cc::RttccParams* rt : {&opts_.rttcc, &opts_.rttcc_template}) {
+      rt->target_delay_ns = cfg.rttcc_target_us > 0 ? us_to_ns(cfg.rttcc_target_us)
+                                                    : std::max(rt->target_delay_ns,
+                                                               static_cast<uint64_t>(1.25 * idle_rtt_ns_));
+      rt->max_delay_ns = std::max(rt->max_delay_ns, 4 * rt->target_delay_ns);
+      target_ns_ = rt->target_delay_ns;
+    }
+    path_.line_rate_bps = cfg.host_gbps * 1e9;
+    path_.mtu_bytes = mtu_;
+    hosts_.resize(N_);
+    make_flows();
+  }
+
+  void run(FabricResult* r) {
+    const auto wall0 = std::chrono::steady_clock::now();
+    for (uint32_t h = 0; h < N_; ++h) schedule_wake(h, 0);
+    if (cfg_.failed_spine >= 0) push(us_to_ns(cfg_.fail_at_ms * 1000), Fv::kFail, static_cast<uint32_t>(cfg_.failed_spine));
+    while (!events_.empty()) {
+      const FEvent e = events_.top();
+      if (e.t > end_ns_ || (finite_ && done_ == nflows_)) break;
+      events_.pop();
+      now_ = e.t;
+      if (!warmed_ && now_ >= warmup_ns_) mark_warmup();
+      ++processed_;
+      dispatch(e);
+    }
+    if (!finite_ || done_ < nflows_) now_ = std::max(now_, end_ns_);
+    if (!warmed_) mark_warmup();
+    finish(r);
+    r->wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  }
+
+ private:
+  size_t up(uint32_t l, uint32_t s) const { return static_cast<size_t>(l) * S_ + s; }
+  size_t down(uint32_t s, uint32_t l) const { return static_cast<size_t>(L_) * S_ + static_cast<size_t>(s) * L_ + l; }
+  size_t to_host(uint32_t h) const { return 2 * static_cast<size_t>(L_) * S_ + h; }
+
+  void push(uint64_t t, Fv type, uint32_t a = 0, uint32_t b = 0, uint32_t c = 0) {
+    events_.push(FEvent{t, seq_++, a, b, c, type});
+  }
+
+  void make_flows() {
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;
+    switch (cfg_.pattern) {
+      case Pattern::kPermutation: {  // a random derangement: shuffle until no host sends to itself
+        std::vector<uint32_t> p(N_);
+        for (uint32_t i = 0; i < N_; ++i) p[i] = i;
+        for (bool fixed = true; fixed;) {
+          std::shuffle(p.begin(), p.end(), rng_);
+          fixed = false;
+          for (uint32_t i = 0; i < N_; ++i) fixed = fixed || p[i] == i;
+        }
+        for (uint32_t i = 0; i < N_; ++i) pairs.emplace_back(i, p[i]);
+        break;
+      }
+      case Pattern::kRing:
+        for (uint32_t i = 0; i < N_; ++i) pairs.emplace_back(i, (i + H_) % N_ == i ? (i + 1) % N_ : (i + H_) % N_);
+        break;
+      case Pattern::kIncast: {
+        const uint32_t k = cfg_.incast_senders == 0 ? N_ - 1 : std::min(cfg_.incast_senders, N_ - 1);
+        for (uint32_t i = 1; i <= k; ++i) pairs.emplace_back(i, 0);
+        break;
+      }
+      case Pattern::kAlltoall:
+        for (uint32_t i = 0; i < N_; ++i)
+          for (uint32_t j = 0; j < N_; ++j)
+            if (i != j) pairs.emplace_back(i, j);
+        break;
+    }
+    finite_ = cfg_.flow_kb > 0;
+    flows_ = std::make_unique<FFlow[]>(pairs.size());
+    nflows_ = static_cast<uint32_t>(pairs.size());
+    for (uint32_t f = 0; f < nflows_; ++f) {
+      FFlow& x = flows_[f];
+      x.src = pairs[f].first;
+      x.dst = pairs[f].second;
+      x.entropy = mix(cfg_.seed * 0x100000001b3ull + f);
+      x.total = finite_ ? static_cast<uint64_t>(cfg_.flow_kb * 1000) : kUnlimited;
+      x.to_send = x.total;
+      x.ctl.reset(algo_, opts_, path_, 0);
+      x.cnp = cc::CnpPacer(cnp_interval_ns());
+      refresh(f);
+      hosts_[x.src].flows.push_back(f);
+    }
+  }
+
+  uint64_t cnp_interval_ns() const {
+    cc::DcqcnParams d = cfg_.cc_options.dcqcn;
+    if (std::string_view(algo_.name) == "dcqcn-mlx5") cc::apply_dcqcn_set(&d, cc::DcqcnSet::kMlx5);
+    return d.cnp_interval_ns;
+  }
+
+  void refresh(uint32_t f) {
+    FFlow& x = flows_[f];
+    const cc::Decision d = x.ctl->decision();
+    double rate = d.rate_bps;
+    if (!(rate > 0) || !std::isfinite(rate)) {
+      ++invalid_;
+      rate = 1e3;
+    }
+    const double old = x.rate_bps;
+    x.rate_bps = rate;
+    x.window = d.window_bytes;
+    if (old > 0 && rate != old && x.eligible_exact > static_cast<double>(now_)) {
+      const double t = static_cast<double>(now_);
+      x.eligible_exact = t + std::min((x.eligible_exact - t) * old / rate, 1e15);
+      x.eligible_ns = std::max(now_, static_cast<uint64_t>(std::ceil(x.eligible_exact - 1e-6)));
+    }
+  }
+
+  // ------------------------------------------------------------ hosts
+
+  bool sendable(const FFlow& x) const {
+    if (x.retx == 0 && x.to_send == 0) return false;
+    return x.window == 0 || x.inflight + std::min<uint64_t>(mtu_, x.retx > 0 ? x.retx : x.to_send) <= x.window ||
+           x.inflight == 0;
+  }
+
+  void schedule_wake(uint32_t h, uint64_t t) {
+    FHost& host = hosts_[h];
+    if (host.wake_at != kNever && host.wake_at <= t && host.wake_at >= now_) return;
+    host.wake_at = t;
+    push(t, Fv::kWake, h);
+  }
+
+  void util_advance(FHost& h, uint64_t t) {
+    const double tau = std::max(idle_rtt_ns_, 1.0);
+    if (t <= h.util_ns) return;
+    const uint64_t busy_end = std::min(t, h.util_busy_until);
+    if (busy_end > h.util_ns) {
+      h.util = 1 + (h.util - 1) * std::exp(-static_cast<double>(busy_end - h.util_ns) / tau);
+      h.util_ns = busy_end;
+    }
+    if (t > h.util_ns) {
+      h.util *= std::exp(-static_cast<double>(t - h.util_ns) / tau);
+      h.util_ns = t;
+    }
+  }
+
+  void on_wake(uint32_t h) {
+    FHost& host = hosts_[h];
+    if (host.wake_at == now_) host.wake_at = kNever;
+    if (host.nic.busy_until > now_) {
+      schedule_wake(h, host.nic.busy_until);
+      return;
+    }
+    // The earliest eligible flow with data and window (ties: the lowest id).
+    uint32_t best = UINT32_MAX;
+    uint64_t best_t = kNever;
+    for (uint32_t f : host.flows) {
+      const FFlow& x = flows_[f];
+      if (!sendable(x)) continue;
+      if (x.eligible_ns < best_t) {
+        best_t = x.eligible_ns;
+        best = f;
+      }
+    }
+    if (best == UINT32_MAX) return;  // an ACK, NACK or rate change wakes it again
+    if (best_t > now_) {
+      schedule_wake(h, best_t);
+      return;
+    }
+    send(h, best);
+    schedule_wake(h, host.nic.busy_until);
+  }
+
+  // The spine ECMP sends entropy `e` of a flow from leaf a to leaf b through.
+  uint32_t spine_for(const FFlow& x, uint64_t e) const {
+    const uint64_t k = mix((x.entropy + e * 0x9e3779b97f4a7c15ull) ^ (uint64_t{x.src} << 32 | x.dst));
+    return alive_[k % alive_.size()];
+  }
+
+  void send(uint32_t h, uint32_t f) {
+    FHost& host = hosts_[h];
+    FFlow& x = flows_[f];
+    const bool retx = x.retx > 0;
+    const auto payload = static_cast<uint32_t>(std::min<uint64_t>(mtu_, retx ? x.retx : x.to_send));
+    if (retx) {
+      x.retx -= payload;
+      ++retransmits_;
+    } else if (x.to_send != kUnlimited) {
+      x.to_send -= payload;
+    }
+    const uint32_t p = pool_alloc();
+    FPacket& pk = pool_[p];
+    pk.flow = f;
+    pk.payload = payload;
+    pk.wire = payload + hdr_;
+    const uint32_t ls = x.src / H_, ld = x.dst / H_;
+    if (ls == ld) {
+      pk.route[0] = static_cast<uint32_t>(to_host(x.dst));
+      pk.hops = 1;
+    } else {
+      const uint32_t s = spine_for(x, x.packets % cfg_.paths);
+      pk.route[0] = static_cast<uint32_t>(up(ls, s));
+      pk.route[1] = static_cast<uint32_t>(down(s, ld));
+      pk.route[2] = static_cast<uint32_t>(to_host(x.dst));
+      pk.hops = 3;
+    }
+    ++x.packets;
+    if (algo_.wants_rtt_probes && x.probes.on_send(now_)) {
+      pk.probe = true;
+      pk.probe_seq = x.probes.seq();
+      x.probe_sent[pk.probe_seq % 8] = static_cast<double>(now_);
+      ++probes_;
+    }
+    util_advance(host, now_);
+    const double start = host.nic.start(now_, x.eligible_exact, pk.wire, host_npb_);
+    host.util_busy_until = host.nic.busy_until;
+    push(host.nic.busy_until + hop_ns_, Fv::kArrive, p);
+    x.inflight += payload;
+    ++data_packets_;
+    x.ctl->on_bytes_sent(now_, payload);
+    refresh(f);
+    x.eligible_exact = start + 8.0 * payload * 1e9 / x.rate_bps;
+    x.eligible_ns = std::max(now_, static_cast<uint64_t>(std::ceil(x.eligible_exact - 1e-6)));
+  }
+
+  // ------------------------------------------------------------ switches
+
+  bool mark(uint64_t q) {
+    if (!cfg_.ecn || static_cast<double>(q) <= kmin_) return false;
+    if (static_cast<double>(q) >= kmax_) return true;
+    const double pr = cfg_.pmax * (static_cast<double>(q) - kmin_) / (kmax_ - kmin_);
+    return std::uniform_real_distribution<double>(0, 1)(rng_) < pr;
+  }
+
+  bool dead(const Port& port) const { return port.spine >= 0 && port.spine == failed_; }
+
+  void arrive(uint32_t p) {
+    FPacket& pk = pool_[p];
+    Port& port = ports_[pk.route[pk.hop]];
+    if (dead(port) || port.bytes + pk.wire > buffer_) {
+      trim(p);
+      return;
+    }
+    if (mark(port.bytes)) {
+      pk.ce = true;
+      ++marks_;
+    }
+    pk.enq_ns = now_;
+    port.fifo.push_back(p);
+    port.bytes += pk.wire;
+    if (!port.busy) start_port(pk.route[pk.hop]);
+  }
+
+  void start_port(uint32_t id) {
+    Port& port = ports_[id];
+    const FPacket& pk = pool_[port.fifo.front()];
+    port.busy = true;
+    const double start = port.ser.start(now_, static_cast<double>(now_), pk.wire, port.ns_per_bit);
+    queue_delay_.add(static_cast<uint64_t>(std::max(0.0, start - static_cast<double>(pk.enq_ns))));
+    push(port.ser.busy_until, Fv::kPortDone, id);
+  }
+
+  void port_done(uint32_t id) {
+    Port& port = ports_[id];
+    const uint32_t p = port.fifo.front();
+    port.fifo.pop_front();
+    FPacket& pk = pool_[p];
+    port.bytes -= pk.wire;
+    port.busy = false;
+    if (now_ >= warmup_ns_) port.carried_bits += 8ull * pk.wire;
+    ++pk.hop;
+    if (pk.hop < pk.hops)
+      push(now_ + hop_ns_, Fv::kArrive, p);
+    else
+      deliver(p);  // the receiver, one hop on (its delay is added to the ACK's)
+    if (!port.fifo.empty()) start_port(id);
+  }
+
+  // What is left of the path (forward hops not yet taken and the way back).
+  uint64_t back_ns(const FPacket& pk) const {
+    return static_cast<uint64_t>(pk.hops + 1 - pk.hop) * hop_ns_ + static_cast<uint64_t>(pk.hops + 1) * hop_ns_;
+  }
+
+  void trim(uint32_t p) {
+    const FPacket& pk = pool_[p];
+    ++trimmed_;
+    push(now_ + back_ns(pk), Fv::kNack, pk.flow, pk.payload);
+    pool_free(p);
+  }
+
+  void fail_spine(uint32_t s) {
+    failed_ = static_cast<int>(s);
+    alive_.erase(std::remove(alive_.begin(), alive_.end(), s), alive_.end());
+    for (uint32_t l = 0; l < L_; ++l)
+      for (size_t id : {up(l, s), down(s, l)}) {
+        Port& port = ports_[id];
+        // The head is on the wire: it completes. The rest is lost with the spine.
+        while (port.fifo.size() > (port.busy ? 1u : 0u)) {
+          const uint32_t p = port.fifo.back();
+          port.fifo.pop_back();
+          port.bytes -= pool_[p].wire;
+          trim(p);
+        }
+      }
+  }
+
+  // ------------------------------------------------------------ receivers and feedback
+
+  void deliver(uint32_t p) {
+    const FPacket pk = pool_[p];
+    pool_free(p);
+    FFlow& x = flows_[pk.flow];
+    x.delivered += pk.payload;
+    delivered_ += pk.payload;
+    if (finite_ && x.done_ns == kNever && x.delivered >= x.total) {
+      x.done_ns = now_ + hop_ns_;
+      ++done_;
+    }
+    const uint64_t back = static_cast<uint64_t>(pk.hops + 2) * hop_ns_;
+    push(now_ + back, Fv::kAck, pk.flow, pk.probe ? pk.probe_seq : UINT32_MAX, pk.payload);
+    if (pk.ce && algo_.wants_cnp && x.cnp.on_marked(now_)) push(now_ + back, Fv::kCnp, pk.flow);
+  }
+
+  void on_ack(uint32_t f, uint32_t probe_seq, uint32_t payload) {
+    FFlow& x = flows_[f];
+    x.inflight -= std::min<uint64_t>(x.inflight, payload);
+    if (probe_seq != UINT32_MAX && x.probes.on_reply(probe_seq)) {
+      cc::RttSample s;
+      s.now_ns = now_;
+      s.rtt_ns = static_cast<uint64_t>(static_cast<double>(now_) - x.probe_sent[probe_seq % 8]);
+      FHost& h = hosts_[x.src];
+      util_advance(h, now_);
+      s.port_utilization = h.util;
+      rtt_.add(s.rtt_ns);
+      x.ctl->on_rtt_sample(s);
+    }
+    refresh(f);
+    schedule_wake(x.src, now_);
+  }
+
+  void on_nack(uint32_t f, uint32_t payload) {
+    FFlow& x = flows_[f];
+    x.inflight -= std::min<uint64_t>(x.inflight, payload);
+    x.retx += payload;
+    x.ctl->on_nack(now_);
+    refresh(f);
+    schedule_wake(x.src, now_);
+  }
+
+  void dispatch(const FEvent& e) {
+    switch (e.type) {
+      case Fv::kWake: on_wake(e.a); break;
+      case Fv::kArrive: arrive(e.a); break;
+      case Fv::kPortDone: port_done(e.a); break;
+      case Fv::kAck: on_ack(e.a, e.b, e.c); break;
+      case Fv::kNack: on_nack(e.a, e.b); break;
+      case Fv::kCnp:
+        ++cnps_;
+        flows_[e.a].ctl->on_cnp(now_);
+        refresh(e.a);
+        schedule_wake(flows_[e.a].src, now_);
+        break;
+      case Fv::kFail: fail_spine(e.a); break;
+    }
+  }
+
+  void mark_warmup() {
+    warmed_ = true;
+    delivered_at_warmup_ = delivered_;
+    for (uint32_t f = 0; f < nflows_; ++f) flows_[f].delivered_at_warmup = flows_[f].delivered;
+  }
+
+  void finish(FabricResult* r);
+
+  uint32_t pool_alloc() {
+    if (free_.empty()) {
+      pool_.emplace_back();
+      return static_cast<uint32_t>(pool_.size() - 1);
+    }
+    const uint32_t i = free_.back();
+    free_.pop_back();
+    pool_[i] = FPacket{};
+    return i;
+  }
+  void pool_free(uint32_t i) { free_.push_back(i); }
+
+  const FabricConfig& cfg_;
+  const cc::Algorithm& algo_;
+  cc::Options opts_;
+  cc::PathInfo path_;
+  std::mt19937_64 rng_;
+  uint32_t L_ = 0, S_ = 0, H_ = 0, N_ = 0, nflows_ = 0;
+  uint64_t hop_ns_ = 0;
+  double host_npb_ = 0;
+  uint32_t mtu_ = 0, hdr_ = 0;
+  uint64_t buffer_ = 0;
+  double kmin_ = 0, kmax_ = 0;
+  uint64_t end_ns_ = 0, warmup_ns_ = 0;
+  double idle_rtt_ns_ = 0;
+  uint64_t target_ns_ = 0;
+  bool finite_ = false;
+  bool warmed_ = false;
+  int failed_ = -1;
+  std::vector<uint32_t> alive_;
+  std::vector<Port> ports_;
+  std::vector<FHost> hosts_;
+  std::unique_ptr<FFlow[]> flows_;
+  std::vector<FPacket> pool_;
+  std::vector<uint32_t> free_;
+  std::priority_queue<FEvent, std::vector<FEvent>, FLater> events_;
+  uint64_t seq_ = 0, now_ = 0, processed_ = 0;
+  uint64_t delivered_ = 0, delivered_at_warmup_ = 0;
+  uint32_t done_ = 0;
+  uint64_t data_packets_ = 0, trimmed_ = 0, retransmits_ = 0, marks_ = 0, cnps_ = 0, probes_ = 0, invalid_ = 0;
+  Histogram queue_delay_;
+  Histogram rtt_;
+};
+
+void Fabric::finish(FabricResult* r) {
+  r->hosts = N_;
+  r->flows = nflows_;
+  r->idle_rtt_us = idle_rtt_ns_ / 1e3;
+  r->rttcc_target_us = static_cast<double>(target_ns_) / 1e3;
+  r->flows_done = done_;
+  uint64_t t0 = warmup_ns_, t1 = now_;
+  double sum_done = 0;
+  uint64_t last = 0;
+  for (uint32_t f = 0; f < nflows_; ++f)
+    if (flows_[f].done_ns != kNever) {
+      sum_done += static_cast<double>(flows_[f].done_ns);
+      last = std::max(last, flows_[f].done_ns);
+    }
+  if (finite_) {
+    t0 = 0;
+    if (done_ == nflows_) {
+      t1 = last;
+      r->completion_ms = static_cast<double>(last) / 1e6;
+    }
+    if (done_ > 0) r->mean_flow_ms = sum_done / done_ / 1e6;
+  }
+  const double secs = std::max(1e-12, static_cast<double>(t1 - t0) / 1e9);
+  r->goodput_gbps = 8.0 * static_cast<double>(delivered_ - delivered_at_warmup_) / secs / 1e9;
+  double sum = 0, sum_sq = 0, mn = 1e300;
+  for (uint32_t f = 0; f < nflows_; ++f) {
+    const FFlow& x = flows_[f];
+    const double secs_f = finite_ && x.done_ns != kNever ? std::max(1e-12, static_cast<double>(x.done_ns) / 1e9) : secs;
+    const double g = 8.0 * static_cast<double>(x.delivered - x.delivered_at_warmup) / secs_f / 1e9;
+    sum += g;
+    sum_sq += g * g;
+    mn = std::min(mn, g);
+  }
+  r->per_flow_min_gbps = nflows_ > 0 ? mn : 0;
+  r->per_flow_mean_gbps = nflows_ > 0 ? sum / nflows_ : 0;
+  r->jain = jain_index(sum, sum_sq, nflows_);
+  r->queue_delay_us = queue_delay_.summary(1e-3);
+  r->rtt_us = rtt_.summary(1e-3);
+  // Each spine's 2L links, both directions: their bits over their capacity.
+  const double span = static_cast<double>(now_ - std::min(now_, warmup_ns_)) / 1e9;
+  for (uint32_t s = 0; s < S_; ++s) {
+    double bits = 0, cap = 0;
+    for (uint32_t l = 0; l < L_; ++l)
+      for (size_t id : {up(l, s), down(s, l)}) {
+        bits += static_cast<double>(ports_[id].carried_bits);
+        cap += 1e9 / ports_[id].ns_per_bit * span;
+      }
+    r->spine_utilization.push_back(cap > 0 ? bits / cap : 0);
+  }
+  r->data_packets = data_packets_;
+  r->trimmed = trimmed_;
+  r->retransmits = retransmits_;
+  r->ecn_marks = marks_;
+  r->cnps = cnps_;
+  r->probes = probes_;
+  r->invalid_decisions = invalid_;
+  r->events = processed_;
+}
+
+}  // namespace
+}  // namespace detail
+
+bool run_fabric(const FabricConfig& cfg, FabricResult* out, std::string* error) {
+  if (std::string e = check(cfg); !e.empty()) {
+    if (error != nullptr) *error = e;
+    return false;
+  }
+  const cc::Algorithm* algo = cc::find(cfg.cc);
+  *out = FabricResult{};
+  detail::Fabric(cfg, *algo).run(out);
+  return true;
+}
+
+}  // namespace grex::ccsim

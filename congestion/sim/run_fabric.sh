@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The leaf-spine fabric (issue 31) under training traffic: single-path (ECMP)
+# against sprayed flows, RTTCC and DCQCN+ECN, on 4 leaves x 4 spines x 4 hosts
+# at 100 Gbit/s (1:1), and the same with one spine failed at 0.1 ms. Prints a
+# Markdown table: the collective's completion (the last flow's last byte),
+# its goodput and the p99 queueing delay over every switch port.
+#   ring:     host i sends FLOW_KB to host i+4 (a ring across leaves, as an allreduce's steps)
+#   alltoall: every host sends FLOW_KB/16 to every other host
+# Usage: BUILD_DIR=build congestion/sim/run_fabric.sh     (env FLOW_KB=16000, PATHS=64)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD_DIR=${BUILD_DIR:-build}
+[[ $BUILD_DIR = /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
+SIM=$BUILD_DIR/congestion/sim/grex-ccsim
+FLOW_KB=${FLOW_KB:-16000} PATHS=${PATHS:-64}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fabric=(--topology leaf-spine --leaves 4 --spines 4 --hosts-per-leaf 4 --host-gbps 100 --spine-gbps 100
+  --duration-ms 100)
+echo "| pattern | spine failed | cc | paths | completion (ms) | goodput (Gbit/s) | slowest flow (Gbit/s) | queue delay p99 (us) | trimmed |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
+for pattern in ring alltoall; do
+  kb=$FLOW_KB
+  [[ $pattern == alltoall ]] && kb=$((FLOW_KB / 16))
+  for fail in no yes; do
+    extra=()
+    [[ $fail == yes ]] && extra=(--fail-spine 1 --fail-at-ms 0.1)
+    for cc in rttcc dcqcn; do
+      ecn=()
+      [[ $cc == dcqcn ]] && ecn=(--ecn)
+      for paths in 1 "$PATHS"; do
+        "$SIM" "${fabric[@]}" --pattern "$pattern" --flow-kb "$kb" --cc "$cc" "${ecn[@]}" --paths "$paths" \
+          "${extra[@]}" --json "$tmp/r.json" > /dev/null
+        python3 - "$tmp/r.json" "$pattern" "$fail" "$cc${ecn:+ + ECN}" "$paths" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+done = f"{d['completion_ms']:.3f}" if d['flows_done'] == d['flows'] else f"not done ({d['flows_done']}/{d['flows']})"
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {sys.argv[4]} | {sys.argv[5]} | {done} | {d['goodput_gbps']:.0f} | "
+      f"{d['per_flow_min_gbps']:.1f} | {d['queue_delay_us']['p99']:.2f} | {d['trimmed']} |")
+PY
+      done
+    done
+  done
+done

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+// ccsim's leaf-spine fabric (issue 31) on cases whose answers follow from the
+// topology alone: capacity with one path and with many, a failed spine,
+// traffic that stays inside a leaf, a finite flow's completion time, and a
+// run being a function of its configuration. Uncontrolled flows (cc none)
+// where capacity is the question; a packet past a full buffer is trimmed and
+// sent again, so every byte still arrives.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "congestion/sim/fabric.h"
+
+namespace grex::ccsim {
+namespace {
+
+constexpr double kPayloadShare = 4096.0 / (4096 + 64);  // default MTU over MTU plus header
+
+FabricResult simulate(const FabricConfig& c) {
+  FabricResult r;
+  std::string error;
+  EXPECT_TRUE(run_fabric(c, &r, &error)) << error;
+  return r;
+}
+
+// Two leaves, one host on each, a 400G host link over four 100G spines: a
+// flow on one path gets one spine's 100G; sprayed over many entropies it gets
+// all four (the hash spreads 256 entropies unevenly: 0.9 of the sum at least).
+FabricConfig two_hosts_four_spines(uint32_t paths) {
+  FabricConfig c;
+  c.cc = "none";
+  c.leaves = 2;
+  c.spines = 4;
+  c.hosts_per_leaf = 1;
+  c.host_gbps = 400;
+  c.spine_gbps = 100;
+  c.pattern = Pattern::kRing;
+  c.paths = paths;
+  c.duration_ms = 3;
+  return c;
+}
+
+TEST(Fabric, SprayingOverSEqualPathsGivesSTimesOnePath) {
+  const FabricResult one = simulate(two_hosts_four_spines(1));
+  const FabricResult many = simulate(two_hosts_four_spines(256));
+  EXPECT_EQ(one.flows, 2u);
+  EXPECT_NEAR(one.goodput_gbps, 2 * 100 * kPayloadShare, 2 * 100 * 0.02);
+  EXPECT_GE(many.goodput_gbps, 0.9 * 2 * 400 * kPayloadShare);
+  EXPECT_LE(many.goodput_gbps, 2 * 400 * kPayloadShare * 1.001);
+  EXPECT_GE(many.goodput_gbps / one.goodput_gbps, 3.6);
+  for (double u : many.spine_utilization) EXPECT_GE(u, 0.8);
+  EXPECT_GT(one.trimmed, 0u);  // 400G into one 100G spine: the buffer overflows, and trimming recovers it
+}
+
+TEST(Fabric, AFailedSpineLosesOnlyItsShare) {
+  FabricConfig c = two_hosts_four_spines(256);
+  const FabricResult all = simulate(c);
+  c.failed_spine = 1;
+  c.fail_at_ms = 0;
+  const FabricResult failed = simulate(c);
+  EXPECT_NEAR(failed.goodput_gbps / all.goodput_gbps, 0.75, 0.06);
+  EXPECT_EQ(failed.spine_utilization[1], 0.0);
+  for (int s : {0, 2, 3}) EXPECT_GE(failed.spine_utilization[s], 0.9);
+}
+
+// A spine failing under finite flows: what was queued on it is trimmed and
+// resent over the others, and every flow still completes, later than without.
+TEST(Fabric, FlowsCompleteThroughASpineFailure) {
+  FabricConfig c;
+  c.cc = "rttcc";
+  c.leaves = 4;
+  c.spines = 4;
+  c.hosts_per_leaf = 2;
+  c.paths = 64;
+  c.pattern = Pattern::kRing;
+  c.flow_kb = 2000;
+  c.duration_ms = 20;
+  const FabricResult ok = simulate(c);
+  c.failed_spine = 2;
+  c.fail_at_ms = 0.05;
+  const FabricResult failed = simulate(c);
+  ASSERT_EQ(ok.flows_done, ok.flows);
+  ASSERT_EQ(failed.flows_done, failed.flows);
+  EXPECT_GT(failed.completion_ms, ok.completion_ms);
+  EXPECT_GT(failed.trimmed, 0u);
+  EXPECT_GE(failed.retransmits, failed.trimmed);
+}
+
+TEST(Fabric, TrafficInsideALeafNeverTouchesASpine) {
+  FabricConfig c;
+  c.cc = "none";
+  c.leaves = 1;
+  c.spines = 2;
+  c.hosts_per_leaf = 8;
+  c.duration_ms = 2;
+  const FabricResult r = simulate(c);
+  EXPECT_NEAR(r.goodput_gbps, 8 * 100 * kPayloadShare, 8 * 100 * 0.005);
+  for (double u : r.spine_utilization) EXPECT_EQ(u, 0.0);
+  EXPECT_EQ(r.trimmed, 0u);
+}
+
+// ECMP hashes whole flows: in a permutation across 4 leaves some uplinks get
+// two flows and some none. Spraying spreads every flow's packets.
+TEST(Fabric, SprayingBeatsEcmpCollisionsUnderAPermutation) {
+  FabricConfig c;
+  c.cc = "none";
+  c.leaves = 4;
+  c.spines = 4;
+  c.hosts_per_leaf = 4;
+  c.duration_ms = 2;
+  const FabricResult ecmp = simulate(c);
+  c.paths = 256;
+  const FabricResult sprayed = simulate(c);
+  const double capacity = 16 * 100 * kPayloadShare;
+  EXPECT_LT(ecmp.goodput_gbps, 0.85 * capacity);
+  EXPECT_GE(sprayed.goodput_gbps, 0.95 * capacity);
+  EXPECT_GT(sprayed.per_flow_min_gbps, ecmp.per_flow_min_gbps);
+}
+
+// One 1 MB flow each way between two leaves at 100G: serialisation of the
+// bytes with their headers plus the idle path latency.
+TEST(Fabric, AFiniteFlowCompletesInItsSerialisationTime) {
+  FabricConfig c;
+  c.cc = "none";
+  c.leaves = 2;
+  c.spines = 1;
+  c.hosts_per_leaf = 1;
+  c.pattern = Pattern::kRing;
+  c.flow_kb = 1000;
+  const FabricResult r = simulate(c);
+  ASSERT_EQ(r.flows_done, 2u);
+  const double serial_ms = 1e6 * 8 / kPayloadShare / 100e9 * 1e3;
+  EXPECT_GT(r.completion_ms, serial_ms);
+  EXPECT_LT(r.completion_ms, serial_ms + r.idle_rtt_us / 1e3);
+  EXPECT_EQ(r.trimmed, 0u);
+}
+
+TEST(Fabric, ARunIsAFunctionOfItsConfiguration) {
+  FabricConfig c;
+  c.leaves = 3;
+  c.spines = 2;
+  c.hosts_per_leaf = 3;
+  c.paths = 8;
+  c.ecn = true;
+  c.cc = "dcqcn";
+  c.pattern = Pattern::kAlltoall;
+  c.flow_kb = 200;
+  const FabricResult a = simulate(c), b = simulate(c);
+  EXPECT_EQ(to_json(c, a, false), to_json(c, b, false));
+  EXPECT_EQ(a.flows, 9u * 8u);
+  EXPECT_EQ(a.flows_done, a.flows);
+  c.seed = 2;
+  EXPECT_NE(to_json(c, simulate(c), false), to_json(c, a, false));
+}
+
+TEST(Fabric, BadConfigurationsAreRefused) {
+  FabricConfig c;
+  c.spines = 1;
+  c.failed_spine = 0;
+  EXPECT_NE(check(c), "");
+  c = FabricConfig{};
+  c.paths = 0;
+  EXPECT_NE(check(c), "");
+  c = FabricConfig{};
+  c.leaves = 1;
+  c.hosts_per_leaf = 1;
+  EXPECT_NE(check(c), "");
+  c = FabricConfig{};
+  c.cc = "nope";
+  EXPECT_NE(check(c), "");
+  EXPECT_EQ(check(FabricConfig{}), "");
+}
+
+}  // namespace
+}  // namespace grex::ccsim
