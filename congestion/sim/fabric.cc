@@ -5,37 +5,7 @@
 
 #include "congestion/sim/sim_internal.h"
 
-namespace grex::ccsim {
-
-const char* pattern_name(Pattern p) noexcept {
-  switch (p) {
-    case Pattern::kPermutation: return "permutation";
-    case Pattern::kRing: return "ring";
-    case Pattern::kIncast: return "incast";
-    case Pattern::kAlltoall: return "alltoall";
-  }
-  return "?";
-}
-
-std::string check(const FabricConfig& c) {
-  if (cc::find(c.cc) == nullptr) return "unknown congestion control '" + c.cc + "' (" + cc::algorithm_names() + ")";
-  if (c.leaves < 1 || c.spines < 1 || c.hosts_per_leaf < 1) return "leaves, spines and hosts per leaf must be >= 1";
-  if (c.leaves * c.hosts_per_leaf < 2) return "the fabric needs at least 2 hosts";
-  if (c.leaves > 256 || c.spines > 256 || c.hosts_per_leaf > 256) return "at most 256 leaves, spines, hosts per leaf";
-  if (!(c.host_gbps > 0) || !(c.spine_gbps > 0)) return "link rates must be > 0";
-  if (c.mtu_bytes < 64 || c.mtu_bytes > 65536) return "mtu must be 64..65536 bytes";
-  if (c.paths < 1 || c.paths > 65536) return "paths must be 1..65536";
-  if (!(c.hop_us >= 0) || !(c.buffer_kb > 0) || !(c.duration_ms > 0)) return "hop, buffer and duration must be > 0";
-  if (c.flow_kb < 0) return "flow size must be >= 0";
-  if (c.failed_spine >= static_cast<int>(c.spines) || c.slow_spine >= static_cast<int>(c.spines))
-    return "failed and slow spines must name a spine (0..spines-1)";
-  if (c.failed_spine >= 0 && c.spines < 2) return "a failed spine needs another one";
-  if (!(c.slow_factor > 0 && c.slow_factor <= 1)) return "slow factor must be in (0, 1]";
-  if (c.ecn && !(c.kmin_kb < c.kmax_kb && c.pmax > 0 && c.pmax <= 1)) return "ECN needs kmin < kmax and 0 < pmax <= 1";
-  return "";
-}
-
-namespace detail {
+namespace grex::ccsim::detail {
 namespace {
 
 enum class Fv : uint8_t { kWake, kArrive, kPortDone, kAck, kNack, kCnp, kFail };
@@ -332,7 +302,7 @@ class Fabric {
     } else if (x.to_send != kUnlimited) {
       x.to_send -= payload;
     }
-    const uint32_t p = pool_alloc();
+    const uint32_t p = pool_.alloc();
     FPacket& pk = pool_[p];
     pk.flow = f;
     pk.payload = payload;
@@ -429,7 +399,7 @@ class Fabric {
     const FPacket& pk = pool_[p];
     ++trimmed_;
     push(now_ + back_ns(pk), Fv::kNack, pk.flow, pk.payload);
-    pool_free(p);
+    pool_.release(p);
   }
 
   void fail_spine(uint32_t s) {
@@ -452,7 +422,7 @@ class Fabric {
 
   void deliver(uint32_t p) {
     const FPacket pk = pool_[p];
-    pool_free(p);
+    pool_.release(p);
     FFlow& x = flows_[pk.flow];
     x.delivered += pk.payload;
     delivered_ += pk.payload;
@@ -516,18 +486,6 @@ class Fabric {
 
   void finish(FabricResult* r);
 
-  uint32_t pool_alloc() {
-    if (free_.empty()) {
-      pool_.emplace_back();
-      return static_cast<uint32_t>(pool_.size() - 1);
-    }
-    const uint32_t i = free_.back();
-    free_.pop_back();
-    pool_[i] = FPacket{};
-    return i;
-  }
-  void pool_free(uint32_t i) { free_.push_back(i); }
-
   const FabricConfig& cfg_;
   const cc::Algorithm& algo_;
   cc::Options opts_;
@@ -549,8 +507,7 @@ class Fabric {
   std::vector<Port> ports_;
   std::vector<FHost> hosts_;
   std::unique_ptr<FFlow[]> flows_;
-  std::vector<FPacket> pool_;
-  std::vector<uint32_t> free_;
+  Pool<FPacket> pool_;
   std::priority_queue<FEvent, std::vector<FEvent>, FLater> events_;
   uint64_t seq_ = 0, now_ = 0, processed_ = 0;
   uint64_t delivered_ = 0, delivered_at_warmup_ = 0;
@@ -620,7 +577,9 @@ void Fabric::finish(FabricResult* r) {
 }
 
 }  // namespace
-}  // namespace detail
+}  // namespace grex::ccsim::detail
+
+namespace grex::ccsim {
 
 bool run_fabric(const FabricConfig& cfg, FabricResult* out, std::string* error) {
   if (std::string e = check(cfg); !e.empty()) {

@@ -196,7 +196,8 @@ struct Packet {
 };
 
 // Packets live in a pool and travel by index through events and the FIFO.
-class PacketPool {
+template <class P>
+class Pool {
  public:
   uint32_t alloc() {
     if (free_.empty()) {
@@ -205,16 +206,18 @@ class PacketPool {
     }
     const uint32_t i = free_.back();
     free_.pop_back();
-    pool_[i] = Packet{};
+    pool_[i] = P{};
     return i;
   }
   void release(uint32_t i) { free_.push_back(i); }
-  Packet& operator[](uint32_t i) { return pool_[i]; }
+  P& operator[](uint32_t i) { return pool_[i]; }
+  const P& operator[](uint32_t i) const { return pool_[i]; }
 
  private:
-  std::vector<Packet> pool_;
+  std::vector<P> pool_;
   std::vector<uint32_t> free_;
 };
+using PacketPool = Pool<Packet>;
 
 enum class FlowPhase : uint8_t { kNotStarted, kActive, kGone };
 
