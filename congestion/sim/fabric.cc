@@ -3,10 +3,13 @@
 // receivers' ACKs, NACKs and CNPs, spine failures (fabric.h has the model).
 #include "congestion/sim/fabric.h"
 
+#include "congestion/multipath.h"
 #include "congestion/sim/sim_internal.h"
 
 namespace grex::ccsim::detail {
 namespace {
+
+constexpr uint32_t kCeBit = 0x80000000u;  // in an ACK's payload word: the packet was ECN-marked
 
 enum class Fv : uint8_t { kWake, kArrive, kPortDone, kAck, kNack, kCnp, kFail };
 
@@ -16,6 +19,7 @@ struct FEvent {
   uint32_t a;
   uint32_t b;
   uint32_t c;
+  uint32_t d;
   Fv type;
 };
 struct FLater {
@@ -30,6 +34,7 @@ struct FPacket {
   uint32_t wire = 0;
   uint32_t payload = 0;
   uint32_t route[3] = {0, 0, 0};  // ports after the sender's NIC
+  uint32_t entropy = 0;
   uint8_t hops = 0;
   uint8_t hop = 0;
   bool probe = false;
@@ -51,6 +56,7 @@ struct FFlow {
   cc::Flow ctl;
   cc::ProbeScheduler probes;
   cc::CnpPacer cnp;
+  cc::EntropyRecycler reps{1, 1};
   uint32_t src = 0, dst = 0;
   uint64_t entropy = 0;   // the flow's base entropy (its source port)
   uint64_t packets = 0;   // sent, for the round robin over paths
@@ -156,38 +162,12 @@ class Fabric {
   size_t down(uint32_t s, uint32_t l) const { return static_cast<size_t>(L_) * S_ + static_cast<size_t>(s) * L_ + l; }
   size_t to_host(uint32_t h) const { return 2 * static_cast<size_t>(L_) * S_ + h; }
 
-  void push(uint64_t t, Fv type, uint32_t a = 0, uint32_t b = 0, uint32_t c = 0) {
-    events_.push(FEvent{t, seq_++, a, b, c, type});
+  void push(uint64_t t, Fv type, uint32_t a = 0, uint32_t b = 0, uint32_t c = 0, uint32_t d = 0) {
+    events_.push(FEvent{t, seq_++, a, b, c, d, type});
   }
 
   void make_flows() {
-    std::vector<std::pair<uint32_t, uint32_t>> pairs;
-    switch (cfg_.pattern) {
-      case Pattern::kPermutation: {  // a random derangement: shuffle until no host sends to itself
-        std::vector<uint32_t> p(N_);
-        for (uint32_t i = 0; i < N_; ++i) p[i] = i;
-        for (bool fixed = true; fixed;) {
-          std::shuffle(p.begin(), p.end(), rng_);
-          fixed = false;
-          for (uint32_t i = 0; i < N_; ++i) fixed = fixed || p[i] == i;
-        }
-        for (uint32_t i = 0; i < N_; ++i) pairs.emplace_back(i, p[i]);
-        break;
-      }
-      case Pattern::kRing:
-        for (uint32_t i = 0; i < N_; ++i) pairs.emplace_back(i, (i + H_) % N_ == i ? (i + 1) % N_ : (i + H_) % N_);
-        break;
-      case Pattern::kIncast: {
-        const uint32_t k = cfg_.incast_senders == 0 ? N_ - 1 : std::min(cfg_.incast_senders, N_ - 1);
-        for (uint32_t i = 1; i <= k; ++i) pairs.emplace_back(i, 0);
-        break;
-      }
-      case Pattern::kAlltoall:
-        for (uint32_t i = 0; i < N_; ++i)
-          for (uint32_t j = 0; j < N_; ++j)
-            if (i != j) pairs.emplace_back(i, j);
-        break;
-    }
+    const std::vector<std::pair<uint32_t, uint32_t>> pairs = fabric_flows(cfg_, cfg_.seed);
     finite_ = cfg_.flow_kb > 0;
     flows_ = std::make_unique<FFlow[]>(pairs.size());
     nflows_ = static_cast<uint32_t>(pairs.size());
@@ -200,6 +180,7 @@ class Fabric {
       x.to_send = x.total;
       x.ctl.reset(algo_, opts_, path_, 0);
       x.cnp = cc::CnpPacer(cnp_interval_ns());
+      if (cfg_.spray == Spray::kReps) x.reps = cc::EntropyRecycler(mix(cfg_.seed ^ (uint64_t{f} << 20)));
       refresh(f);
       hosts_[x.src].flows.push_back(f);
     }
@@ -312,7 +293,8 @@ class Fabric {
       pk.route[0] = static_cast<uint32_t>(to_host(x.dst));
       pk.hops = 1;
     } else {
-      const uint32_t s = spine_for(x, x.packets % cfg_.paths);
+      pk.entropy = cfg_.spray == Spray::kReps ? x.reps.next() : static_cast<uint32_t>(x.packets % cfg_.paths);
+      const uint32_t s = spine_for(x, pk.entropy);
       pk.route[0] = static_cast<uint32_t>(up(ls, s));
       pk.route[1] = static_cast<uint32_t>(down(s, ld));
       pk.route[2] = static_cast<uint32_t>(to_host(x.dst));
@@ -398,7 +380,7 @@ class Fabric {
   void trim(uint32_t p) {
     const FPacket& pk = pool_[p];
     ++trimmed_;
-    push(now_ + back_ns(pk), Fv::kNack, pk.flow, pk.payload);
+    push(now_ + back_ns(pk), Fv::kNack, pk.flow, pk.payload, 0, pk.entropy);
     pool_.release(p);
   }
 
@@ -431,12 +413,20 @@ class Fabric {
       ++done_;
     }
     const uint64_t back = static_cast<uint64_t>(pk.hops + 2) * hop_ns_;
-    push(now_ + back, Fv::kAck, pk.flow, pk.probe ? pk.probe_seq : UINT32_MAX, pk.payload);
+    push(now_ + back, Fv::kAck, pk.flow, pk.probe ? pk.probe_seq : UINT32_MAX, pk.payload | (pk.ce ? kCeBit : 0),
+         pk.entropy);
     if (pk.ce && algo_.wants_cnp && x.cnp.on_marked(now_)) push(now_ + back, Fv::kCnp, pk.flow);
   }
 
-  void on_ack(uint32_t f, uint32_t probe_seq, uint32_t payload) {
+  void on_ack(uint32_t f, uint32_t probe_seq, uint32_t payload_ce, uint32_t entropy) {
     FFlow& x = flows_[f];
+    const uint32_t payload = payload_ce & ~kCeBit;
+    if (cfg_.spray == Spray::kReps) {
+      if ((payload_ce & kCeBit) != 0)
+        x.reps.on_congested(entropy);
+      else
+        x.reps.on_clean(entropy);
+    }
     x.inflight -= std::min<uint64_t>(x.inflight, payload);
     if (probe_seq != UINT32_MAX && x.probes.on_reply(probe_seq)) {
       cc::RttSample s;
@@ -452,8 +442,9 @@ class Fabric {
     schedule_wake(x.src, now_);
   }
 
-  void on_nack(uint32_t f, uint32_t payload) {
+  void on_nack(uint32_t f, uint32_t payload, uint32_t entropy) {
     FFlow& x = flows_[f];
+    if (cfg_.spray == Spray::kReps) x.reps.on_congested(entropy);
     x.inflight -= std::min<uint64_t>(x.inflight, payload);
     x.retx += payload;
     x.ctl->on_nack(now_);
@@ -466,8 +457,8 @@ class Fabric {
       case Fv::kWake: on_wake(e.a); break;
       case Fv::kArrive: arrive(e.a); break;
       case Fv::kPortDone: port_done(e.a); break;
-      case Fv::kAck: on_ack(e.a, e.b, e.c); break;
-      case Fv::kNack: on_nack(e.a, e.b); break;
+      case Fv::kAck: on_ack(e.a, e.b, e.c, e.d); break;
+      case Fv::kNack: on_nack(e.a, e.b, e.d); break;
       case Fv::kCnp:
         ++cnps_;
         flows_[e.a].ctl->on_cnp(now_);
@@ -572,6 +563,7 @@ void Fabric::finish(FabricResult* r) {
   r->ecn_marks = marks_;
   r->cnps = cnps_;
   r->probes = probes_;
+  for (uint32_t f = 0; f < nflows_; ++f) r->explored += flows_[f].reps.explored();
   r->invalid_decisions = invalid_;
   r->events = processed_;
 }

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "congestion/cc.h"
@@ -36,6 +37,12 @@ enum class Pattern : uint8_t {
 
 const char* pattern_name(Pattern p) noexcept;
 
+/// How a flow picks each packet's entropy.
+enum class Spray : uint8_t {
+  kOblivious,  ///< round robin over `paths` fixed entropies (1: plain ECMP)
+  kReps,       ///< cc::EntropyRecycler: reuse entropies whose packets came back clean (ECN marks steer it)
+};
+
 struct FabricConfig {
   std::string cc = "rttcc";
   cc::Options cc_options;
@@ -52,7 +59,8 @@ struct FabricConfig {
   double kmin_kb = 100;
   double kmax_kb = 400;
   double pmax = 0.2;
-  uint32_t paths = 1;        ///< entropies each flow sprays over, round robin per packet
+  uint32_t paths = 1;        ///< kOblivious: entropies each flow sprays over, round robin per packet
+  Spray spray = Spray::kOblivious;
   Pattern pattern = Pattern::kPermutation;
   uint32_t incast_senders = 0;  ///< kIncast: 0 = every other host
   double flow_kb = 0;        ///< bytes each flow sends; 0: long-lived until the end
@@ -90,6 +98,7 @@ struct FabricResult {
   uint64_t ecn_marks = 0;
   uint64_t cnps = 0;
   uint64_t probes = 0;
+  uint64_t explored = 0;         ///< kReps: fresh entropies drawn
   uint64_t invalid_decisions = 0;
   uint64_t events = 0;
   double wall_seconds = 0;
@@ -97,6 +106,9 @@ struct FabricResult {
 
 /// "" when the configuration can run, else what is wrong with it.
 std::string check(const FabricConfig& cfg);
+
+/// The (source, destination) host of every flow of cfg.pattern; `seed` shuffles the permutation.
+std::vector<std::pair<uint32_t, uint32_t>> fabric_flows(const FabricConfig& cfg, uint64_t seed);
 
 /// Runs the fabric. False (with *error) when the configuration is invalid.
 bool run_fabric(const FabricConfig& cfg, FabricResult* out, std::string* error);

@@ -7,6 +7,8 @@
 # its goodput and the p99 queueing delay over every switch port.
 #   ring:     host i sends FLOW_KB to host i+4 (a ring across leaves, as an allreduce's steps)
 #   alltoall: every host sends FLOW_KB/16 to every other host
+# Then a slow spine: 2 leaves x 4 spines x 4 hosts, spine 0 at 25 Gbit/s, the ring long-lived
+# for 10 ms, with ECN: oblivious spraying (64 entropies) against REPS (--spray reps).
 # Usage: BUILD_DIR=build congestion/sim/run_fabric.sh     (env FLOW_KB=16000, PATHS=64)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,5 +43,23 @@ print(f"| {sys.argv[2]} | {sys.argv[3]} | {sys.argv[4]} | {sys.argv[5]} | {done}
 PY
       done
     done
+  done
+done
+
+echo
+echo "| slow spine 0 (25 of 100 Gbit/s) | cc | spray | goodput (Gbit/s) | of the healthy sum | spine utilisation 0 / 1 / 2 / 3 | queue delay p99 (us) |"
+echo "|---|---|---|---:|---:|---|---:|"
+for cc in rttcc dcqcn; do
+  for spray in oblivious reps; do
+    "$SIM" --topology leaf-spine --leaves 2 --spines 4 --hosts-per-leaf 4 --pattern ring --ecn --cc "$cc" \
+      --paths "$PATHS" --spray "$spray" --slow-spine 0 --slow-factor 0.25 --duration-ms 10 --json "$tmp/r.json" > /dev/null
+    python3 - "$tmp/r.json" "$cc" "$spray" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+healthy = 2 * (3 * 100 + 25) * 4096 / 4160
+u = " / ".join(f"{x:.2f}" for x in d['spine_utilization'])
+print(f"| ring, 2 x 4 x 4 | {sys.argv[2]} + ECN | {sys.argv[3]} | {d['goodput_gbps']:.0f} | {d['goodput_gbps'] / healthy:.2f} | {u} | "
+      f"{d['queue_delay_us']['p99']:.2f} |")
+PY
   done
 done

@@ -171,6 +171,8 @@ std::string fabric_usage() {
          "  --buffer-kb K          per output port; a packet past it is trimmed and NACKed (default 1000)\n"
          "  --ecn --kmin-kb K --kmax-kb K --pmax P   RED-like marking at every port (100, 400, 0.2)\n"
          "  --paths P              entropies a flow sprays over, round robin (default 1: ECMP, one path)\n"
+         "  --spray oblivious|reps oblivious: round robin over --paths; reps: reuse the entropies whose\n"
+         "                         packets came back unmarked (needs --ecn to see busy paths)\n"
          "  --pattern P            permutation | ring | incast | alltoall (default permutation)\n"
          "  --incast-senders K     incast: hosts 1..K send to host 0 (default every other host)\n"
          "  --flow-kb K            bytes per flow (default 0: long-lived)\n"
@@ -206,6 +208,8 @@ bool parse_fabric_args(int argc, const char* const* argv, FabricCli* out, std::s
       app.add_option_function<std::string>("--kmax-kb", number("--kmax-kb", &c.kmax_kb)),
       app.add_option_function<std::string>("--pmax", number("--pmax", &c.pmax)),
       app.add_option_function<std::string>("--paths", number("--paths", &c.paths)),
+      app.add_option_function<std::string>(
+          "--spray", choice<Spray>("--spray", &c.spray, {{"oblivious", Spray::kOblivious}, {"reps", Spray::kReps}})),
       app.add_option_function<std::string>(
           "--pattern", choice<Pattern>("--pattern", &c.pattern,
                                        {{"permutation", Pattern::kPermutation},

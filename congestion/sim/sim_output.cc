@@ -150,6 +150,7 @@ std::string to_json(const FabricConfig& c, const FabricResult& r, bool with_wall
               {"buffer_kb", num(c.buffer_kb)},
               {"ecn", c.ecn},
               {"paths", c.paths},
+              {"spray", c.spray == Spray::kReps ? "reps" : "oblivious"},
               {"pattern", pattern_name(c.pattern)},
               {"flow_kb", num(c.flow_kb)},
               {"duration_ms", num(c.duration_ms)},
@@ -181,6 +182,7 @@ std::string to_json(const FabricConfig& c, const FabricResult& r, bool with_wall
             {"ecn_marks", r.ecn_marks},
             {"cnps", r.cnps},
             {"probes", r.probes},
+            {"explored", r.explored},
             {"invalid_decisions", r.invalid_decisions},
             {"events", r.events}};
   if (with_wall_time) j["wall_seconds"] = num(r.wall_seconds);

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// ccsim's leaf-spine fabric: names and the configuration's check (fabric.h).
+// ccsim's leaf-spine fabric: names, the configuration's check, and who sends to whom (fabric.h).
+#include <algorithm>
+#include <random>
 #include <string>
 
 #include "congestion/sim/fabric.h"
@@ -32,6 +34,39 @@ std::string check(const FabricConfig& c) {
   if (!(c.slow_factor > 0 && c.slow_factor <= 1)) return "slow factor must be in (0, 1]";
   if (c.ecn && !(c.kmin_kb < c.kmax_kb && c.pmax > 0 && c.pmax <= 1)) return "ECN needs kmin < kmax and 0 < pmax <= 1";
   return "";
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> fabric_flows(const FabricConfig& c, uint64_t seed) {
+  const uint32_t n = c.leaves * c.hosts_per_leaf, h = c.hosts_per_leaf;
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  switch (c.pattern) {
+    case Pattern::kPermutation: {  // a random derangement: shuffle until no host sends to itself
+      std::mt19937_64 rng(seed);
+      std::vector<uint32_t> p(n);
+      for (uint32_t i = 0; i < n; ++i) p[i] = i;
+      for (bool fixed = true; fixed;) {
+        std::shuffle(p.begin(), p.end(), rng);
+        fixed = false;
+        for (uint32_t i = 0; i < n; ++i) fixed = fixed || p[i] == i;
+      }
+      for (uint32_t i = 0; i < n; ++i) pairs.emplace_back(i, p[i]);
+      break;
+    }
+    case Pattern::kRing:  // one leaf: the next host
+      for (uint32_t i = 0; i < n; ++i) pairs.emplace_back(i, c.leaves == 1 ? (i + 1) % n : (i + h) % n);
+      break;
+    case Pattern::kIncast: {
+      const uint32_t k = c.incast_senders == 0 ? n - 1 : std::min(c.incast_senders, n - 1);
+      for (uint32_t i = 1; i <= k; ++i) pairs.emplace_back(i, 0);
+      break;
+    }
+    case Pattern::kAlltoall:
+      for (uint32_t i = 0; i < n; ++i)
+        for (uint32_t j = 0; j < n; ++j)
+          if (i != j) pairs.emplace_back(i, j);
+      break;
+  }
+  return pairs;
 }
 
 }  // namespace grex::ccsim
