@@ -9,7 +9,8 @@
 namespace grex::ccsim::detail {
 namespace {
 
-constexpr uint32_t kCeBit = 0x80000000u;  // in an ACK's payload word: the packet was ECN-marked
+constexpr uint32_t kCeBit = 0x80000000u;    // in an ACK's payload word: the packet was ECN-marked
+constexpr uint32_t kLateBit = 0x40000000u;  // ... its one-way delay left no room for the RTT target
 
 enum class Fv : uint8_t { kWake, kArrive, kPortDone, kAck, kNack, kCnp, kFail };
 
@@ -35,6 +36,7 @@ struct FPacket {
   uint32_t payload = 0;
   uint32_t route[3] = {0, 0, 0};  // ports after the sender's NIC
   uint32_t entropy = 0;
+  uint64_t sent_ns = 0;
   uint8_t hops = 0;
   uint8_t hop = 0;
   bool probe = false;
@@ -301,6 +303,7 @@ class Fabric {
       pk.hops = 3;
     }
     ++x.packets;
+    pk.sent_ns = now_;
     if (algo_.wants_rtt_probes && x.probes.on_send(now_)) {
       pk.probe = true;
       pk.probe_seq = x.probes.seq();
@@ -413,16 +416,20 @@ class Fabric {
       ++done_;
     }
     const uint64_t back = static_cast<uint64_t>(pk.hops + 2) * hop_ns_;
-    push(now_ + back, Fv::kAck, pk.flow, pk.probe ? pk.probe_seq : UINT32_MAX, pk.payload | (pk.ce ? kCeBit : 0),
+    // A delay-based controller's path signal: this packet's round trip (its
+    // ACK's arrival, as the sender will time it) passed the target.
+    const bool late = algo_.wants_rtt_probes && now_ + back - pk.sent_ns > target_ns_;
+    push(now_ + back, Fv::kAck, pk.flow, pk.probe ? pk.probe_seq : UINT32_MAX,
+         pk.payload | (pk.ce ? kCeBit : 0) | (late ? kLateBit : 0),
          pk.entropy);
     if (pk.ce && algo_.wants_cnp && x.cnp.on_marked(now_)) push(now_ + back, Fv::kCnp, pk.flow);
   }
 
   void on_ack(uint32_t f, uint32_t probe_seq, uint32_t payload_ce, uint32_t entropy) {
     FFlow& x = flows_[f];
-    const uint32_t payload = payload_ce & ~kCeBit;
+    const uint32_t payload = payload_ce & ~(kCeBit | kLateBit);
     if (cfg_.spray == Spray::kReps) {
-      if ((payload_ce & kCeBit) != 0)
+      if ((payload_ce & (kCeBit | kLateBit)) != 0)
         x.reps.on_congested(entropy);
       else
         x.reps.on_clean(entropy);

@@ -197,6 +197,16 @@ TEST(Fabric, RecycledEntropiesAvoidASlowSpine) {
   EXPECT_GE(reps.goodput_gbps, 0.75 * healthy);
   EXPECT_GT(reps.explored, 0u);
   for (int s : {1, 2, 3}) EXPECT_GT(reps.spine_utilization[s], 2 * oblivious.spine_utilization[s]);
+  // RTTCC, without ECN: a packet whose round trip passed the target marks its
+  // entropy as one to drop, the delay-based controller's path signal.
+  c.cc = "rttcc";
+  c.ecn = false;
+  const FabricResult rtt_reps = simulate(c);
+  c.spray = Spray::kOblivious;
+  const FabricResult rtt_oblivious = simulate(c);
+  EXPECT_LT(rtt_oblivious.goodput_gbps, 0.35 * healthy);
+  EXPECT_GE(rtt_reps.goodput_gbps, 0.7 * healthy);
+  EXPECT_LT(rtt_reps.spine_utilization[0], 0.5);  // the slow spine is left mostly alone
 }
 
 TEST(Fabric, BadConfigurationsAreRefused) {
