@@ -80,9 +80,7 @@ struct FHost {
   Serializer nic;
   std::vector<uint32_t> flows;
   uint64_t wake_at = kNever;
-  double util = 0;
-  uint64_t util_ns = 0;
-  uint64_t util_busy_until = 0;
+  Utilisation util;  // of the NIC
 };
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
@@ -227,20 +225,6 @@ class Fabric {
     push(t, Fv::kWake, h);
   }
 
-  void util_advance(FHost& h, uint64_t t) {
-    const double tau = std::max(idle_rtt_ns_, 1.0);
-    if (t <= h.util_ns) return;
-    const uint64_t busy_end = std::min(t, h.util_busy_until);
-    if (busy_end > h.util_ns) {
-      h.util = 1 + (h.util - 1) * std::exp(-static_cast<double>(busy_end - h.util_ns) / tau);
-      h.util_ns = busy_end;
-    }
-    if (t > h.util_ns) {
-      h.util *= std::exp(-static_cast<double>(t - h.util_ns) / tau);
-      h.util_ns = t;
-    }
-  }
-
   void on_wake(uint32_t h) {
     FHost& host = hosts_[h];
     if (host.wake_at == now_) host.wake_at = kNever;
@@ -310,9 +294,9 @@ class Fabric {
       x.probe_sent[pk.probe_seq % 8] = static_cast<double>(now_);
       ++probes_;
     }
-    util_advance(host, now_);
+    host.util.advance(now_, std::max(idle_rtt_ns_, 1.0));
     const double start = host.nic.start(now_, x.eligible_exact, pk.wire, host_npb_);
-    host.util_busy_until = host.nic.busy_until;
+    host.util.busy_until = host.nic.busy_until;
     push(host.nic.busy_until + hop_ns_, Fv::kArrive, p);
     x.inflight += payload;
     ++data_packets_;
@@ -440,8 +424,8 @@ class Fabric {
       s.now_ns = now_;
       s.rtt_ns = static_cast<uint64_t>(static_cast<double>(now_) - x.probe_sent[probe_seq % 8]);
       FHost& h = hosts_[x.src];
-      util_advance(h, now_);
-      s.port_utilization = h.util;
+      h.util.advance(now_, std::max(idle_rtt_ns_, 1.0));
+      s.port_utilization = h.util.value;
       rtt_.add(s.rtt_ns);
       x.ctl->on_rtt_sample(s);
     }

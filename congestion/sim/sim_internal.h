@@ -152,6 +152,27 @@ struct Serializer {
   }
 };
 
+// Transmit utilisation: an exponential average of "busy" with time constant
+// tau, advanced lazily (one exp() per packet).
+struct Utilisation {
+  double value = 0;
+  uint64_t at_ns = 0;
+  uint64_t busy_until = 0;  // the transmitter's, as of its latest start
+
+  void advance(uint64_t t, double tau_ns) {
+    if (t <= at_ns) return;
+    const uint64_t busy_end = std::min(t, busy_until);
+    if (busy_end > at_ns) {
+      value = 1 + (value - 1) * std::exp(-static_cast<double>(busy_end - at_ns) / tau_ns);
+      at_ns = busy_end;
+    }
+    if (t > at_ns) {
+      value *= std::exp(-static_cast<double>(t - at_ns) / tau_ns);
+      at_ns = t;
+    }
+  }
+};
+
 // ---------------------------------------------------------------- state
 
 enum class Ev : uint8_t {
@@ -256,11 +277,7 @@ struct Host {
       ready;
   Serializer nic;
   uint64_t wake_at = kNever;  // earliest pending wake event
-  // Transmit utilisation: an exponential average of "NIC busy" with time
-  // constant one base RTT, advanced lazily (one exp() per packet).
-  double util = 0;
-  uint64_t util_ns = 0;
-  uint64_t util_busy_until = 0;
+  Utilisation util;  // of the NIC
   uint64_t last_arrival = 0;  // at the switch, of this host's latest packet
   bool stalled = false;       // has work but PFC holds it; on the resume list
 };
@@ -354,8 +371,6 @@ class Sim {
   // The noise is drawn in picoseconds: the whole nanoseconds delay the
   // arrival, the fraction orders arrivals within one nanosecond (`sub`).
   uint64_t wire_arrival(Host& h, uint64_t end, uint32_t* sub);
-
-  void util_advance(Host& h, uint64_t t);
 
   void send(uint32_t hi, uint32_t f);
 

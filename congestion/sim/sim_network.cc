@@ -82,19 +82,6 @@ uint64_t Sim::wire_arrival(Host& h, uint64_t end, uint32_t* sub) {
   return t;
 }
 
-void Sim::util_advance(Host& h, uint64_t t) {
-  if (t <= h.util_ns) return;
-  const uint64_t busy_end = std::min(t, h.util_busy_until);
-  if (busy_end > h.util_ns) {
-    h.util = 1 + (h.util - 1) * std::exp(-static_cast<double>(busy_end - h.util_ns) / tau_ns_);
-    h.util_ns = busy_end;
-  }
-  if (t > h.util_ns) {
-    h.util *= std::exp(-static_cast<double>(t - h.util_ns) / tau_ns_);
-    h.util_ns = t;
-  }
-}
-
 void Sim::send(uint32_t hi, uint32_t f) {
   Host& h = hosts_[hi];
   FlowState& fs = flows_[f];
@@ -105,7 +92,7 @@ void Sim::send(uint32_t hi, uint32_t f) {
   else if (fs.to_send != kUnlimited)
     fs.to_send -= payload;
   const uint32_t wire = payload + hdr_;
-  util_advance(h, now_);
+  h.util.advance(now_, tau_ns_);
   const double start = h.nic.start(now_, fs.eligible_exact, wire, ns_per_bit_);
   const uint64_t end = h.nic.busy_until;
   const uint32_t p = pool_.alloc();
@@ -138,7 +125,7 @@ void Sim::send(uint32_t hi, uint32_t f) {
       c.probe_wire_bytes += probe_bytes_;
     });
   }
-  h.util_busy_until = h.nic.busy_until;
+  h.util.busy_until = h.nic.busy_until;
   refresh(f);
   // The pacer meters payload by default: the unit of on_bytes_sent(), so a
   // controller that compares what it sent with its rate (RTTCC) sees its
@@ -290,10 +277,10 @@ void Sim::on_probe_reply(uint32_t f, uint32_t seq) {
     return;
   }
   Host& h = hosts_[fs.host];
-  util_advance(h, now_);
+  h.util.advance(now_, tau_ns_);
   const auto rtt = static_cast<uint64_t>(
       std::llround(static_cast<double>(now_) - fs.probe_sent_ns[seq % FlowState::kProbeRing]));
-  fs.ctl->on_rtt_sample(cc::RttSample{now_, rtt, h.util});
+  fs.ctl->on_rtt_sample(cc::RttSample{now_, rtt, h.util.value});
   tally([&](Counters& c) { c.rtt_ns.add(rtt); });
   refresh(f);
   make_ready(f);
