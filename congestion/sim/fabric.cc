@@ -3,92 +3,10 @@
 // receivers' ACKs, NACKs and CNPs, spine failures (fabric.h has the model).
 #include "congestion/sim/fabric.h"
 
-#include "congestion/multipath.h"
-#include "congestion/sim/sim_internal.h"
+#include "congestion/sim/fabric_internal.h"
 
 namespace grex::ccsim::detail {
 namespace {
-
-constexpr uint32_t kCeBit = 0x80000000u;    // in an ACK's payload word: the packet was ECN-marked
-constexpr uint32_t kLateBit = 0x40000000u;  // ... its one-way delay left no room for the RTT target
-
-enum class Fv : uint8_t { kWake, kArrive, kPortDone, kAck, kNack, kCnp, kFail };
-
-struct FEvent {
-  uint64_t t;
-  uint64_t seq;
-  uint32_t a;
-  uint32_t b;
-  uint32_t c;
-  uint32_t d;
-  Fv type;
-};
-struct FLater {
-  bool operator()(const FEvent& x, const FEvent& y) const noexcept {
-    return x.t != y.t ? x.t > y.t : x.seq > y.seq;
-  }
-};
-
-struct FPacket {
-  uint64_t enq_ns = 0;
-  uint32_t flow = 0;
-  uint32_t wire = 0;
-  uint32_t payload = 0;
-  uint32_t route[3] = {0, 0, 0};  // ports after the sender's NIC
-  uint32_t entropy = 0;
-  uint64_t sent_ns = 0;
-  uint8_t hops = 0;
-  uint8_t hop = 0;
-  bool probe = false;
-  bool ce = false;
-  uint32_t probe_seq = 0;
-};
-
-struct Port {
-  double ns_per_bit = 0;
-  Serializer ser;
-  std::deque<uint32_t> fifo;
-  uint64_t bytes = 0;
-  uint64_t carried_bits = 0;
-  int spine = -1;  // a leaf <-> spine link: its spine
-  bool busy = false;
-};
-
-struct FFlow {
-  cc::Flow ctl;
-  cc::ProbeScheduler probes;
-  cc::CnpPacer cnp;
-  cc::EntropyRecycler reps{1, 1};
-  uint32_t src = 0, dst = 0;
-  uint64_t entropy = 0;   // the flow's base entropy (its source port)
-  uint64_t packets = 0;   // sent, for the round robin over paths
-  uint64_t total = 0;     // bytes to deliver (kUnlimited: long-lived)
-  uint64_t to_send = 0;
-  uint64_t retx = 0;
-  uint64_t inflight = 0;
-  uint64_t delivered = 0;
-  uint64_t delivered_at_warmup = 0;
-  double rate_bps = 0;
-  uint64_t window = 0;
-  double eligible_exact = 0;
-  uint64_t eligible_ns = 0;
-  uint64_t done_ns = kNever;
-  double probe_sent[8] = {};
-};
-
-struct FHost {
-  Serializer nic;
-  std::vector<uint32_t> flows;
-  uint64_t wake_at = kNever;
-  Utilisation util;  // of the NIC
-};
-
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 class Fabric {
  public:
@@ -183,6 +101,13 @@ class Fabric {
       if (cfg_.spray == Spray::kReps) x.reps = cc::EntropyRecycler(mix(cfg_.seed ^ (uint64_t{f} << 20)));
       refresh(f);
       hosts_[x.src].flows.push_back(f);
+      if (cfg_.credits) {  // an unscheduled first window, the rest on credit requested with it
+        const auto first = static_cast<uint64_t>(
+            cfg_.unscheduled_kb >= 0 ? cfg_.unscheduled_kb * 1000 : idle_rtt_ns_ * cfg_.host_gbps / 8);
+        x.allowance = std::min(x.total, first);
+        x.first_window = x.unscheduled = std::min(x.total, first);
+        if (x.total > first) push(static_cast<uint64_t>(idle_rtt_ns_ / 2), Fv::kRequest, f, 0, /*all=*/1);
+      }
     }
   }
 
@@ -214,6 +139,8 @@ class Fabric {
 
   bool sendable(const FFlow& x) const {
     if (x.retx == 0 && x.to_send == 0) return false;
+    if (x.allowance != kUnlimited && x.allowance < std::min<uint64_t>(mtu_, x.retx > 0 ? x.retx : x.to_send))
+      return false;
     return x.window == 0 || x.inflight + std::min<uint64_t>(mtu_, x.retx > 0 ? x.retx : x.to_send) <= x.window ||
            x.inflight == 0;
   }
@@ -299,6 +226,11 @@ class Fabric {
     host.util.busy_until = host.nic.busy_until;
     push(host.nic.busy_until + hop_ns_, Fv::kArrive, p);
     x.inflight += payload;
+    if (x.allowance != kUnlimited) x.allowance -= std::min<uint64_t>(x.allowance, payload);
+    if (x.unscheduled > 0) {  // still in the first window: the receiver will count it against its credits
+      pk.unscheduled = true;
+      x.unscheduled -= std::min<uint64_t>(x.unscheduled, payload);
+    }
     ++data_packets_;
     x.ctl->on_bytes_sent(now_, payload);
     refresh(f);
@@ -339,7 +271,7 @@ class Fabric {
     const FPacket& pk = pool_[port.fifo.front()];
     port.busy = true;
     const double start = port.ser.start(now_, static_cast<double>(now_), pk.wire, port.ns_per_bit);
-    queue_delay_.add(static_cast<uint64_t>(std::max(0.0, start - static_cast<double>(pk.enq_ns))));
+    if (now_ >= warmup_ns_) queue_delay_.add(static_cast<uint64_t>(std::max(0.0, start - static_cast<double>(pk.enq_ns))));
     push(port.ser.busy_until, Fv::kPortDone, id);
   }
 
@@ -368,6 +300,8 @@ class Fabric {
     const FPacket& pk = pool_[p];
     ++trimmed_;
     push(now_ + back_ns(pk), Fv::kNack, pk.flow, pk.payload, 0, pk.entropy);
+    if (cfg_.credits)  // the trimmed header reaches the receiver, which owes credit for the payload again
+      push(now_ + static_cast<uint64_t>(pk.hops + 1 - pk.hop) * hop_ns_, Fv::kRequest, pk.flow, pk.payload);
     pool_.release(p);
   }
 
@@ -395,6 +329,7 @@ class Fabric {
     FFlow& x = flows_[pk.flow];
     x.delivered += pk.payload;
     delivered_ += pk.payload;
+    if (pk.unscheduled && hosts_[x.dst].crediting) hosts_[x.dst].debt += pk.wire;
     if (finite_ && x.done_ns == kNever && x.delivered >= x.total) {
       x.done_ns = now_ + hop_ns_;
       ++done_;
@@ -457,7 +392,62 @@ class Fabric {
         schedule_wake(flows_[e.a].src, now_);
         break;
       case Fv::kFail: fail_spine(e.a); break;
+      case Fv::kRequest: on_request(e.a, e.b, e.c != 0); break;
+      case Fv::kCreditTick: credit_tick(e.a); break;
+      case Fv::kCredit: {
+        FFlow& x = flows_[e.a];
+        x.allowance += e.b;
+        schedule_wake(x.src, now_);
+        break;
+      }
     }
+  }
+
+  // ------------------------------------------------------------ receiver credits
+
+  void on_request(uint32_t f, uint32_t bytes, bool all) {
+    FFlow& x = flows_[f];
+    const uint64_t add = !all ? bytes : x.total == kUnlimited ? kUnlimited : x.total - x.first_window;
+    x.demand = add == kUnlimited || x.demand == kUnlimited ? kUnlimited : x.demand + add;
+    FHost& r = hosts_[x.dst];
+    if (!x.pulling) {
+      x.pulling = true;
+      r.pull.push_back(f);
+    }
+    if (!r.crediting) {
+      r.crediting = true;
+      push(now_, Fv::kCreditTick, x.dst);
+    }
+  }
+
+  // One credit of at most an MTU to the next flow in the receiver's queue, then
+  // the next one a packet time of the receiver's link later.
+  void credit_tick(uint32_t h) {
+    FHost& r = hosts_[h];
+    if (r.pull.empty()) {
+      r.crediting = false;
+      r.debt = 0;
+      return;
+    }
+    if (r.debt > 0) {  // an unscheduled packet took this link time: no credit for it
+      const uint64_t d = std::min<uint64_t>(r.debt, mtu_ + hdr_);
+      r.debt -= d;
+      push(now_ + static_cast<uint64_t>(std::ceil(8.0 * d * host_npb_)), Fv::kCreditTick, h);
+      return;
+    }
+    const uint32_t f = r.pull.front();
+    r.pull.pop_front();
+    FFlow& x = flows_[f];
+    const auto g = static_cast<uint32_t>(std::min<uint64_t>(mtu_, x.demand));
+    if (x.demand != kUnlimited) x.demand -= g;
+    ++credits_;
+    const uint64_t hops = x.src / H_ == x.dst / H_ ? 2 : 4;  // back to the sender
+    push(now_ + hops * hop_ns_, Fv::kCredit, f, g);
+    if (x.demand > 0)
+      r.pull.push_back(f);
+    else
+      x.pulling = false;
+    push(now_ + static_cast<uint64_t>(std::ceil(8.0 * (g + hdr_) * host_npb_)), Fv::kCreditTick, h);
   }
 
   void mark_warmup() {
@@ -494,6 +484,7 @@ class Fabric {
   uint64_t seq_ = 0, now_ = 0, processed_ = 0;
   uint64_t delivered_ = 0, delivered_at_warmup_ = 0;
   uint32_t done_ = 0;
+  uint64_t credits_ = 0;
   uint64_t data_packets_ = 0, trimmed_ = 0, retransmits_ = 0, marks_ = 0, cnps_ = 0, probes_ = 0, invalid_ = 0;
   Histogram queue_delay_;
   Histogram rtt_;
@@ -554,6 +545,7 @@ void Fabric::finish(FabricResult* r) {
   r->ecn_marks = marks_;
   r->cnps = cnps_;
   r->probes = probes_;
+  r->credits = credits_;
   for (uint32_t f = 0; f < nflows_; ++f) r->explored += flows_[f].reps.explored();
   r->invalid_decisions = invalid_;
   r->events = processed_;

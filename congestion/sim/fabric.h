@@ -61,6 +61,12 @@ struct FabricConfig {
   double pmax = 0.2;
   uint32_t paths = 1;        ///< kOblivious: entropies each flow sprays over, round robin per packet
   Spray spray = Spray::kOblivious;
+  /// Receiver credits (as EQDS and Ultra Ethernet's RCCC): a flow sends a
+  /// first window unscheduled, then only what its receiver credits; each
+  /// receiver grants one MTU at a time, round robin over its senders, paced at
+  /// its own link's rate. A trimmed packet is credited again.
+  bool credits = false;
+  double unscheduled_kb = -1;  ///< the first window (< 0: one idle RTT at the host rate)
   Pattern pattern = Pattern::kPermutation;
   uint32_t incast_senders = 0;  ///< kIncast: 0 = every other host
   double flow_kb = 0;        ///< bytes each flow sends; 0: long-lived until the end
@@ -89,7 +95,7 @@ struct FabricResult {
   double per_flow_min_gbps = 0;  ///< the slowest flow's
   double per_flow_mean_gbps = 0;
   double jain = -1;
-  Dist queue_delay_us;           ///< every switch port, per forwarded packet
+  Dist queue_delay_us;           ///< every switch port, per packet forwarded in the measured interval
   Dist rtt_us;                   ///< RTT samples given to controllers
   std::vector<double> spine_utilization;  ///< per spine: payload+header bits through its links / capacity / time
   uint64_t data_packets = 0;
@@ -99,6 +105,7 @@ struct FabricResult {
   uint64_t cnps = 0;
   uint64_t probes = 0;
   uint64_t explored = 0;         ///< kReps: fresh entropies drawn
+  uint64_t credits = 0;          ///< credits granted
   uint64_t invalid_decisions = 0;
   uint64_t events = 0;
   double wall_seconds = 0;

@@ -9,6 +9,8 @@
 #   alltoall: every host sends FLOW_KB/16 to every other host
 # Then a slow spine: 2 leaves x 4 spines x 4 hosts, spine 0 at 25 Gbit/s, the ring long-lived
 # for 10 ms, with ECN: oblivious spraying (64 entropies) against REPS (--spray reps).
+# Last, receiver credits (--credits) on 4 x 4 x 4, sprayed: an incast of 15 hosts into one
+# (2 MB each) and the alltoall, against the controllers alone.
 # Usage: BUILD_DIR=build congestion/sim/run_fabric.sh     (env FLOW_KB=16000, PATHS=64)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -60,6 +62,28 @@ healthy = 2 * (3 * 100 + 25) * 4096 / 4160
 u = " / ".join(f"{x:.2f}" for x in d['spine_utilization'])
 print(f"| ring, 2 x 4 x 4 | {sys.argv[2]} + ECN | {sys.argv[3]} | {d['goodput_gbps']:.0f} | {d['goodput_gbps'] / healthy:.2f} | {u} | "
       f"{d['queue_delay_us']['p99']:.2f} |")
+PY
+  done
+done
+
+echo
+echo "| pattern | cc | credits | completion (ms) | goodput (Gbit/s) | queue delay p99 (us) | trimmed |"
+echo "|---|---|---|---:|---:|---:|---:|"
+for pattern in incast alltoall; do
+  kb=2000
+  [[ $pattern == alltoall ]] && kb=$((FLOW_KB / 16))
+  for v in "rttcc:" "dcqcn:--ecn" "none:--credits" "rttcc:--credits"; do
+    cc=${v%%:*} flag=${v#*:}
+    # shellcheck disable=SC2086  # the variant's flag splits on purpose
+    "$SIM" "${fabric[@]}" --pattern "$pattern" --flow-kb "$kb" --cc "$cc" $flag --paths "$PATHS" \
+      --json "$tmp/r.json" > /dev/null
+    python3 - "$tmp/r.json" "$pattern" "$cc${flag:+ $flag}" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+cc = sys.argv[3].replace(" --credits", "").replace(" --ecn", " + ECN")
+cr = "yes" if "--credits" in sys.argv[3] else "no"
+done = f"{d['completion_ms']:.3f}" if d['flows_done'] == d['flows'] else f"not done ({d['flows_done']}/{d['flows']})"
+print(f"| {sys.argv[2]} | {cc} | {cr} | {done} | {d['goodput_gbps']:.0f} | {d['queue_delay_us']['p99']:.2f} | {d['trimmed']} |")
 PY
   done
 done

@@ -174,6 +174,9 @@ std::string fabric_usage() {
          "  --spray oblivious|reps oblivious: round robin over --paths; reps: reuse the entropies whose\n"
          "                         packets came back unmarked (needs --ecn to see busy paths)\n"
          "  --pattern P            permutation | ring | incast | alltoall (default permutation)\n"
+         "  --credits              receiver credits: a first window unscheduled, then what the receiver\n"
+         "                         grants, an MTU per packet time of its link (EQDS-like)\n"
+         "  --unscheduled-kb K     credits: the first window (default one idle RTT at the host rate)\n"
          "  --incast-senders K     incast: hosts 1..K send to host 0 (default every other host)\n"
          "  --flow-kb K            bytes per flow (default 0: long-lived)\n"
          "  --duration-ms T        simulated time at most (default 10)\n"
@@ -194,6 +197,7 @@ bool parse_fabric_args(int argc, const char* const* argv, FabricCli* out, std::s
   std::vector<CLI::Option*> opts = {
       app.add_flag("-h,--help", out->help),
       app.add_flag("--ecn", c.ecn),
+      app.add_flag("--credits", c.credits),
       app.add_option("--topology", topology),
       app.add_option("--cc", c.cc),
       app.add_option_function<std::string>("--leaves", number("--leaves", &c.leaves)),
@@ -217,6 +221,7 @@ bool parse_fabric_args(int argc, const char* const* argv, FabricCli* out, std::s
                                         {"incast", Pattern::kIncast},
                                         {"alltoall", Pattern::kAlltoall}})),
       app.add_option_function<std::string>("--incast-senders", number("--incast-senders", &c.incast_senders)),
+      app.add_option_function<std::string>("--unscheduled-kb", number("--unscheduled-kb", &c.unscheduled_kb)),
       app.add_option_function<std::string>("--flow-kb", number("--flow-kb", &c.flow_kb)),
       app.add_option_function<std::string>("--duration-ms", number("--duration-ms", &c.duration_ms)),
       app.add_option_function<std::string>("--warmup-ms", number("--warmup-ms", &c.warmup_ms)),

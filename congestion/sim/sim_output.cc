@@ -151,6 +151,7 @@ std::string to_json(const FabricConfig& c, const FabricResult& r, bool with_wall
               {"ecn", c.ecn},
               {"paths", c.paths},
               {"spray", c.spray == Spray::kReps ? "reps" : "oblivious"},
+              {"credits", c.credits},
               {"pattern", pattern_name(c.pattern)},
               {"flow_kb", num(c.flow_kb)},
               {"duration_ms", num(c.duration_ms)},
@@ -183,6 +184,7 @@ std::string to_json(const FabricConfig& c, const FabricResult& r, bool with_wall
             {"cnps", r.cnps},
             {"probes", r.probes},
             {"explored", r.explored},
+            {"credits", r.credits},
             {"invalid_decisions", r.invalid_decisions},
             {"events", r.events}};
   if (with_wall_time) j["wall_seconds"] = num(r.wall_seconds);

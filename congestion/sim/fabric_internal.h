@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// ccsim's leaf-spine fabric, its state: events, packets, ports, flows, hosts
+// (the engine that moves them is in fabric.cc).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "congestion/multipath.h"
+#include "congestion/sim/fabric.h"
+#include "congestion/sim/sim_internal.h"
+
+namespace grex::ccsim::detail {
+
+constexpr uint32_t kCeBit = 0x80000000u;    // in an ACK's payload word: the packet was ECN-marked
+constexpr uint32_t kLateBit = 0x40000000u;  // ... its one-way delay left no room for the RTT target
+
+enum class Fv : uint8_t { kWake, kArrive, kPortDone, kAck, kNack, kCnp, kFail, kRequest, kCreditTick, kCredit };
+
+struct FEvent {
+  uint64_t t;
+  uint64_t seq;
+  uint32_t a;
+  uint32_t b;
+  uint32_t c;
+  uint32_t d;
+  Fv type;
+};
+struct FLater {
+  bool operator()(const FEvent& x, const FEvent& y) const noexcept {
+    return x.t != y.t ? x.t > y.t : x.seq > y.seq;
+  }
+};
+
+struct FPacket {
+  uint64_t enq_ns = 0;
+  uint32_t flow = 0;
+  uint32_t wire = 0;
+  uint32_t payload = 0;
+  uint32_t route[3] = {0, 0, 0};  // ports after the sender's NIC
+  uint32_t entropy = 0;
+  bool unscheduled = false;  // credits on: sent in the first window, without credit
+  uint64_t sent_ns = 0;
+  uint8_t hops = 0;
+  uint8_t hop = 0;
+  bool probe = false;
+  bool ce = false;
+  uint32_t probe_seq = 0;
+};
+
+struct Port {
+  double ns_per_bit = 0;
+  Serializer ser;
+  std::deque<uint32_t> fifo;
+  uint64_t bytes = 0;
+  uint64_t carried_bits = 0;
+  int spine = -1;  // a leaf <-> spine link: its spine
+  bool busy = false;
+};
+
+struct FFlow {
+  cc::Flow ctl;
+  cc::ProbeScheduler probes;
+  cc::CnpPacer cnp;
+  cc::EntropyRecycler reps{1, 1};
+  uint32_t src = 0, dst = 0;
+  uint64_t entropy = 0;   // the flow's base entropy (its source port)
+  uint64_t packets = 0;   // sent, for the round robin over paths
+  uint64_t total = 0;     // bytes to deliver (kUnlimited: long-lived)
+  uint64_t to_send = 0;
+  uint64_t retx = 0;
+  uint64_t inflight = 0;
+  uint64_t delivered = 0;
+  uint64_t delivered_at_warmup = 0;
+  double rate_bps = 0;
+  uint64_t window = 0;
+  double eligible_exact = 0;
+  uint64_t eligible_ns = 0;
+  uint64_t done_ns = kNever;
+  uint64_t allowance = kUnlimited;  // credits on: bytes it may still send
+  uint64_t demand = 0;              // credits on: bytes its receiver still owes credit for
+  uint64_t first_window = 0;        // credits on: the bytes it may send before any credit
+  uint64_t unscheduled = 0;         // ... of which still unsent
+  bool pulling = false;             // in its receiver's pull queue
+  double probe_sent[8] = {};
+};
+
+struct FHost {
+  Serializer nic;
+  std::vector<uint32_t> flows;
+  uint64_t wake_at = kNever;
+  Utilisation util;  // of the NIC
+  // As a receiver with credits on: the flows it owes credits, served round robin, one
+  // MTU's credit per packet time of its link.
+  std::deque<uint32_t> pull;
+  bool crediting = false;
+  uint64_t debt = 0;  // wire bytes of unscheduled packets that arrived: link time no credit may take
+};
+
+inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace grex::ccsim::detail
