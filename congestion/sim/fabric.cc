@@ -128,11 +128,7 @@ class Fabric {
     const double old = x.rate_bps;
     x.rate_bps = rate;
     x.window = d.window_bytes;
-    if (old > 0 && rate != old && x.eligible_exact > static_cast<double>(now_)) {
-      const double t = static_cast<double>(now_);
-      x.eligible_exact = t + std::min((x.eligible_exact - t) * old / rate, 1e15);
-      x.eligible_ns = std::max(now_, static_cast<uint64_t>(std::ceil(x.eligible_exact - 1e-6)));
-    }
+    repace(now_, old, rate, &x.eligible_exact, &x.eligible_ns);
   }
 
   // ------------------------------------------------------------ hosts

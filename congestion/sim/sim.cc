@@ -174,18 +174,10 @@ void Sim::refresh(uint32_t f) {
   const double old_rate = fs.rate_bps;
   fs.rate_bps = rate;
   fs.window_bytes = d.window_bytes;
-  // The drivers pace with a token bucket filled at the rate in force
-  // (cc::TokenBucket): what a packet left owing is paid at the new rate
-  // from now on. A flow at 6 Mbit/s sends a packet every 5 ms, so waiting
-  // for the next packet to apply a new rate would lag it by that much.
-  if (old_rate > 0 && rate != old_rate && fs.eligible_exact > static_cast<double>(now_)) {
-    const double t = static_cast<double>(now_);
-    fs.eligible_exact = t + std::min((fs.eligible_exact - t) * old_rate / rate, 1e15);
-    fs.eligible_ns = std::max(now_, static_cast<uint64_t>(std::ceil(fs.eligible_exact - 1e-6)));
-    if (fs.in_heap) {  // the entry under the old time goes stale (try_send skips it)
-      hosts_[fs.host].ready.push({fs.eligible_ns, f});
-      schedule_wake(fs.host, fs.eligible_ns);
-    }
+  // The entry under the old time goes stale (try_send skips it).
+  if (repace(now_, old_rate, rate, &fs.eligible_exact, &fs.eligible_ns) && fs.in_heap) {
+    hosts_[fs.host].ready.push({fs.eligible_ns, f});
+    schedule_wake(fs.host, fs.eligible_ns);
   }
   const auto units = static_cast<uint64_t>(std::llround(std::min(rate, 1e15)));
   if (fs.phase == FlowPhase::kActive) rate_sum_ += units - fs.rate_units;  // modular arithmetic: exact

@@ -173,6 +173,20 @@ struct Utilisation {
   }
 };
 
+// A flow's pacer after its controller changed the rate from `old_rate` to
+// `rate`. The drivers pace with a token bucket filled at the rate in force
+// (cc::TokenBucket): what a packet left owing is paid at the new rate from
+// now on. A flow at 6 Mbit/s sends a packet every 5 ms, so waiting for the
+// next packet to apply a new rate would lag it by that much. True when the
+// flow's next send moved.
+inline bool repace(uint64_t now, double old_rate, double rate, double* eligible_exact, uint64_t* eligible_ns) {
+  if (!(old_rate > 0) || rate == old_rate || !(*eligible_exact > static_cast<double>(now))) return false;
+  const double t = static_cast<double>(now);
+  *eligible_exact = t + std::min((*eligible_exact - t) * old_rate / rate, 1e15);
+  *eligible_ns = std::max(now, static_cast<uint64_t>(std::ceil(*eligible_exact - 1e-6)));
+  return true;
+}
+
 // ---------------------------------------------------------------- state
 
 enum class Ev : uint8_t {
