@@ -17,6 +17,8 @@ namespace grex::dpdk {
 ///   mtu        [GREX_DPDK_MTU], default 9000 (memif) / 1500 (port)
 ///   memif_dir  where memif sockets live [GREX_DPDK_MEMIF_DIR], default /tmp
 ///   window     packets in flight per flow [GREX_DPDK_WINDOW], default 1024
+///   reorder    packets a late one may be overtaken by before it counts as lost, for
+///              paths that reorder (ECMP spraying) [GREX_DPDK_REORDER], 0..63, default 0
 ///   give_up_ms a silent peer is declared gone after this [GREX_DPDK_GIVE_UP_MS], default 10000
 ///   tx_backlog packets a port's software TX queue holds before flows wait
 ///              [GREX_DPDK_TX_BACKLOG], default 32

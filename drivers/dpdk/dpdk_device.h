@@ -51,6 +51,7 @@ struct DpdkOptions {
   uint16_t mtu = 9000;
   uint32_t mbufs = 16383;
   uint32_t window = 1024;
+  uint32_t reorder = 0;  // packets a late one may be overtaken by before it counts as lost
   uint32_t adverts_per_packet = 32;  ///< receives advertised in one packet at most
   /// Packets a port's software TX queue may hold before flows wait (what
   /// one pass of the flows hands the PMD at most); 0: 32 [GREX_DPDK_TX_BACKLOG].

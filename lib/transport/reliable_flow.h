@@ -53,6 +53,14 @@ struct Config {
   uint64_t rto_min_ns = 200'000;
   uint64_t rto_max_ns = 200'000'000;
   uint32_t dupack_threshold = 3;         ///< duplicate ACKs before a fast retransmit
+  /// Reordering the flow tolerates (issue 31: packets sprayed over several
+  /// paths arrive out of order): how many later packets may overtake one
+  /// before it counts as lost. The receiver NACKs a hole only once the
+  /// highest packet seen is more than this above it, the sender resends on
+  /// SACK only packets that far below the highest SACKed one, and takes this
+  /// many more duplicate ACKs before a fast retransmit. 0: an in-order link,
+  /// where every gap is a loss at once (memif, one queue).
+  uint32_t reorder_packets = 0;
   uint32_t ack_every = 32;               ///< data packets between ACKs within one batch
   uint64_t keepalive_ns = 20'000'000;    ///< probe a silent peer while work is pending
   uint64_t give_up_ns = 10'000'000'000;  ///< declare a silent peer dead

@@ -109,7 +109,9 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   // hole is repaired one round trip after it appears, however far above the
   // ACK it lies. (Reordering costs a spurious resend, never correctness.)
   if (static_cast<int32_t>(rcv_high_ - rcv_nxt_) < 0) rcv_high_ = rcv_nxt_;
-  if (static_cast<int32_t>(h.psn - rcv_high_) > 0) {
+  // Where packets may arrive out of order, a gap is not yet a loss: the
+  // oldest hole is asked for once the highest psn is far enough above it (below).
+  if (static_cast<int32_t>(h.psn - rcv_high_) > 0 && cfg_.reorder_packets == 0) {
     wire::Header n = make_acking(wire::Type::kNack);
     n.psn = rcv_high_;
     n.msg_id = h.psn - rcv_high_;
@@ -136,8 +138,9 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
     first = false;
     ++rcv_nxt_;
   }
-  if (sack_bits() != 0) {
-    // Packets above a hole at rcv_nxt_: ask for it, once per rto_min per hole.
+  if (sack_bits() != 0 && rcv_high_ - rcv_nxt_ > cfg_.reorder_packets) {
+    // Packets above a hole at rcv_nxt_ (beyond what reordering explains): ask
+    // for it, once per rto_min per hole.
     if (nacked_psn_ != rcv_nxt_ || now_ns - nack_ns_ > cfg_.rto_min_ns) {
       wire::Header n = make_acking(wire::Type::kNack);
       n.psn = rcv_nxt_;

@@ -296,6 +296,7 @@ void Flow::on_ack(const wire::Header& h, bool dup_candidate, uint64_t now_ns) no
     uint32_t top = ack + 1 + static_cast<uint32_t>(63 - __builtin_clzll(sack));
     uint64_t guard = rto_ns() / 2;
     for (uint32_t p = snd_una_; p != top && static_cast<int32_t>(snd_nxt_ - p) > 0; ++p) {
+      if (top - p <= cfg_.reorder_packets) break;  // close enough below the top to be reordered, not lost
       Slot& s = win_[p % span_];
       if (s.used && !s.acked && now_ns - s.sent_ns > guard) {
         s.sent_ns = now_ns;  // counts as sent for the guard; poll_tx stamps it again
@@ -309,7 +310,8 @@ void Flow::on_ack(const wire::Header& h, bool dup_candidate, uint64_t now_ns) no
     tlp_armed_ = false;
   } else if (dup_candidate && sack != 0 && ack == last_ack_ && snd_una_ != snd_nxt_) {
     const Slot& s = win_[snd_una_ % span_];
-    if (++dupacks_ == cfg_.dupack_threshold && !(s.sends > 1 && now_ns - s.sent_ns < rto_ns() / 2)) {
+    if (++dupacks_ == cfg_.dupack_threshold + cfg_.reorder_packets &&
+        !(s.sends > 1 && now_ns - s.sent_ns < rto_ns() / 2)) {
       queue_retransmit(snd_una_);  // unless a NACK had it resent already
       ++stats_.fast_retransmits;
     }
