@@ -78,6 +78,7 @@ reliable::Config config_from(uint8_t b) {
   c.payload_crc = (b & 0x10) != 0;
   c.queue_depth = (b & 0x20) != 0 ? 16 : 4;
   c.ack_every = (b & 0x40) != 0 ? 1 : 32;
+  c.reorder_packets = (b & 0x80) != 0 ? 16 : 0;  // issue 31: reordering tolerated
   c.rto_initial_ns = 200'000;
   c.rto_min_ns = 50'000;
   c.rto_max_ns = 20'000'000;
