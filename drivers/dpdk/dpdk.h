@@ -17,6 +17,8 @@ namespace grex::dpdk {
 ///   mtu        [GREX_DPDK_MTU], default 9000 (memif) / 1500 (port)
 ///   memif_dir  where memif sockets live [GREX_DPDK_MEMIF_DIR], default /tmp
 ///   window     packets in flight per flow [GREX_DPDK_WINDOW], default 1024
+///   paths      UDP source ports a flow's data packets spray over, round robin: the
+///              entropy ECMP hashes [GREX_DPDK_PATHS], 1..64, default 1; every rank the same
 ///   reorder    packets a late one may be overtaken by before it counts as lost, for
 ///              paths that reorder (ECMP spraying) [GREX_DPDK_REORDER], 0..63, default 0
 ///   give_up_ms a silent peer is declared gone after this [GREX_DPDK_GIVE_UP_MS], default 10000

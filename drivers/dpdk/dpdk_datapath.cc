@@ -172,7 +172,10 @@ bool DpdkDevice::from_peer(const DpdkEndpoint* ep, const Parsed& p) const noexce
   const FrameAddr& a = ep->addr();
   // memif links are point to point (the port is the peer's); a shared port
   // must see the peer's MAC too.
-  return p.addr.src_ip == a.dst_ip && p.addr.src_port == a.dst_port && (!port_mode_ || p.addr.src_mac == a.dst_mac);
+  // With GREX_DPDK_PATHS > 1 the peer sprays its data over source ports
+  // [its port, its port + paths): every rank of a job sets the same paths.
+  const uint16_t path = static_cast<uint16_t>(p.addr.src_port - a.dst_port);
+  return p.addr.src_ip == a.dst_ip && path < dopts_.paths && (!port_mode_ || p.addr.src_mac == a.dst_mac);
 }
 
 bool DpdkDevice::admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h) noexcept {
@@ -180,6 +183,7 @@ bool DpdkDevice::admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h)
     stats.rx_bad_source.add();
     return false;
   }
+  ep->rx_paths() |= uint64_t{1} << static_cast<uint16_t>(p.addr.src_port - ep->addr().dst_port);
   if (dopts_.auth == wire::AuthMode::kOff) return true;
   auto* hdr = const_cast<uint8_t*>(p.payload);  // inside the frame handle() was given, writable
   uint8_t* payload = hdr + wire::kHeaderBytes;
@@ -258,7 +262,11 @@ void DpdkDevice::transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcep
   wire::Header h = p.hdr;
   h.seq = ep->next_seq();  // every packet, retransmissions too: a fresh nonce
   uint8_t hdr[kFrameHeaderBytes];
-  frame::write_headers(hdr, ep->addr(), wire::kHeaderBytes + len, !port->tx_ip_cksum());
+  // Spraying (GREX_DPDK_PATHS): each packet's UDP source port is the entropy
+  // an ECMP hash sees, so consecutive packets may take different paths.
+  FrameAddr a = ep->addr();
+  a.src_port = static_cast<uint16_t>(a.src_port + ep->next_path(dopts_.paths));
+  frame::write_headers(hdr, a, wire::kHeaderBytes + len, !port->tx_ip_cksum());
   wire::encode(h, hdr + kHeadersBytes, p.payload);
   // Encrypted payloads are sealed into the mbuf's copy (below); the rest here,
   // reading the payload where it lies (zero copy stays zero copy).

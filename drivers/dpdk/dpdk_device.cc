@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cstring>
 #include <thread>
 
@@ -512,7 +513,8 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     if (ep == nullptr) continue;
     const auto& s = ep->flow().stats();
     const std::string p = "peer." + std::to_string(ep->peer()) + ".";
-    c.insert(c.end(), {{p + "data_sent", s.data_sent}, {p + "bytes_sent", s.bytes_sent}, {p + "retransmits", s.retransmits},
+    c.insert(c.end(), {{p + "rx_paths", static_cast<uint64_t>(std::popcount(ep->rx_paths()))},
+                       {p + "data_sent", s.data_sent}, {p + "bytes_sent", s.bytes_sent}, {p + "retransmits", s.retransmits},
                        {p + "rtt_samples", s.rtt_samples}, {p + "last_rtt_ns", s.last_rtt_ns},
                        {p + "probes_sent", s.probes_sent}, {p + "probes_lost", s.probe_timeouts},
                        {p + "paced_waits", s.paced_waits},

@@ -90,6 +90,7 @@ Result<void> DpdkDevice::parse_options() {
   if ((d.window & (d.window - 1)) != 0)
     return Error(Errc::kInvalidArgument, "GREX_DPDK_WINDOW=" + std::to_string(d.window) + " is not a power of two");
   d.reorder = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "reorder", "GREX_DPDK_REORDER", 0, 63, 0)));
+  d.paths = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "paths", "GREX_DPDK_PATHS", 1, 64, 1)));
   d.adverts_per_packet =
       static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "adverts", "GREX_DPDK_ADVERTS", 1, 256, 32)));
   d.tx_backlog = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "tx_backlog", "GREX_DPDK_TX_BACKLOG", 0, 4096, 0)));

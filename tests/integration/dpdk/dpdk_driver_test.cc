@@ -108,9 +108,10 @@ int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, const 
 // Without it (the in-order default; GREX_DPDK_REORDER=0 in the environment
 // overrides the test's 16) every gap reads as a loss: 80-86 resent, and the
 // test fails.
-int reordered(Rank& r, const char* name, uint32_t reorder, uint64_t* resent) {
+int reordered(Rank& r, const char* name, uint32_t reorder, uint64_t* resent, uint32_t paths = 1) {
   DeviceOptions o = dpdk_opts("reorder=0.3,window=16,seed=8");
   o.params["reorder"] = std::to_string(reorder);
+  o.params["paths"] = std::to_string(paths);
   auto link = open_link(r, name, o);
   RANK_OK(link);
   Device& dev = *link->dev;
@@ -145,6 +146,8 @@ int reordered(Rank& r, const char* name, uint32_t reorder, uint64_t* resent) {
       fill(want.data(), kBytes, c.context);
       RANK_CHECK(std::memcmp(buf.data() + c.context * kBytes, want.data(), kBytes) == 0);
     }
+    // The source ports the peer's packets came from: each of its paths.
+    RANK_CHECK(counter(dev, "peer.0.rx_paths") == static_cast<int>(paths));
   }
   // Close as a job ends: the CLOSE exchange carries the final ACKs, which
   // the injector may be holding behind packets that would never come.
@@ -165,6 +168,21 @@ TEST(DpdkDriver, ToleratedReorderingIsNotResent) {
       // resent is the tail: packets held behind later ones that never came (tail probes, RTO).
       RANK_CHECK(resent <= 32);
     }
+    return rc;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Issue 31: a flow sprays its data over GREX_DPDK_PATHS UDP source ports (the
+// entropy ECMP hashes); the receiver takes its peer's packets from that range
+// and counts the paths they came over. With reordering tolerated, as spraying
+// needs, every byte arrives once.
+TEST(DpdkDriver, DataSpraysOverSourcePorts) {
+  REQUIRE_DPDK();
+  auto res = run_ranks(2, [&](Rank& r) {
+    uint64_t resent = 0;
+    const int rc = reordered(r, "dpaths", 16, &resent, 8);
+    if (rc == 0 && r.rank == 0) RANK_CHECK(resent <= 32);
     return rc;
   }, 120);
   EXPECT_TRUE(res.all_ok()) << res.describe();
