@@ -4,7 +4,8 @@
 // Ethernet's transport describes it): an entropy whose packet came back clean
 // is used again; one whose packet came back congestion-marked, or was
 // trimmed or lost, is forgotten, so the flow drifts away from busy, slow or
-// broken paths; with no clean entropy at hand, a fresh random one explores.
+// broken paths; with no clean entropy at hand, a fresh random one explores,
+// redrawn (up to three times) when it is one of the last few congested ones.
 // Pure and allocation-free after construction: the simulator's fabric runs it,
 // and a driver can.
 #pragma once
@@ -40,7 +41,7 @@ class EntropyRecycler {
   }
   /// The packet sent with `e` came back marked, or was trimmed or lost: `e` is not reused.
   void on_congested(uint32_t e) noexcept {
-    (void)e;
+    bad_[bad_next_++ % kBad] = e + 1;
     ++dropped_;
   }
   /// Clean entropies at hand.
@@ -51,11 +52,26 @@ class EntropyRecycler {
   uint64_t dropped() const noexcept { return dropped_; }
 
  private:
-  uint32_t fresh() noexcept {  // xorshift64*
+  static constexpr uint32_t kBad = 8;  // congested entropies a fresh draw avoids
+
+  uint32_t draw() noexcept {  // xorshift64*
     state_ ^= state_ >> 12;
     state_ ^= state_ << 25;
     state_ ^= state_ >> 27;
     return static_cast<uint32_t>((state_ * 0x2545f4914f6cdd1dull) >> 32) % space_;
+  }
+  bool recently_bad(uint32_t e) const noexcept {
+    for (uint32_t b : bad_)
+      if (b == e + 1) return true;
+    return false;
+  }
+  // A random entropy, redrawn up to three times while it is one of the last
+  // congested ones: exploring mostly elsewhere, and still now and then there
+  // (a path that recovered is found again).
+  uint32_t fresh() noexcept {
+    uint32_t e = draw();
+    for (int i = 0; i < 3 && recently_bad(e); ++i) e = draw();
+    return e;
   }
 
   std::vector<uint32_t> ring_;
@@ -63,6 +79,8 @@ class EntropyRecycler {
   uint64_t state_;
   uint32_t space_;
   uint64_t explored_ = 0, dropped_ = 0;
+  uint32_t bad_[kBad] = {};  // entropy + 1 (0: empty)
+  uint32_t bad_next_ = 0;
 };
 
 }  // namespace grex::cc

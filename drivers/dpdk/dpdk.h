@@ -19,6 +19,8 @@ namespace grex::dpdk {
 ///   window     packets in flight per flow [GREX_DPDK_WINDOW], default 1024
 ///   paths      UDP source ports a flow's data packets spray over, round robin: the
 ///              entropy ECMP hashes [GREX_DPDK_PATHS], 1..64, default 1; every rank the same
+///   spray      with paths > 1: rr (round robin, default) or reps (reuse the paths the
+///              peer's ACKs covered, forget those whose packets were resent) [GREX_DPDK_SPRAY]
 ///   reorder    packets a late one may be overtaken by before it counts as lost, for
 ///              paths that reorder (ECMP spraying) [GREX_DPDK_REORDER], 0..63, default 0
 ///   give_up_ms a silent peer is declared gone after this [GREX_DPDK_GIVE_UP_MS], default 10000

@@ -165,6 +165,9 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
     return;
   }
   if (h.type == wire::Type::kClose) ep->peer_closed = true;
+  // Every packet of these types carries the peer's cumulative ACK (data too: adverts).
+  if (h.type == wire::Type::kAck || h.type == wire::Type::kNack || h.type == wire::Type::kData)
+    ep->paths().acked(h.ack);
   ep->flow().on_packet(h, p.payload + wire::kHeaderBytes, now);
 }
 
@@ -265,7 +268,8 @@ void DpdkDevice::transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcep
   // Spraying (GREX_DPDK_PATHS): each packet's UDP source port is the entropy
   // an ECMP hash sees, so consecutive packets may take different paths.
   FrameAddr a = ep->addr();
-  a.src_port = static_cast<uint16_t>(a.src_port + ep->next_path(dopts_.paths));
+  const uint32_t path = h.type == wire::Type::kData ? ep->paths().choose(h.psn) : 0;
+  a.src_port = static_cast<uint16_t>(a.src_port + path);
   frame::write_headers(hdr, a, wire::kHeaderBytes + len, !port->tx_ip_cksum());
   wire::encode(h, hdr + kHeadersBytes, p.payload);
   // Encrypted payloads are sealed into the mbuf's copy (below); the rest here,
@@ -274,7 +278,7 @@ void DpdkDevice::transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcep
   if (!encrypt) seal(ep, hdr + kHeadersBytes, h, p.payload, nullptr);
   FaultDecision d = faults_.next(static_cast<uint32_t>(kFrameHeaderBytes + len));
   if (d.garbage) send_garbage(port, d, hdr);
-  if (d.drop) {
+  if (d.drop || faults_.drop_on_path(path)) {
     stats.faults_dropped.add();
     return;
   }

@@ -380,6 +380,8 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   }
   if (tx.flow_id == 0 || rx.flow_id == 0) return err(Errc::kInternal, "cannot derive the wire keys (libcrypto)");
   auto ep = std::make_unique<DpdkEndpoint>(this, peer, port, fa, cfg, tx, rx);
+  ep->paths().reset(dopts_.paths, dopts_.reps, flow_cfg_.span != 0 ? flow_cfg_.span : 4 * flow_cfg_.window,
+                    ep->tx_flow_id());
   if (!ep->sealer().ready() || !ep->opener().ready()) return err(Errc::kInternal, "cannot key AES-GCM (libcrypto)");
   by_rank_[static_cast<size_t>(peer)] = ep.get();
   by_flow_.emplace(rx.flow_id, ep.get());
@@ -513,6 +515,11 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     if (ep == nullptr) continue;
     const auto& s = ep->flow().stats();
     const std::string p = "peer." + std::to_string(ep->peer()) + ".";
+    for (uint32_t i = 0; ep->paths().paths() > 1 && i < ep->paths().paths(); ++i)
+      c.insert(c.end(), {{p + "paths_explored", ep->paths().explored()},
+                         {p + "paths_recycled", ep->paths().recycled()},
+                         {p + "tx_path." + std::to_string(i), ep->paths().sent_on(i)},
+                         {p + "resent_path." + std::to_string(i), ep->paths().resent_on(i)}});
     c.insert(c.end(), {{p + "rx_paths", static_cast<uint64_t>(std::popcount(ep->rx_paths()))},
                        {p + "data_sent", s.data_sent}, {p + "bytes_sent", s.bytes_sent}, {p + "retransmits", s.retransmits},
                        {p + "rtt_samples", s.rtt_samples}, {p + "last_rtt_ns", s.last_rtt_ns},

@@ -15,6 +15,7 @@
 #include "drivers/dpdk/dpdk_extbuf.h"
 #include "drivers/dpdk/dpdk_frame.h"
 #include "drivers/dpdk/dpdk_port.h"
+#include "drivers/dpdk/dpdk_paths.h"
 #include "transport/fault_injector.h"
 #include "congestion/cc.h"
 #include "transport/reliable_flow.h"
@@ -53,6 +54,7 @@ struct DpdkOptions {
   uint32_t window = 1024;
   uint32_t reorder = 0;  // packets a late one may be overtaken by before it counts as lost
   uint32_t paths = 1;    // UDP source ports a flow's data packets spray over (ECMP entropy)
+  bool reps = false;     // ... choosing them by REPS (dpdk_paths.h), not round robin
   uint32_t adverts_per_packet = 32;  ///< receives advertised in one packet at most
   /// Packets a port's software TX queue may hold before flows wait (what
   /// one pass of the flows hands the PMD at most); 0: 32 [GREX_DPDK_TX_BACKLOG].
@@ -113,8 +115,8 @@ class DpdkEndpoint final : public Endpoint {
   uint32_t rx_flow_id() const noexcept { return rx_id_; }
   uint32_t tx_flow_id() const noexcept { return tx_id_; }
   uint64_t next_seq() noexcept { return tx_seq_++; }
-  /// The next data packet's path (its UDP source port's offset), round robin.
-  uint32_t next_path(uint32_t paths) noexcept { return paths <= 1 ? 0 : tx_path_++ % paths; }
+  /// Which sprayed path (UDP source port offset) each data packet takes.
+  PathChooser& paths() noexcept { return paths_; }
   /// Paths the peer's packets came over: bit i for source port offset i.
   uint64_t& rx_paths() noexcept { return rx_paths_; }
   wire::Sealer& sealer() noexcept { return tx_; }
@@ -128,7 +130,7 @@ class DpdkEndpoint final : public Endpoint {
   reliable::Flow flow_;
   uint32_t tx_id_, rx_id_;
   uint64_t tx_seq_ = 0;
-  uint32_t tx_path_ = 0;
+  PathChooser paths_;
   uint64_t rx_paths_ = 0;
   wire::Sealer tx_, rx_;
   wire::ReplayWindow replay_;

@@ -35,8 +35,11 @@ Result<FaultConfig> parse_faults(std::string_view spec) {
     else if (key == "corrupt") f.corrupt = d;
     else if (key == "seed") f.seed = static_cast<uint64_t>(d);
     else if (key == "garbage") f.garbage = d;
-    else return Error(Errc::kInvalidArgument, "unknown fault '" + key + "' (drop, dup, reorder, window, corrupt, garbage, seed)");
-    if (key != "window" && key != "seed" && d > 1)
+    else if (key == "path") f.lossy_path = static_cast<uint32_t>(d);
+    else if (key == "pathdrop") f.path_drop = d;
+    else return Error(Errc::kInvalidArgument, "unknown fault '" + key +
+                                                  "' (drop, dup, reorder, window, corrupt, garbage, seed, path, pathdrop)");
+    if (key != "window" && key != "seed" && key != "path" && d > 1)
       return Error(Errc::kInvalidArgument, "fault probability " + key + "=" + val + " is above 1");
   }
   return f;
@@ -91,6 +94,10 @@ Result<void> DpdkDevice::parse_options() {
     return Error(Errc::kInvalidArgument, "GREX_DPDK_WINDOW=" + std::to_string(d.window) + " is not a power of two");
   d.reorder = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "reorder", "GREX_DPDK_REORDER", 0, 63, 0)));
   d.paths = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "paths", "GREX_DPDK_PATHS", 1, 64, 1)));
+  if (auto v = detail::param(opts_, "spray", "GREX_DPDK_SPRAY"); !v.empty()) {
+    if (v != "rr" && v != "reps") return Error(Errc::kInvalidArgument, "GREX_DPDK_SPRAY='" + v + "' is not rr or reps");
+    d.reps = v == "reps";
+  }
   d.adverts_per_packet =
       static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "adverts", "GREX_DPDK_ADVERTS", 1, 256, 32)));
   d.tx_backlog = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "tx_backlog", "GREX_DPDK_TX_BACKLOG", 0, 4096, 0)));

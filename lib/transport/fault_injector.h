@@ -12,6 +12,8 @@ struct FaultConfig {
   double duplicate = 0;        ///< probability it is sent twice
   double reorder = 0;          ///< probability it is held back behind later packets
   uint32_t reorder_window = 8; ///< how many later packets overtake a held one (1..window)
+  uint32_t lossy_path = UINT32_MAX;  ///< a sprayed path (source port offset) that loses...
+  double path_drop = 0;              ///< ... this share of its packets
   double corrupt = 0;          ///< probability one bit is flipped
   double garbage = 0;          ///< probability a junk datagram (random or truncated) is sent as well
   uint64_t seed = 1;
@@ -35,6 +37,13 @@ class FaultInjector {
  public:
   explicit FaultInjector(const FaultConfig& cfg = {}) : cfg_(cfg), state_(cfg.seed * 0x9e3779b97f4a7c15ull + 1) {}
   const FaultConfig& config() const noexcept { return cfg_; }
+
+  /// Whether a packet sent over sprayed path `path` is lost there (issue 31: one path lossy).
+  bool drop_on_path(uint32_t path) noexcept {
+    if (path != cfg_.lossy_path || !chance(cfg_.path_drop)) return false;
+    ++dropped_;
+    return true;
+  }
 
   /// Decides for a packet of `len` bytes.
   FaultDecision next(uint32_t len) noexcept {

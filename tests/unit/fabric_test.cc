@@ -170,6 +170,14 @@ TEST(EntropyRecycler, ReusesCleanEntropiesForgetsCongestedOnesExploresWhenOut) {
   for (uint32_t e = 0; e < 4; ++e) EXPECT_EQ(r.next(), e);  // oldest first
   r.next();
   EXPECT_EQ(r.explored(), 3u);
+  // A fresh draw avoids the last congested entropies (redrawn up to three
+  // times): of 4, with 2 congested, it lands on 2 about (1/4)^4 of the time.
+  cc::EntropyRecycler s(9, 1, 4);
+  s.on_congested(2);
+  int twos = 0;
+  for (int i = 0; i < 4000; ++i) twos += s.next() == 2;
+  EXPECT_GT(twos, 0);     // still re-probed now and then
+  EXPECT_LT(twos, 60);    // about 16 of 4000, against 1000 without the memory
 }
 
 // One spine of four runs at a quarter of the rate. Oblivious spraying puts a
