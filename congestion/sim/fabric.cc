@@ -236,12 +236,7 @@ class Fabric {
 
   // ------------------------------------------------------------ switches
 
-  bool mark(uint64_t q) {
-    if (!cfg_.ecn || static_cast<double>(q) <= kmin_) return false;
-    if (static_cast<double>(q) >= kmax_) return true;
-    const double pr = cfg_.pmax * (static_cast<double>(q) - kmin_) / (kmax_ - kmin_);
-    return std::uniform_real_distribution<double>(0, 1)(rng_) < pr;
-  }
+  bool mark(uint64_t q) { return cfg_.ecn && red_mark(static_cast<double>(q), kmin_, kmax_, cfg_.pmax, rng_); }
 
   bool dead(const Port& port) const { return port.spine >= 0 && port.spine == failed_; }
 

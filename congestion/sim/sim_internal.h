@@ -187,6 +187,15 @@ inline bool repace(uint64_t now, double old_rate, double rate, double* eligible_
   return true;
 }
 
+// RED-style ECN marking of a packet that finds `q` bytes queued: never at or
+// below kmin, always from kmax, in between with probability
+// pmax (q - kmin) / (kmax - kmin).
+inline bool red_mark(double q, double kmin, double kmax, double pmax, std::mt19937_64& rng) {
+  if (q <= kmin) return false;
+  if (q >= kmax) return true;
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53 < pmax * (q - kmin) / (kmax - kmin);
+}
+
 // ---------------------------------------------------------------- state
 
 enum class Ev : uint8_t {

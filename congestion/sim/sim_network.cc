@@ -159,13 +159,7 @@ void Sim::on_resume() {
   }
 }
 
-bool Sim::ecn_mark(uint64_t q) {
-  const double qb = static_cast<double>(q);
-  if (qb <= kmin_) return false;
-  if (qb >= kmax_) return true;
-  const double p = cfg_.pmax * (qb - kmin_) / (kmax_ - kmin_);
-  return static_cast<double>(rng_() >> 11) * 0x1.0p-53 < p;
-}
+bool Sim::ecn_mark(uint64_t q) { return red_mark(static_cast<double>(q), kmin_, kmax_, cfg_.pmax, rng_); }
 
 void Sim::switch_arrive(uint32_t p) {
   Packet& pk = pool_[p];

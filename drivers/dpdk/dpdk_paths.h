@@ -24,10 +24,11 @@ class PathChooser {
   void reset(uint32_t paths, bool reps, uint32_t span, uint64_t seed) {
     paths_ = paths == 0 ? 1 : paths;
     reps_ = reps && paths_ > 1;
+    if (paths_ <= 1) return;  // one path: nothing to record
     path_of_.assign(span == 0 ? 1 : span, 0);
     // Room for a window's worth of clean paths: one ACK covers many packets,
     // and each comes back to be reused (REPS keeps about a BDP of them).
-    recycler_ = cc::EntropyRecycler(seed, static_cast<uint32_t>(path_of_.size()), paths_);
+    if (reps_) recycler_ = cc::EntropyRecycler(seed, static_cast<uint32_t>(path_of_.size()), paths_);
   }
 
   /// The path of data packet `psn`, recorded until the ACK covers it.
@@ -61,9 +62,8 @@ class PathChooser {
   }
 
   uint32_t paths() const noexcept { return paths_; }
-  /// REPS: fresh draws (exploration), and paths at hand to reuse.
+  /// REPS: fresh draws (exploration), and paths the ACKs gave back for reuse.
   uint64_t explored() const noexcept { return recycler_.explored(); }
-  uint32_t cached() const noexcept { return recycler_.cached(); }
   uint64_t recycled() const noexcept { return recycled_; }
   uint64_t sent_on(uint32_t path) const noexcept { return path < kMaxPaths ? sent_on_[path] : 0; }
   uint64_t resent_on(uint32_t path) const noexcept { return path < kMaxPaths ? resent_on_[path] : 0; }

@@ -45,10 +45,11 @@ static_assert(sizeof(SlotHeader) == kSlotHeaderBytes, "slot header is a shared-m
 /// line brings flag and payload together (one cross-core transfer, not two).
 inline constexpr size_t kHeaderInlineBytes = 24;
 static_assert(offsetof(SlotHeader, aux) + sizeof(uint64_t) - offsetof(SlotHeader, addr) == kHeaderInlineBytes);
-inline uint8_t* eager_payload(SlotHeader* s) noexcept {
-  return s->length <= kHeaderInlineBytes ? reinterpret_cast<uint8_t*>(&s->addr)
-                                         : reinterpret_cast<uint8_t*>(s) + kSlotHeaderBytes;
+/// Where in its slot an eager message of `len` bytes lies (sender and receiver alike).
+inline size_t eager_offset(uint64_t len) noexcept {
+  return len <= kHeaderInlineBytes ? offsetof(SlotHeader, addr) : kSlotHeaderBytes;
 }
+inline uint8_t* eager_payload(SlotHeader* s) noexcept { return reinterpret_cast<uint8_t*>(s) + eager_offset(s->length); }
 
 /// Segment header, at offset 0.
 struct alignas(64) SegmentHeader {
@@ -111,7 +112,6 @@ class Segment {
     return reinterpret_cast<SlotHeader*>(base_ + sizeof(SegmentHeader) + 2 * sizeof(PinTable) +
                                          (static_cast<size_t>(dir) * slots_ + i) * slot_bytes_);
   }
-  uint8_t* payload(SlotHeader* s) const noexcept { return reinterpret_cast<uint8_t*>(s) + kSlotHeaderBytes; }
   uint32_t slots() const noexcept { return slots_; }
   size_t max_inline() const noexcept { return slot_bytes_ - kSlotHeaderBytes; }
   /// Geometry a segment may have: 1..kMaxSlots slots of 128..kMaxSlotBytes

@@ -51,8 +51,7 @@ inline T read_once(const T& field) noexcept {
 /// than a slot of `max_inline` payload bytes holds: the peer's ring is corrupt.
 inline const uint8_t* eager_source(const SlotHeader* s, uint64_t len, size_t max_inline) noexcept {
   if (len > max_inline) return nullptr;
-  return len <= kHeaderInlineBytes ? reinterpret_cast<const uint8_t*>(&s->addr)
-                                   : reinterpret_cast<const uint8_t*>(s) + kSlotHeaderBytes;
+  return reinterpret_cast<const uint8_t*>(s) + eager_offset(len);
 }
 
 /// Whether [offset, offset + len) lies inside `bytes` bytes, without overflow.

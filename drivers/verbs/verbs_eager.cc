@@ -17,8 +17,6 @@ namespace {
 
 constexpr uint32_t kHeaderBytes = sizeof(EagerHeader);
 
-uint64_t stride_of(uint32_t payload) { return eager_stride(payload); }
-
 }  // namespace
 
 // ---------------------------------------------------------------- setup
@@ -29,7 +27,7 @@ Result<EagerRing> VerbsEndpoint::offer_eager() {
   const VerbsOptions& vo = dev_->vopts();
   if (vo.eager_bytes == 0 || vo.eager_slots == 0) return EagerRing{};
   rx_slots_n_ = vo.eager_slots;
-  rx_eager_.assign(rx_slots_n_ * stride_of(vo.eager_bytes), 0);
+  rx_eager_.assign(rx_slots_n_ * eager_stride(vo.eager_bytes), 0);
   rx_slot_free_.assign(rx_slots_n_, 0);
   rx_eager_mr_ = ibv_reg_mr(dev_->pd(), rx_eager_.data(), rx_eager_.size(),
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -179,7 +177,7 @@ bool VerbsEndpoint::append_eager(PostList& pl, const Ready& r) noexcept {
   w = ibv_send_wr{};
   w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   w.imm_data = htonl(kEagerBit | r.slot);
-  w.wr.rdma.remote_addr = peer_ring_.addr + r.slot * stride_of(peer_ring_.payload);
+  w.wr.rdma.remote_addr = peer_ring_.addr + r.slot * eager_stride(peer_ring_.payload);
   w.wr.rdma.rkey = peer_ring_.rkey;
   w.sg_list = sge;
   w.num_sge = 1;
@@ -325,7 +323,7 @@ void VerbsEndpoint::on_eager(uint32_t slot, uint32_t byte_len) noexcept {
   }
   // A copy of the header, checked once: the peer may write into its slot again.
   EagerHeader h;
-  std::memcpy(&h, &rx_eager_[slot * stride_of(my_ring_.payload)], sizeof(h));
+  std::memcpy(&h, &rx_eager_[slot * eager_stride(my_ring_.payload)], sizeof(h));
   if (!eager_fits(h, my_ring_.payload, byte_len)) {
     fail(Status::kLocalError, "protocol: an eager message of " + std::to_string(h.len) + " bytes in a write of " +
                                   std::to_string(byte_len));
@@ -353,7 +351,7 @@ void VerbsEndpoint::on_eager(uint32_t slot, uint32_t byte_len) noexcept {
 
 // Copies an eager message out of its slot into receive `r` and completes it.
 void VerbsEndpoint::deliver_eager(uint32_t slot, uint32_t len, Recv& r) noexcept {
-  const uint8_t* at = &rx_eager_[slot * stride_of(my_ring_.payload)];
+  const uint8_t* at = &rx_eager_[slot * eager_stride(my_ring_.payload)];
   const uint64_t n = std::min<uint64_t>(len, r.req.length);
   if (n > 0) std::memcpy(static_cast<uint8_t*>(r.req.region->addr()) + r.req.offset, at + kHeaderBytes, n);
   r.done = true;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,11 +49,20 @@ int counter(Device& dev, const char* name) {
   return -1;
 }
 
+// More for exchange(): driver parameters, and checks each side runs on its
+// device once every message completed (0: passed).
+struct ExchangeMore {
+  std::map<std::string, std::string> params;
+  std::function<int(Device&)> sender, receiver;
+};
+
 // Rank 0 sends `sizes` on tags 0..3 from one registered buffer; rank 1
-// receives and compares checksums; then rank 1 writes back with immediates.
+// receives and compares checksums.
 int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, const std::string& faults,
-             int tx_backlog = 0) {
-  auto link = open_link(r, name, dpdk_opts(faults, 10'000, tx_backlog));
+             int tx_backlog = 0, const ExchangeMore& more = {}) {
+  DeviceOptions o = dpdk_opts(faults, 10'000, tx_backlog);
+  for (const auto& [k, v] : more.params) o.params[k] = v;
+  auto link = open_link(r, name, o);
   RANK_OK(link);
   Device& dev = *link->dev;
   size_t total = 0;
@@ -75,6 +85,7 @@ int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, const 
                      static_cast<int>(c.op), std::string(status_name(c.status)).c_str());
       RANK_CHECK(c.status == Status::kSuccess && c.op == Op::kSend);
     }
+    if (more.sender && more.sender(dev) != 0) return 1;
   } else {
     std::vector<RecvRequest> reqs;
     for (size_t i = 0, off = 0; i < sizes.size(); off += sizes[i], ++i) reqs.push_back({*mr, off, sizes[i], i % 4, i});
@@ -92,6 +103,7 @@ int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, const 
     if (!faults.empty() && faults.find("garbage") != std::string::npos)
       RANK_CHECK(counter(dev, "rx_bad_frame") + counter(dev, "rx_bad_header") > 0);
     if (!faults.empty() && faults.find("drop") != std::string::npos) RANK_CHECK(counter(dev, "duplicates") >= 0);
+    if (more.receiver && more.receiver(dev) != 0) return 1;
   }
   // Close the connection the way a job ends: the CLOSE exchange carries the
   // final ACKs (which a lossy network may have dropped) to the sender.
@@ -111,32 +123,9 @@ int exchange(Rank& r, const char* name, const std::vector<size_t>& sizes, const 
 // `lossy`: the sender's share of data packets on path 2 (out: with paths > 2).
 int reordered(Rank& r, const char* name, uint32_t reorder, uint64_t* resent, uint32_t paths = 1,
               const char* faults = "reorder=0.3,window=16,seed=8", const char* spray = "rr", double* lossy = nullptr) {
-  DeviceOptions o = dpdk_opts(faults);
-  o.params["reorder"] = std::to_string(reorder);
-  o.params["paths"] = std::to_string(paths);
-  o.params["spray"] = spray;
-  auto link = open_link(r, name, o);
-  RANK_OK(link);
-  Device& dev = *link->dev;
-  const size_t kMsgs = paths > 2 ? 256 : 64, kBytes = 256 * 1024;
-  std::vector<uint8_t> buf(kMsgs * kBytes);
-  auto mr = dev.register_memory(buf.data(), buf.size());
-  RANK_OK(mr);
-  std::vector<Completion> done;
-  if (r.rank == 0) {
-    std::vector<SendRequest> reqs;
-    for (size_t i = 0; i < kMsgs; ++i) {
-      fill(buf.data() + i * kBytes, kBytes, i);
-      reqs.push_back({*mr, i * kBytes, kBytes, 1, i});
-    }
-    RANK_CHECK(link->to(1).post_send(reqs).count == kMsgs);
-    RANK_CHECK(drain(dev, kMsgs, &done, 60'000));
-    for (auto& c : done) {
-      if (c.status != Status::kSuccess)
-        std::fprintf(stderr, "send %llu: %s\n", static_cast<unsigned long long>(c.context),
-                     std::string(status_name(c.status)).c_str());
-      RANK_CHECK(c.status == Status::kSuccess);
-    }
+  ExchangeMore more;
+  more.params = {{"reorder", std::to_string(reorder)}, {"paths", std::to_string(paths)}, {"spray", spray}};
+  more.sender = [&](Device& dev) {
     *resent = static_cast<uint64_t>(counter(dev, "retransmits"));
     if (lossy != nullptr && paths > 2) {
       double all = 0;
@@ -145,26 +134,14 @@ int reordered(Rank& r, const char* name, uint32_t reorder, uint64_t* resent, uin
       std::fprintf(stderr, "%.0f data packets: %d on fresh paths, %d paths recycled\n", all,
                    counter(dev, "peer.1.paths_explored"), counter(dev, "peer.1.paths_recycled"));
     }
-  } else {
-    std::vector<RecvRequest> reqs;
-    for (size_t i = 0; i < kMsgs; ++i) reqs.push_back({*mr, i * kBytes, kBytes, 1, i});
-    RANK_CHECK(link->to(0).post_recv(reqs).count == kMsgs);
-    RANK_CHECK(drain(dev, kMsgs, &done, 60'000));
-    std::vector<uint8_t> want(kBytes);
-    for (auto& c : done) {
-      RANK_CHECK(c.status == Status::kSuccess && c.bytes == kBytes);
-      fill(want.data(), kBytes, c.context);
-      RANK_CHECK(std::memcmp(buf.data() + c.context * kBytes, want.data(), kBytes) == 0);
-    }
+    return 0;
+  };
+  more.receiver = [&](Device& dev) {
     // The source ports the peer's packets came from: each of its paths.
     RANK_CHECK(counter(dev, "peer.0.rx_paths") == static_cast<int>(paths));
-  }
-  // Close as a job ends: the CLOSE exchange carries the final ACKs, which
-  // the injector may be holding behind packets that would never come.
-  (void)dev.deregister_memory(*mr);
-  link->eps.clear();
-  link->dev.reset();
-  return 0;
+    return 0;
+  };
+  return exchange(r, name, std::vector<size_t>(paths > 2 ? 256 : 64, 256 * 1024), faults, 0, more);
 }
 
 TEST(DpdkDriver, ToleratedReorderingIsNotResent) {
