@@ -360,7 +360,9 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   fa.src_port = dopts_.udp_port;
   fa.dst_ip = pa.ip;
   fa.dst_port = pa.udp_port;
-  fa.dst_mac = pa.mac;
+  // Behind a router, every peer's frames go to the router and come from it
+  // (from_peer() checks the source MAC against dst_mac).
+  fa.dst_mac = dopts_.via_gateway ? dopts_.gateway_mac : pa.mac;
   Port* port = GREX_TRY(port_for(peer, pa.shares_memory));
   fa.src_mac = port->mac();
   if (dopts_.mode == "memif") fa.dst_mac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};  // point to point
@@ -515,14 +517,18 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     if (ep == nullptr) continue;
     const auto& s = ep->flow().stats();
     const std::string p = "peer." + std::to_string(ep->peer()) + ".";
-    for (uint32_t i = 0; ep->paths().paths() > 1 && i < ep->paths().paths(); ++i)
-      c.insert(c.end(), {{p + "paths_explored", ep->paths().explored()},
-                         {p + "paths_recycled", ep->paths().recycled()},
-                         {p + "tx_path." + std::to_string(i), ep->paths().sent_on(i)},
-                         {p + "resent_path." + std::to_string(i), ep->paths().resent_on(i)}});
+    if (ep->paths().paths() > 1)
+      c.insert(c.end(), {{p + "paths_explored", ep->paths().explored()}, {p + "paths_recycled", ep->paths().recycled()},
+                         {p + "paths_reprobed", ep->paths().reprobes()}});
+    for (uint32_t i = 0; ep->paths().paths() > 1 && i < ep->paths().paths(); ++i) {
+      const std::string n = std::to_string(i);
+      c.insert(c.end(), {{p + "tx_path." + n, ep->paths().sent_on(i)}, {p + "resent_path." + n, ep->paths().resent_on(i)},
+                         {p + "rtt_path_ns." + n, ep->paths().srtt_ns(i)}, {p + "slow_path." + n, ep->paths().slow_marks(i)}});
+    }
     c.insert(c.end(), {{p + "rx_paths", static_cast<uint64_t>(std::popcount(ep->rx_paths()))},
                        {p + "data_sent", s.data_sent}, {p + "bytes_sent", s.bytes_sent}, {p + "retransmits", s.retransmits},
                        {p + "rtt_samples", s.rtt_samples}, {p + "last_rtt_ns", s.last_rtt_ns},
+                       {p + "ack_rtt_samples", s.ack_rtt_samples}, {p + "reorder_tolerance", s.reorder_tolerance},
                        {p + "probes_sent", s.probes_sent}, {p + "probes_lost", s.probe_timeouts},
                        {p + "paced_waits", s.paced_waits},
                        {p + "cc_rate_kbps", static_cast<uint64_t>(s.cc_rate_bps / 1e3)}});

@@ -48,6 +48,11 @@ struct DpdkOptions {
   /// "1" (required: an error without hugepages) or "0" [GREX_DPDK_MEMIF_ZERO_COPY]
   std::string memif_zero_copy = "auto";
   uint32_t ip = 0;              ///< port mode: our IPv4 (host order); 0: 10.77.<rank>
+  /// port mode: peers are behind this router (a routed fabric, each host its
+  /// own subnet): frames to them go to its MAC, and theirs arrive from it
+  /// [GREX_DPDK_GATEWAY, per local rank]
+  bool via_gateway = false;
+  std::array<uint8_t, 6> gateway_mac{};
   uint16_t udp_port = 47000;
   uint16_t mtu = 9000;
   uint32_t mbufs = 16383;

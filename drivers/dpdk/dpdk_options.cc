@@ -81,6 +81,14 @@ Result<void> DpdkDevice::parse_options() {
       return Error(Errc::kInvalidArgument, "GREX_DPDK_IP='" + v + "' is not an IPv4 address");
     d.ip = ntohl(a.s_addr);
   }
+  if (auto v = GREX_TRY(detail::param_for_local_rank(opts_, "gateway", "GREX_DPDK_GATEWAY")); !v.empty()) {
+    if (d.mode != "port")
+      return Error(Errc::kInvalidArgument, "GREX_DPDK_GATEWAY needs GREX_DPDK_MODE=port (memif links are point to point)");
+    if (!frame::parse_mac(v.c_str(), &d.gateway_mac) || (d.gateway_mac[0] & 1) != 0)
+      return Error(Errc::kInvalidArgument, "GREX_DPDK_GATEWAY='" + v + "' is not a unicast MAC")
+          .hint("the MAC of the router in front of this rank's port, e.g. GREX_DPDK_GATEWAY=02:00:00:00:00:fe");
+    d.via_gateway = true;
+  }
   d.mtu = static_cast<uint16_t>(
       GREX_TRY(detail::param_int(opts_, "mtu", "GREX_DPDK_MTU", 576, 9000, d.mode == "memif" ? 9000 : 1500)));
   d.udp_port =
@@ -92,8 +100,11 @@ Result<void> DpdkDevice::parse_options() {
   d.window = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "window", "GREX_DPDK_WINDOW", 16, 1 << 16, 1024)));
   if ((d.window & (d.window - 1)) != 0)
     return Error(Errc::kInvalidArgument, "GREX_DPDK_WINDOW=" + std::to_string(d.window) + " is not a power of two");
-  d.reorder = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "reorder", "GREX_DPDK_REORDER", 0, 63, 0)));
   d.paths = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "paths", "GREX_DPDK_PATHS", 1, 64, 1)));
+  // Sprayed packets arrive out of order: tolerate some by default (and
+  // measure the rest, reliable_flow.h); one path stays in order.
+  d.reorder = static_cast<uint32_t>(
+      GREX_TRY(detail::param_int(opts_, "reorder", "GREX_DPDK_REORDER", 0, 63, d.paths > 1 ? 8 : 0)));
   if (auto v = detail::param(opts_, "spray", "GREX_DPDK_SPRAY"); !v.empty()) {
     if (v != "rr" && v != "reps") return Error(Errc::kInvalidArgument, "GREX_DPDK_SPRAY='" + v + "' is not rr or reps");
     d.reps = v == "reps";

@@ -5,7 +5,12 @@
 // cumulative ACK covered is reused; one whose packet had to be resent is
 // forgotten until a fresh draw tries it again. The driver reports what it
 // sees: each data packet it sends (a psn below the highest sent is a resend,
-// so its first copy's path lost it) and each cumulative ACK from the peer.
+// so its first copy's path lost it), each cumulative ACK from the peer, and
+// the RTT each ACK's echo measures for the path its packet took. A path
+// whose sample is far above the shortest smoothed RTT of the paths is slow (a
+// queue builds there: the delay-based form of REPS's ECN mark): under REPS
+// its packets are not given back for reuse, so it is used less, and
+// abandoned while it stays slow; a fresh draw tries it again now and then.
 #pragma once
 
 #include <array>
@@ -23,6 +28,9 @@ class PathChooser {
   /// `span`: the flow's PSN span (the psns that can be unacknowledged at once).
   void reset(uint32_t paths, bool reps, uint32_t span, uint64_t seed) {
     paths_ = paths == 0 ? 1 : paths;
+    srtt_ns_.fill(0);
+    slow_.fill(false);
+    since_reprobe_ = reprobe_next_ = 0;
     reps_ = reps && paths_ > 1;
     if (paths_ <= 1) return;  // one path: nothing to record
     path_of_.assign(span == 0 ? 1 : span, 0);
@@ -42,7 +50,20 @@ class PathChooser {
       high_ = psn + 1;
       sent_any_ = true;
     }
-    const uint32_t path = reps_ ? recycler_.next() % paths_ : rr_++ % paths_;
+    uint32_t path = reps_ ? recycler_.next() % paths_ : rr_++ % paths_;
+    // A path abandoned as slow gets one packet in kReprobeEvery: its echo
+    // says whether the queue there has drained.
+    if (reps_ && ++since_reprobe_ >= kReprobeEvery) {
+      for (uint32_t i = 0; i < paths_; ++i) {
+        const uint32_t q = (reprobe_next_ + i) % paths_;
+        if (!slow_[q]) continue;
+        path = q;
+        reprobe_next_ = q + 1;
+        since_reprobe_ = 0;
+        ++reprobes_;
+        break;
+      }
+    }
     slot = static_cast<uint8_t>(path);
     ++sent_on_[path];
     return path;
@@ -55,28 +76,76 @@ class PathChooser {
       return;
     }
     for (uint32_t n = 0; acked_ != ack && static_cast<int32_t>(ack - acked_) > 0 && n < path_of_.size(); ++n, ++acked_) {
-      recycler_.on_clean(path_of_[acked_ % path_of_.size()]);
+      const uint8_t path = path_of_[acked_ % path_of_.size()];
+      if (slow_[path]) continue;
+      recycler_.on_clean(path);
       ++recycled_;
     }
     acked_ = ack;
   }
 
+  /// The RTT `rtt_ns` of data packet `psn`, which the peer's ACK echoed.
+  void rtt_sample(uint32_t psn, uint64_t rtt_ns) noexcept {
+    // Only a packet still tracked: its slot names the path it took.
+    if (paths_ <= 1 || !sent_any_ || static_cast<int32_t>(psn - high_) >= 0 ||
+        high_ - psn > static_cast<uint32_t>(path_of_.size()))
+      return;
+    const uint8_t path = path_of_[psn % path_of_.size()];
+    double& s = srtt_ns_[path];
+    s = s == 0 ? static_cast<double>(rtt_ns) : 0.875 * s + 0.125 * static_cast<double>(rtt_ns);
+    const bool was_slow = slow_[path];
+    slow_[path] = static_cast<double>(rtt_ns) > kSlowFactor * typical_srtt() + kSlowSlackNs;
+    if (was_slow && !slow_[path] && reps_)  // recovered: back into use at once, not one probe at a time
+      for (uint32_t i = 0; i < kReadmit; ++i) recycler_.on_clean(path);
+    if (slow_[path]) {
+      ++slow_marks_[path];
+      if (reps_) recycler_.on_congested(path);
+    }
+  }
+
   uint32_t paths() const noexcept { return paths_; }
+  /// Smoothed RTT of a path from the ACKs' echoes (0: no sample yet), and
+  /// how many of its samples were slow.
+  uint64_t srtt_ns(uint32_t path) const noexcept { return path < kMaxPaths ? static_cast<uint64_t>(srtt_ns_[path]) : 0; }
+  uint64_t slow_marks(uint32_t path) const noexcept { return path < kMaxPaths ? slow_marks_[path] : 0; }
   /// REPS: fresh draws (exploration), and paths the ACKs gave back for reuse.
   uint64_t explored() const noexcept { return recycler_.explored(); }
   uint64_t recycled() const noexcept { return recycled_; }
+  /// Packets sent on a path abandoned as slow, to see whether it recovered.
+  uint64_t reprobes() const noexcept { return reprobes_; }
   uint64_t sent_on(uint32_t path) const noexcept { return path < kMaxPaths ? sent_on_[path] : 0; }
   uint64_t resent_on(uint32_t path) const noexcept { return path < kMaxPaths ? resent_on_[path] : 0; }
 
  private:
+  // The lowest smoothed RTT of the paths: the shortest queue. Marking what
+  // is far above it moves packets to the paths with the shortest queues
+  // until the queues even out, however unevenly the hash spread the ports
+  // over the links (a median would side with the link most ports landed on).
+  double typical_srtt() const noexcept {
+    double best = 0;
+    for (uint32_t i = 0; i < paths_; ++i)
+      if (srtt_ns_[i] > 0 && (best == 0 || srtt_ns_[i] < best)) best = srtt_ns_[i];
+    return best;
+  }
+
+  // Slow: a sample above twice the shortest smoothed RTT plus 50 us
+  // (scheduling jitter on a shared core is tens of microseconds).
+  static constexpr double kSlowFactor = 2.0;
+  static constexpr double kSlowSlackNs = 50'000;
+  static constexpr uint32_t kReprobeEvery = 256;
+  static constexpr uint32_t kReadmit = 4;  // packets' worth of a recovered path put back for reuse
+
   uint32_t paths_ = 1;
   bool reps_ = false;
   bool sent_any_ = false;
   uint32_t high_ = 0, acked_ = 0, rr_ = 0;
-  uint64_t recycled_ = 0;
+  uint64_t recycled_ = 0, reprobes_ = 0;
+  uint32_t since_reprobe_ = 0, reprobe_next_ = 0;
   std::vector<uint8_t> path_of_ = std::vector<uint8_t>(1, 0);
   cc::EntropyRecycler recycler_{1, 1, 1};
-  std::array<uint64_t, kMaxPaths> sent_on_{}, resent_on_{};
+  std::array<uint64_t, kMaxPaths> sent_on_{}, resent_on_{}, slow_marks_{};
+  std::array<double, kMaxPaths> srtt_ns_{};
+  std::array<bool, kMaxPaths> slow_{};
 };
 
 }  // namespace grex::dpdk

@@ -22,6 +22,10 @@
 //    does), while the window bounds what sits in queues.
 //    The receiver suppresses duplicates by PSN and places each payload at
 //    (message, offset), so reassembly needs no ordering.
+//  - Each kAck echoes the psn and send time of the newest data packet that
+//    arrived since the previous ACK: an RTT sample per ACK, over whichever
+//    path that packet took (the driver keeps per-path RTTs from them; the
+//    RTO takes them too, so it covers the slowest sprayed path).
 //  - Timing probes (kTimingReq/Resp) measure RTT minus the target's dwell
 //    time; they double as keepalives while work is pending, and a peer silent
 //    for give_up_ns fails every pending request with kPeerGone.
@@ -31,6 +35,7 @@
 
 #include <grex/transport.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -59,7 +64,11 @@ struct Config {
   /// highest packet seen is more than this above it, the sender resends on
   /// SACK only packets that far below the highest SACKed one, and takes this
   /// many more duplicate ACKs before a fast retransmit. 0: an in-order link,
-  /// where every gap is a loss at once (memif, one queue).
+  /// where every gap is a loss at once (memif, one queue). Above 0 it is a
+  /// floor: the receiver measures how far late packets were overtaken (by
+  /// the driver's per-packet counter, `seq`, so a resend is not mistaken for
+  /// a late original), tolerates that much more, and tells the sender in
+  /// its ACKs, so paths of unequal delay cost no spurious resends.
   uint32_t reorder_packets = 0;
   uint32_t ack_every = 32;               ///< data packets between ACKs within one batch
   uint64_t keepalive_ns = 20'000'000;    ///< probe a silent peer while work is pending
@@ -107,6 +116,8 @@ struct FlowStats {
   uint64_t bytes_sent = 0, bytes_received = 0;
   uint64_t rtt_samples = 0, last_rtt_ns = 0, min_rtt_ns = 0, probe_timeouts = 0, tail_probes = 0;
   uint64_t probes_sent = 0;
+  uint64_t ack_rtt_samples = 0;  ///< RTTs from the send times the peer's ACKs echo
+  uint32_t reorder_tolerance = 0;  ///< packets a late one may be overtaken by now (receiver, measured)
   uint64_t paced_waits = 0;   ///< poll_tx calls where the pacer held data back
   double cc_rate_bps = 0;     ///< the controller's current rate (0: no congestion control)
 };
@@ -256,6 +267,8 @@ class Flow {
   uint32_t last_ack_ = 0, dupacks_ = 0;
   uint64_t rto_backoff_ = 1;
   double srtt_ns_ = 0, rttvar_ns_ = 0;  // RFC 6298 estimator, for the RTO
+  bool rto_sampled_ = false;            // it has a sample (a probe's or an ACK's echo)
+  void rto_sample(double rtt_ns) noexcept;
   uint64_t last_data_ns_ = 0;  // when new data last went out
   bool tlp_armed_ = false;     // a tail-loss probe is out; re-armed by ACK progress
   uint32_t next_advert_seq_ = 0, next_write_id_ = 0;
@@ -271,6 +284,16 @@ class Flow {
   uint32_t rcv_high_ = 0;           // one past the highest psn received (gap detection)
   uint32_t rx_above_ = 0;           // how many of them lie above rcv_nxt_ (out of order)
   uint32_t unacked_rx_ = 0;
+  // Measured reordering (Config::reorder_packets): the highest packet
+  // counter seen, the farthest a late packet was overtaken this period
+  // (span_ data packets) and the tolerance it sets, which ACKs carry.
+  uint64_t rx_seq_high_ = 0;
+  uint32_t reorder_period_max_ = 0, reorder_period_n_ = 0, reorder_tolerance_ = 0;
+  uint32_t peer_reorder_ = 0;  // the peer's tolerance, from its ACKs: ours as a sender
+  void measure_reordering(uint64_t seq) noexcept;
+  uint32_t tx_reorder() const noexcept { return cfg_.reorder_packets == 0 ? 0 : std::max(cfg_.reorder_packets, peer_reorder_); }
+  uint32_t echo_psn_ = 0;       // the newest data packet since the last ACK: its psn and
+  uint64_t echo_ts_ = 0;        // the sender's send time (0: none to echo)
   bool ack_due_ = false;
   uint32_t nacked_psn_ = UINT32_MAX;
   uint64_t nack_ns_ = 0;

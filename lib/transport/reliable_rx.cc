@@ -63,6 +63,11 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
       break;
     case wire::Type::kAck:
       ++stats_.acks_received;
+      peer_reorder_ = std::min(h.msg_id, span_ / 2);
+      if (h.timestamp != 0 && h.timestamp <= now_ns && now_ns - h.timestamp < cfg_.give_up_ns) {
+        ++stats_.ack_rtt_samples;
+        rto_sample(static_cast<double>(now_ns - h.timestamp));
+      }
       on_ack(h, true, now_ns);
       break;
     case wire::Type::kNack:
@@ -104,6 +109,9 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   }
   rx_mark(h.psn);
   if (d != 0) ++rx_above_;
+  if (cfg_.reorder_packets != 0 && h.seq != 0) measure_reordering(h.seq);
+  echo_psn_ = h.psn;
+  echo_ts_ = h.timestamp;
   // A psn beyond the highest seen opens a gap: on an in-order link (memif,
   // one queue) everything in it is lost. NACK the whole gap now, so every
   // hole is repaired one round trip after it appears, however far above the
@@ -138,7 +146,7 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
     first = false;
     ++rcv_nxt_;
   }
-  if (sack_bits() != 0 && rcv_high_ - rcv_nxt_ > cfg_.reorder_packets) {
+  if (sack_bits() != 0 && rcv_high_ - rcv_nxt_ > std::max(cfg_.reorder_packets, reorder_tolerance_)) {
     // Packets above a hole at rcv_nxt_ (beyond what reordering explains): ask
     // for it, once per rto_min per hole.
     if (nacked_psn_ != rcv_nxt_ || now_ns - nack_ns_ > cfg_.rto_min_ns) {
@@ -273,17 +281,44 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
   if (h.timestamp > now_ns || dwell > total) return;
   if (!probes_.on_reply(h.psn)) return;  // a duplicate, or older than a reply already taken
   stats_.last_rtt_ns = total - dwell;
-  const double r = static_cast<double>(stats_.last_rtt_ns);
-  if (stats_.rtt_samples == 0) {
+  rto_sample(static_cast<double>(stats_.last_rtt_ns));
+  if (stats_.rtt_samples == 0 || stats_.last_rtt_ns < stats_.min_rtt_ns) stats_.min_rtt_ns = stats_.last_rtt_ns;
+  ++stats_.rtt_samples;
+  if (pacer_.active()) pacer_->on_rtt_sample({now_ns, stats_.last_rtt_ns, -1});
+}
+
+// A packet that arrives after others sent later was overtaken by as many
+// packets as their counters are ahead of its own (a resend carries a new
+// counter, so repairs do not count). The tolerance is a quarter more than
+// the farthest seen: it rises at once when a path slows; each period (span_
+// packets) it falls to that period's farthest, by half at most, so it decays
+// when the paths even out.
+void Flow::measure_reordering(uint64_t seq) noexcept {
+  if (seq > rx_seq_high_) {
+    rx_seq_high_ = seq;
+  } else {
+    const auto by = static_cast<uint32_t>(std::min<uint64_t>(rx_seq_high_ - seq, span_));
+    reorder_period_max_ = std::max(reorder_period_max_, by);
+    reorder_tolerance_ = std::max(reorder_tolerance_, by + by / 4);
+  }
+  if (++reorder_period_n_ >= span_) {
+    reorder_tolerance_ = std::max(reorder_period_max_ + reorder_period_max_ / 4, reorder_tolerance_ / 2);
+    reorder_period_max_ = 0;
+    reorder_period_n_ = 0;
+  }
+  reorder_tolerance_ = std::min(reorder_tolerance_, span_ / 2);
+  stats_.reorder_tolerance = reorder_tolerance_;
+}
+
+void Flow::rto_sample(double r) noexcept {
+  if (!rto_sampled_) {
     srtt_ns_ = r;
     rttvar_ns_ = r / 2;
+    rto_sampled_ = true;
   } else {
     rttvar_ns_ = 0.75 * rttvar_ns_ + 0.25 * std::abs(srtt_ns_ - r);
     srtt_ns_ = 0.875 * srtt_ns_ + 0.125 * r;
   }
-  if (stats_.rtt_samples == 0 || stats_.last_rtt_ns < stats_.min_rtt_ns) stats_.min_rtt_ns = stats_.last_rtt_ns;
-  ++stats_.rtt_samples;
-  if (pacer_.active()) pacer_->on_rtt_sample({now_ns, stats_.last_rtt_ns, -1});
 }
 
 }  // namespace grex::reliable

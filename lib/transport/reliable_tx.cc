@@ -53,7 +53,12 @@ wire::Header Flow::make_acking(wire::Type t) const noexcept {
 }
 
 void Flow::push_ack() noexcept {
-  push_ctrl(make_acking(wire::Type::kAck));
+  wire::Header a = make_acking(wire::Type::kAck);
+  a.psn = echo_psn_;  // an RTT sample for the sender (zero timestamp: none)
+  a.timestamp = echo_ts_;
+  a.msg_id = reorder_tolerance_;
+  echo_ts_ = 0;  // each echo once: a repeated ACK would report a stale send as slow
+  push_ctrl(a);
   ++stats_.acks_sent;
   ack_due_ = false;
   unacked_rx_ = 0;
@@ -296,7 +301,7 @@ void Flow::on_ack(const wire::Header& h, bool dup_candidate, uint64_t now_ns) no
     uint32_t top = ack + 1 + static_cast<uint32_t>(63 - __builtin_clzll(sack));
     uint64_t guard = rto_ns() / 2;
     for (uint32_t p = snd_una_; p != top && static_cast<int32_t>(snd_nxt_ - p) > 0; ++p) {
-      if (top - p <= cfg_.reorder_packets) break;  // close enough below the top to be reordered, not lost
+      if (top - p <= tx_reorder()) break;  // close enough below the top to be reordered, not lost
       Slot& s = win_[p % span_];
       if (s.used && !s.acked && now_ns - s.sent_ns > guard) {
         s.sent_ns = now_ns;  // counts as sent for the guard; poll_tx stamps it again
@@ -310,7 +315,7 @@ void Flow::on_ack(const wire::Header& h, bool dup_candidate, uint64_t now_ns) no
     tlp_armed_ = false;
   } else if (dup_candidate && sack != 0 && ack == last_ack_ && snd_una_ != snd_nxt_) {
     const Slot& s = win_[snd_una_ % span_];
-    if (++dupacks_ == cfg_.dupack_threshold + cfg_.reorder_packets &&
+    if (++dupacks_ == cfg_.dupack_threshold + tx_reorder() &&
         !(s.sends > 1 && now_ns - s.sent_ns < rto_ns() / 2)) {
       queue_retransmit(snd_una_);  // unless a NACK had it resent already
       ++stats_.fast_retransmits;
@@ -357,7 +362,7 @@ uint64_t Flow::rto_ns() const noexcept {
   // (and with it the RTT) does not fire spurious timeouts, each of which a
   // congestion controller would answer by halving its rate.
   uint64_t base = cfg_.rto_initial_ns;
-  if (stats_.rtt_samples > 0)
+  if (rto_sampled_)
     base = std::max<uint64_t>(cfg_.rto_min_ns, static_cast<uint64_t>(srtt_ns_ + 4 * rttvar_ns_) + 100'000);
   return std::min<uint64_t>(cfg_.rto_max_ns, base * rto_backoff_);
 }
@@ -471,7 +476,9 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   // resend the newest one so the receiver's SACK/NACK names any hole now
   // instead of waiting for the RTO.
   if (n == before && !held && n < out.size() && snd_una_ != snd_nxt_ && !tlp_armed_) {
-    uint64_t tlp_ns = stats_.rtt_samples > 0 ? std::max<uint64_t>(2 * stats_.last_rtt_ns, 20'000) : 200'000;
+    // Two smoothed RTTs (RFC 8985's PTO), ACKs' echoes included: data sprayed
+    // over slower paths than the probes' takes longer to be acknowledged.
+    uint64_t tlp_ns = rto_sampled_ ? std::max<uint64_t>(static_cast<uint64_t>(2 * srtt_ns_), 20'000) : 200'000;
     if (now_ns - last_data_ns_ > tlp_ns) {
       for (uint32_t psn = snd_nxt_ - 1; psn != snd_una_ - 1; --psn) {
         Slot& s = win_[psn % span_];

@@ -46,6 +46,9 @@ inline constexpr uint16_t kKnownFlags = kFlagAdvert | kFlagWrite | kFlagImm | kF
 ///               writes add `remote`, the target offset of the message's first byte
 ///  kAck/kNack   ack (next expected psn), sack (bit i: psn ack+1+i received), psn (kNack: first
 ///               missing psn), msg_id (kNack: how many consecutive psns from psn are missing, 0 = 1)
+///  kAck         psn, timestamp: the newest data packet's psn and send time, echoed (timestamp 0:
+///               none); msg_id: how many later packets may overtake one before the receiver
+///               counts it lost (its measured reordering)
 ///  every type that carries `ack` (kData, kAck, kNack, kClose) also carries rx_above: how many
 ///               distinct psns above `ack` have arrived (the sender's estimate of what has left the
 ///               network, beyond the 64 psns the sack bitmap can name); 0 on every other type

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
+#include <set>
 #include <vector>
 
 #include "tests/unit/protocol/flow_net.h"
@@ -71,6 +73,66 @@ TEST(ReliableFlow, ToleratedReorderingStillRepairsLoss) {
   const Transfer r = reordered_transfer(16, 0.01);
   ASSERT_TRUE(r.ok);
   EXPECT_GT(r.a.retransmits, 0u);
+}
+
+// Issue 31: every ACK echoes the psn and send time of the newest data packet
+// it answers for (the dpdk driver's per-path RTT comes from these), each echo
+// once; a repeated ACK for a duplicate echoes nothing.
+TEST(ReliableFlow, AcksEchoTheNewestPacketsSendTime) {
+  Config cfg;
+  cfg.max_payload = 1400;
+  cfg.window = 64;
+  Net net(cfg);
+  net.ab.latency_ns = net.ba.latency_ns = 40'000;
+  std::vector<uint8_t> src(300'000), dst(300'000, 0);
+  for (size_t k = 0; k < src.size(); ++k) src[k] = pattern(2, k);
+  TestRegion rs(src.data(), src.size(), 1), rd(dst.data(), dst.size(), 2);
+  ASSERT_TRUE(net.b->post_recv({&rd, 0, src.size(), 1, 7}));
+  ASSERT_TRUE(net.a->post_send({&rs, 0, src.size(), 1, 7}));
+  std::map<uint32_t, uint64_t> sent_at;  // data psn -> send time (its latest copy)
+  uint64_t echoes = 0, bare = 0;
+  std::set<uint32_t> echoed;
+  Completion buf[8];
+  size_t done_a = 0, done_b = 0;
+  for (int step = 0; step < 2'000'000 && (done_a == 0 || done_b == 0); ++step) {
+    net.now += net.step_ns;
+    size_t before = net.ab.wire.size();
+    Net::pump(*net.a, net.ab, net.now);
+    for (size_t i = before; i < net.ab.wire.size(); ++i) {
+      wire::Header h;
+      ASSERT_EQ(wire::decode(net.ab.wire[i].bytes.data(), net.ab.wire[i].bytes.size(), 1 << 16, &h), wire::Reject::kNone);
+      if (h.type == wire::Type::kData && h.payload_len > 0) sent_at[h.psn] = h.timestamp;
+    }
+    before = net.ba.wire.size();
+    Net::pump(*net.b, net.ba, net.now);
+    for (size_t i = before; i < net.ba.wire.size(); ++i) {
+      wire::Header h;
+      ASSERT_EQ(wire::decode(net.ba.wire[i].bytes.data(), net.ba.wire[i].bytes.size(), 1 << 16, &h), wire::Reject::kNone);
+      if (h.type != wire::Type::kAck) continue;
+      if (h.timestamp == 0) {
+        ++bare;
+        continue;
+      }
+      ++echoes;
+      ASSERT_EQ(sent_at.count(h.psn), 1u) << "echo of psn " << h.psn << ", never sent";
+      EXPECT_EQ(h.timestamp, sent_at[h.psn]);
+      EXPECT_GE(net.now - h.timestamp, net.ab.latency_ns);  // it arrived before it was answered
+      EXPECT_TRUE(echoed.insert(h.psn).second) << "psn " << h.psn << " echoed twice";
+      EXPECT_LE(h.psn, h.ack + 64);
+    }
+    net.deliver(net.ab, *net.b);
+    net.deliver(net.ba, *net.a);
+    done_a += net.a->poll_completions(buf);
+    done_b += net.b->poll_completions(buf);
+  }
+  ASSERT_EQ(done_a, 1u);
+  ASSERT_EQ(done_b, 1u);
+  EXPECT_EQ(src, dst);
+  std::fprintf(stderr, "%llu ACKs echoed a send time, %llu did not; the sender took %llu samples\n",
+               static_cast<unsigned long long>(echoes), static_cast<unsigned long long>(bare),
+               static_cast<unsigned long long>(net.a->stats().ack_rtt_samples));
+  EXPECT_GE(echoes, 2u);
+  EXPECT_EQ(net.a->stats().ack_rtt_samples, echoes);  // every echoed ACK arrived: a sample each
 }
 
 }  // namespace
