@@ -47,6 +47,8 @@ struct Link {
   uint64_t malformed = 0;
   uint64_t advert_packets = 0, adverts = 0;  // advert packets offered to the link, receives they name
   std::set<uint32_t> drop_once;  // data psns whose first transmission is lost
+  bool stamp_seq = false;  // number every packet as the dpdk driver does (wire::Header::seq)
+  uint64_t seq = 0;
 
   void send(std::vector<uint8_t> bytes, uint64_t now) {
     if (wire::Header a; wire::decode(bytes.data(), bytes.size(), 1 << 16, &a) == wire::Reject::kNone &&
@@ -106,6 +108,7 @@ struct Net {
       std::vector<uint8_t> bytes(wire::kHeaderBytes + pk[i].hdr.payload_len);
       if (pk[i].hdr.payload_len > 0)
         std::memcpy(bytes.data() + wire::kHeaderBytes, pk[i].payload, pk[i].hdr.payload_len);
+      if (l.stamp_seq) pk[i].hdr.seq = ++l.seq;
       wire::encode(pk[i].hdr, bytes.data(), pk[i].payload);
       l.send(std::move(bytes), now);
     }

@@ -24,10 +24,10 @@ struct Transfer {
   FlowStats a, b;
   bool ok = false;
 };
-Transfer reordered_transfer(uint32_t reorder_packets, double drop) {
+Transfer reordered_transfer(uint32_t reorder_packets, double drop, uint32_t reach = 16, bool counters = false) {
   FaultConfig f;
   f.reorder = 0.5;
-  f.reorder_window = 16;
+  f.reorder_window = reach;
   f.drop = drop;
   f.seed = 3;
   Config cfg;
@@ -36,6 +36,7 @@ Transfer reordered_transfer(uint32_t reorder_packets, double drop) {
   cfg.rto_initial_ns = 200'000;
   cfg.reorder_packets = reorder_packets;
   Net net(cfg, f);
+  net.ab.stamp_seq = net.ba.stamp_seq = counters;
   std::vector<uint8_t> src(2'000'000), dst(2'000'000, 0);
   for (size_t k = 0; k < src.size(); ++k) src[k] = pattern(5, k);
   TestRegion rs(src.data(), src.size(), 1), rd(dst.data(), dst.size(), 2);
@@ -73,6 +74,29 @@ TEST(ReliableFlow, ToleratedReorderingStillRepairsLoss) {
   const Transfer r = reordered_transfer(16, 0.01);
   ASSERT_TRUE(r.ok);
   EXPECT_GT(r.a.retransmits, 0u);
+}
+
+// Issue 31: reordering farther than the configured floor. Packets held back
+// behind up to 48 later ones, with a floor of 4: without packet counters
+// (the floor is all the flow knows) most held packets are resent for
+// nothing; with them, the receiver measures the reordering, tolerates it
+// and tells the sender, and almost nothing is.
+TEST(ReliableFlow, ReorderToleranceLearnsTheReordering) {
+  const Transfer fixed = reordered_transfer(4, 0, 48, false);
+  const Transfer learnt = reordered_transfer(4, 0, 48, true);
+  ASSERT_TRUE(fixed.ok);
+  ASSERT_TRUE(learnt.ok);
+  std::fprintf(stderr, "floor 4, reordering to 48: %llu resent without counters, %llu with (tolerance %u)\n",
+               static_cast<unsigned long long>(fixed.a.retransmits),
+               static_cast<unsigned long long>(learnt.a.retransmits), learnt.b.reorder_tolerance);
+  EXPECT_GT(static_cast<double>(fixed.a.retransmits), 0.01 * static_cast<double>(fixed.a.data_sent));
+  EXPECT_LT(learnt.a.retransmits * 10, fixed.a.retransmits);
+  EXPECT_GE(learnt.b.reorder_tolerance, 40u);
+  EXPECT_LE(learnt.b.reorder_tolerance, 128u);
+  // And loss is still repaired at the learnt distance.
+  const Transfer lossy = reordered_transfer(4, 0.01, 48, true);
+  ASSERT_TRUE(lossy.ok);
+  EXPECT_GT(lossy.a.retransmits, 0u);
 }
 
 // Issue 31: every ACK echoes the psn and send time of the newest data packet
