@@ -407,6 +407,36 @@ void DpdkDevice::flush_tx() noexcept {
   }
 }
 
+// Receiver credits: the bucket fills at the credit rate (a few packets'
+// worth at most while no flow wants grants) and each packet's worth is
+// granted to the next flow that wants one, while all flows together have
+// fewer than credit_window packets granted and not arrived. Grants at the
+// rate alone would keep whatever queue the first, unscheduled packets built
+// (arrivals would match the drain exactly); the cap lets it drain.
+void DpdkDevice::grant_credits(uint64_t now) noexcept {
+  if (credit_.bytes_per_ns <= 0) return;
+  if (credit_.last_ns != 0) credit_.bytes += static_cast<double>(now - credit_.last_ns) * credit_.bytes_per_ns;
+  credit_.last_ns = now;
+  credit_.bytes = std::min(credit_.bytes, 8 * credit_.pkt_bytes);
+  if (credit_.bytes < credit_.pkt_bytes) return;
+  const size_t n = by_rank_.size();
+  uint64_t outstanding = 0;
+  for (DpdkEndpoint* ep : by_rank_)
+    if (ep != nullptr) outstanding += ep->flow().credit_outstanding();
+  for (size_t idle = 0; credit_.bytes >= credit_.pkt_bytes && idle < n && outstanding < flow_cfg_.credit_window;) {
+    credit_.next = credit_.next + 1 < n ? credit_.next + 1 : 0;
+    DpdkEndpoint* ep = by_rank_[credit_.next];
+    if (ep == nullptr || !ep->flow().wants_credit(now)) {
+      ++idle;
+      continue;
+    }
+    ep->flow().grant(1);
+    credit_.bytes -= credit_.pkt_bytes;
+    ++outstanding;
+    idle = 0;
+  }
+}
+
 // Room for one flow's packets this poll: what keeps the port's software
 // queue under tx_backlog_ packets (never less than a couple, so ACKs and probe
 // replies still leave). Packets a flow builds are stamped as sent; a deep
@@ -460,6 +490,7 @@ size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
     rx(i, now);
   }
   if (bn_.n > 0) drain_bottleneck(now);
+  grant_credits(now);
   size_t sent = build_tx(now);
   if (sent == 0 && !held_.empty()) {  // nothing left to overtake them
     std::vector<Held> h;

@@ -181,6 +181,14 @@ Result<void> DpdkDevice::init() {
     txq_.emplace_back();
   }
   flow_cfg_.line_rate_bps = (dopts_.line_gbps > 0 ? dopts_.line_gbps : 100.0) * 1e9;
+  if (dopts_.credits) {
+    flow_cfg_.credits = true;
+    flow_cfg_.credit_window = dopts_.credit_window;
+    flow_cfg_.credit_initial = std::min(flow_cfg_.credit_initial, dopts_.credit_window);
+    credit_.bytes_per_ns = (dopts_.credit_gbps > 0 ? dopts_.credit_gbps : flow_cfg_.line_rate_bps / 1e9) / 8;
+    credit_.pkt_bytes = static_cast<double>(max_payload_ + kGrexOverheadBytes + kEthHeaderBytes);
+    GREX_INFO("dpdk", "receiver credits: grants paced at %.3f Gbit/s", credit_.bytes_per_ns * 8);
+  }
   if (dopts_.bottleneck_gbps > 0) {
     bn_.ns_per_byte = 8.0 / dopts_.bottleneck_gbps;
     bn_.cap_bytes = dopts_.bottleneck_kb * 1024;
@@ -528,7 +536,8 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     c.insert(c.end(), {{p + "rx_paths", static_cast<uint64_t>(std::popcount(ep->rx_paths()))},
                        {p + "data_sent", s.data_sent}, {p + "bytes_sent", s.bytes_sent}, {p + "retransmits", s.retransmits},
                        {p + "rtt_samples", s.rtt_samples}, {p + "last_rtt_ns", s.last_rtt_ns},
-                       {p + "ack_rtt_samples", s.ack_rtt_samples}, {p + "reorder_tolerance", s.reorder_tolerance},
+                       {p + "ack_rtt_samples", s.ack_rtt_samples},
+                       {p + "credits_granted", s.credits_granted}, {p + "credit_waits", s.credit_waits}, {p + "reorder_tolerance", s.reorder_tolerance},
                        {p + "probes_sent", s.probes_sent}, {p + "probes_lost", s.probe_timeouts},
                        {p + "paced_waits", s.paced_waits},
                        {p + "cc_rate_kbps", static_cast<uint64_t>(s.cc_rate_bps / 1e3)}});

@@ -74,6 +74,13 @@ struct DpdkOptions {
   const cc::Algorithm* cc = nullptr;  ///< congestion control per flow; nullptr: none
   double line_gbps = 100;             ///< the controllers' line rate
   uint64_t cc_target_us = 50;         ///< RTTCC's target delay on this software path
+  /// Receiver credits (reliable::Config::credits): this rank grants its
+  /// senders data packets, paced at credit_gbps (0: the line rate) over its
+  /// flows [GREX_DPDK_CREDITS=1, GREX_DPDK_CREDIT_MBPS]; a flow's first
+  /// packets (reliable::Config::credit_initial) need no grant
+  bool credits = false;
+  double credit_gbps = 0;
+  uint32_t credit_window = 32;  ///< packets granted, not arrived, over all flows [GREX_DPDK_CREDIT_WINDOW]
   double bottleneck_gbps = 0;         ///< emulated bottleneck in front of this rank's receive path; 0: none
   uint64_t bottleneck_kb = 4096;      ///< its queue (tail drop beyond)
 };
@@ -256,6 +263,14 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   std::vector<std::string> memif_markers_;   // ready markers this rank (a memif server) still owns
   FaultInjector faults_;
   Bottleneck bn_;
+  // Receiver credits: a token bucket at the credit rate, spent one data
+  // packet's frame at a time on the flows that want grants, round robin.
+  struct CreditPacer {
+    double bytes = 0, bytes_per_ns = 0, pkt_bytes = 0;
+    uint64_t last_ns = 0;
+    size_t next = 0;
+  } credit_;
+  void grant_credits(uint64_t now) noexcept;
   uint32_t next_region_id_ = 1;
   uint32_t max_payload_ = 0;
   uint32_t ip_ = 0;

@@ -145,6 +145,11 @@ Result<void> DpdkDevice::parse_options() {
   }
   d.line_gbps = static_cast<double>(GREX_TRY(detail::param_int(opts_, "line_gbps", "GREX_DPDK_LINE_GBPS", 0, 3200, 0)));
   d.cc_target_us = static_cast<uint64_t>(GREX_TRY(detail::param_int(opts_, "cc_target_us", "GREX_CC_TARGET_US", 1, 100'000, 50)));
+  d.credits = GREX_TRY(detail::param_int(opts_, "credits", "GREX_DPDK_CREDITS", 0, 1, 0)) == 1;
+  d.credit_gbps = static_cast<double>(
+      GREX_TRY(detail::param_int(opts_, "credit_mbps", "GREX_DPDK_CREDIT_MBPS", 0, 3'200'000, 0))) / 1000.0;
+  d.credit_window = static_cast<uint32_t>(
+      GREX_TRY(detail::param_int(opts_, "credit_window", "GREX_DPDK_CREDIT_WINDOW", 4, 1 << 16, 32)));
   // An emulated bottleneck in front of this rank's receive path, in Mbit/s
   // (tests of congestion control on one host).
   d.bottleneck_gbps = static_cast<double>(

@@ -7,8 +7,8 @@
 // sees: each data packet it sends (a psn below the highest sent is a resend,
 // so its first copy's path lost it), each cumulative ACK from the peer, and
 // the RTT each ACK's echo measures for the path its packet took. A path
-// whose sample is far above the shortest smoothed RTT of the paths is slow (a
-// queue builds there: the delay-based form of REPS's ECN mark): under REPS
+// whose RTT floor stays far above the other paths' is slow (a queue stands
+// there: the delay-based form of REPS's ECN mark): under REPS
 // its packets are not given back for reuse, so it is used less, and
 // abandoned while it stays slow; a fresh draw tries it again now and then.
 #pragma once
@@ -29,6 +29,7 @@ class PathChooser {
   void reset(uint32_t paths, bool reps, uint32_t span, uint64_t seed) {
     paths_ = paths == 0 ? 1 : paths;
     srtt_ns_.fill(0);
+    floor_.fill(0);
     slow_.fill(false);
     since_reprobe_ = reprobe_next_ = 0;
     reps_ = reps && paths_ > 1;
@@ -91,16 +92,42 @@ class PathChooser {
         high_ - psn > static_cast<uint32_t>(path_of_.size()))
       return;
     const uint8_t path = path_of_[psn % path_of_.size()];
+    const auto r = static_cast<double>(rtt_ns);
     double& s = srtt_ns_[path];
-    s = s == 0 ? static_cast<double>(rtt_ns) : 0.875 * s + 0.125 * static_cast<double>(rtt_ns);
-    const bool was_slow = slow_[path];
-    slow_[path] = static_cast<double>(rtt_ns) > kSlowFactor * typical_srtt() + kSlowSlackNs;
-    if (was_slow && !slow_[path] && reps_)  // recovered: back into use at once, not one probe at a time
-      for (uint32_t i = 0; i < kReadmit; ++i) recycler_.on_clean(path);
+    s = s == 0 ? r : 0.875 * s + 0.125 * r;
+    // Each path keeps a floor: it falls to a lower sample at once and rises
+    // toward higher ones by 1/64 a sample. A queue that comes and goes (the
+    // flow's own window through a shared queue, a poll loop's jitter) leaves
+    // every path's floor near the empty queue's RTT; a queue that stands on
+    // one path lifts that path's floor above the others'.
+    double& f = floor_[path];
+    f = f == 0 || r < f ? r : f + (r - f) / 64;
+    const double bar = kSlowFactor * lowest_floor() + kSlowSlackNs;
     if (slow_[path]) {
-      ++slow_marks_[path];
-      if (reps_) recycler_.on_congested(path);
+      // An abandoned path's sample is a probe: one back fast says its queue
+      // drained, and the path is used again at once.
+      if (r > bar) {
+        ++slow_marks_[path];
+        if (reps_) recycler_.on_congested(path);
+        return;
+      }
+      slow_[path] = false;
+      f = r;
+      if (reps_)
+        for (uint32_t i = 0; i < kReadmit; ++i) recycler_.on_clean(path);
+      return;
     }
+    if (f <= bar) return;
+    slow_[path] = true;
+    ++slow_marks_[path];
+    if (reps_) recycler_.on_congested(path);
+  }
+
+  double lowest_floor() const noexcept {
+    double best = 0;
+    for (uint32_t i = 0; i < paths_; ++i)
+      if (floor_[i] > 0 && (best == 0 || floor_[i] < best)) best = floor_[i];
+    return best;
   }
 
   uint32_t paths() const noexcept { return paths_; }
@@ -117,19 +144,12 @@ class PathChooser {
   uint64_t resent_on(uint32_t path) const noexcept { return path < kMaxPaths ? resent_on_[path] : 0; }
 
  private:
-  // The lowest smoothed RTT of the paths: the shortest queue. Marking what
-  // is far above it moves packets to the paths with the shortest queues
-  // until the queues even out, however unevenly the hash spread the ports
-  // over the links (a median would side with the link most ports landed on).
-  double typical_srtt() const noexcept {
-    double best = 0;
-    for (uint32_t i = 0; i < paths_; ++i)
-      if (srtt_ns_[i] > 0 && (best == 0 || srtt_ns_[i] < best)) best = srtt_ns_[i];
-    return best;
-  }
-
-  // Slow: a sample above twice the shortest smoothed RTT plus 50 us
-  // (scheduling jitter on a shared core is tens of microseconds).
+  // Slow: a path's floor above twice the lowest floor plus 50 us. (Against
+  // each path's smoothed RTT, identical paths through one shared queue,
+  // sampled at different moments, differed by up to 17x on memif and were
+  // marked as often as a lossy path was resent; against the flow's average
+  // or its last few samples, the link most ports hashed onto set the
+  // reference and was never marked.)
   static constexpr double kSlowFactor = 2.0;
   static constexpr double kSlowSlackNs = 50'000;
   static constexpr uint32_t kReprobeEvery = 256;
@@ -145,6 +165,7 @@ class PathChooser {
   cc::EntropyRecycler recycler_{1, 1, 1};
   std::array<uint64_t, kMaxPaths> sent_on_{}, resent_on_{}, slow_marks_{};
   std::array<double, kMaxPaths> srtt_ns_{};
+  std::array<double, kMaxPaths> floor_{};  // per path (0: no sample yet)
   std::array<bool, kMaxPaths> slow_{};
 };
 

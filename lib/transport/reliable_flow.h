@@ -78,6 +78,14 @@ struct Config {
   /// posted between two polls leave together: a receiver that reposts a
   /// burst of completed receives sends one packet back, not one per message.
   uint32_t adverts_per_packet = 32;
+  /// Receiver-driven credits (issue 31, as EQDS and UEC's RCCC): this end
+  /// grants its peer data packets, and its driver paces the grants of all
+  /// its flows at its line rate (Flow::wants_credit, Flow::grant), so an
+  /// incast arrives at the rate the receiver can take. A sender whose peer
+  /// grants sends new data (not adverts, not resends) only within them.
+  bool credits = false;
+  uint32_t credit_initial = 16;  ///< data packets granted at the start, before any paced grant
+  uint32_t credit_window = 64;   ///< data packets granted and not yet arrived, at most
   /// Congestion control: nullptr (or "none") sends as fast as the window
   /// allows; otherwise the controller's decision paces every data packet
   /// (a token bucket at its rate, plus its window when it sets one), and it
@@ -120,6 +128,8 @@ struct FlowStats {
   uint32_t reorder_tolerance = 0;  ///< packets a late one may be overtaken by now (receiver, measured)
   uint64_t paced_waits = 0;   ///< poll_tx calls where the pacer held data back
   double cc_rate_bps = 0;     ///< the controller's current rate (0: no congestion control)
+  uint64_t credits_granted = 0;  ///< data packets this end granted its peer (Config::credits)
+  uint64_t credit_waits = 0;     ///< poll_tx calls where new data waited for the peer's grants
 };
 
 class Flow {
@@ -136,6 +146,16 @@ class Flow {
   size_t poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept;
   /// Finished requests.
   size_t poll_completions(std::span<Completion> out) noexcept;
+
+  /// Credits (Config::credits): whether the peer may have data for us that a
+  /// grant would release: receives posted and not complete, or data arrived
+  /// in the last millisecond (writes), and fewer than credit_window packets
+  /// granted that have not arrived.
+  bool wants_credit(uint64_t now_ns) const noexcept;
+  /// Grants the peer `packets` more data packets (an ACK carries the grant).
+  void grant(uint32_t packets) noexcept;
+  /// Data packets granted that have not arrived (in flight, or queued on the way).
+  uint32_t credit_outstanding() const noexcept { return grant_limit_ - data_rcvd_; }
 
   /// Fails every pending request with `why` (peer gone, endpoint closed).
   void fail_all(Status why) noexcept;
@@ -290,6 +310,14 @@ class Flow {
   uint64_t rx_seq_high_ = 0;
   uint32_t reorder_period_max_ = 0, reorder_period_n_ = 0, reorder_tolerance_ = 0;
   uint32_t peer_reorder_ = 0;  // the peer's tolerance, from its ACKs: ours as a sender
+  // Credits, counted in data packets (adverts and resends aside): as a
+  // receiver, what we granted, told the peer, and received; as a sender,
+  // whether the peer grants, up to where, and what we sent.
+  uint32_t grant_limit_ = 0, grant_told_ = 0, data_rcvd_ = 0;
+  uint64_t data_rx_ns_ = 0;
+  bool peer_grants_ = false, credit_blocked_ = false;
+  uint32_t credit_limit_ = 0, data_sent_n_ = 0;
+  void on_grant(uint64_t field) noexcept;
   void measure_reordering(uint64_t seq) noexcept;
   uint32_t tx_reorder() const noexcept { return cfg_.reorder_packets == 0 ? 0 : std::max(cfg_.reorder_packets, peer_reorder_); }
   uint32_t echo_psn_ = 0;       // the newest data packet since the last ACK: its psn and

@@ -64,6 +64,7 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
     case wire::Type::kAck:
       ++stats_.acks_received;
       peer_reorder_ = std::min(h.msg_id, span_ / 2);
+      if ((h.offset & wire::kGrantBit) != 0) on_grant(h.offset);
       if (h.timestamp != 0 && h.timestamp <= now_ns && now_ns - h.timestamp < cfg_.give_up_ns) {
         ++stats_.ack_rtt_samples;
         rto_sample(static_cast<double>(now_ns - h.timestamp));
@@ -110,6 +111,10 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   rx_mark(h.psn);
   if (d != 0) ++rx_above_;
   if (cfg_.reorder_packets != 0 && h.seq != 0) measure_reordering(h.seq);
+  if ((h.flags & wire::kFlagAdvert) == 0) {  // credits count data packets, first arrivals
+    ++data_rcvd_;
+    data_rx_ns_ = now_ns;
+  }
   echo_psn_ = h.psn;
   echo_ts_ = h.timestamp;
   // A psn beyond the highest seen opens a gap: on an in-order link (memif,
@@ -308,6 +313,27 @@ void Flow::measure_reordering(uint64_t seq) noexcept {
   }
   reorder_tolerance_ = std::min(reorder_tolerance_, span_ / 2);
   stats_.reorder_tolerance = reorder_tolerance_;
+}
+
+bool Flow::wants_credit(uint64_t now_ns) const noexcept {
+  if (!cfg_.credits || failed_ || grant_limit_ - data_rcvd_ >= cfg_.credit_window) return false;
+  return recv_next_ != recv_head_ || now_ns - data_rx_ns_ < 1'000'000;
+}
+
+void Flow::grant(uint32_t packets) noexcept {
+  grant_limit_ += packets;
+  stats_.credits_granted += packets;
+  // Grants leave in small batches: an ACK per 4 packets granted.
+  if (grant_limit_ - grant_told_ >= 4) push_ack();
+}
+
+// A grant moves the limit forward only, and never past a span of data
+// beyond what we sent (an authenticated peer's bug, not ours to follow).
+void Flow::on_grant(uint64_t field) noexcept {
+  const auto limit = static_cast<uint32_t>(field);
+  if (static_cast<int32_t>(limit - data_sent_n_) > static_cast<int32_t>(span_)) return;
+  if (!peer_grants_ || static_cast<int32_t>(limit - credit_limit_) > 0) credit_limit_ = limit;
+  peer_grants_ = true;
 }
 
 void Flow::rto_sample(double r) noexcept {

@@ -35,7 +35,12 @@ Flow::Flow(const Config& cfg, uint32_t local_flow, uint32_t remote_flow, int pee
       recvs_(cfg.queue_depth),
       rxwrites_(cfg.queue_depth * 4),  // > writes in flight (<= 3 x queue_depth): no slot collisions
       rcv_bits_((span_of(cfg) + 63) / 64, 0),
-      ctrl_(256) {}
+      grant_limit_(cfg.credits ? cfg.credit_initial : 0),
+      ctrl_(256) {
+  // Receiver credits: the initial grant leaves in the first poll, ahead of
+  // any advert, so the peer knows it is granted before it may send at all.
+  if (cfg_.credits) push_ack();
+}
 
 wire::Header Flow::make(wire::Type t) const noexcept {
   wire::Header h;
@@ -57,6 +62,10 @@ void Flow::push_ack() noexcept {
   a.psn = echo_psn_;  // an RTT sample for the sender (zero timestamp: none)
   a.timestamp = echo_ts_;
   a.msg_id = reorder_tolerance_;
+  if (cfg_.credits) {
+    a.offset = wire::kGrantBit | grant_limit_;
+    grant_told_ = grant_limit_;
+  }
   echo_ts_ = 0;  // each echo once: a repeated ACK would report a stale send as slow
   push_ctrl(a);
   ++stats_.acks_sent;
@@ -166,6 +175,14 @@ bool Flow::next_data(TxPacket* p, uint64_t now_ns) noexcept {
     if (m.segmented) {
       ++tx_seg_;
       continue;
+    }
+    if (m.kind != Kind::kAdvert) {
+      // Receiver credits: new data only within the peer's grants.
+      if (peer_grants_ && static_cast<int32_t>(data_sent_n_ - credit_limit_) >= 0) {
+        credit_blocked_ = true;
+        return false;
+      }
+      ++data_sent_n_;
     }
     uint32_t psn = snd_nxt_++;
     Slot& s = win_[psn % span_];
@@ -463,13 +480,20 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     ++stats_.retransmits;
   }
   size_t before = n;
-  bool held = false;  // the pacer, not a lack of data, stopped us
+  bool held = false;  // the pacer or the peer's credits, not a lack of data, stopped us
+  credit_blocked_ = false;
   while (n < out.size()) {
     if (!pace_allows(now_ns)) {
       held = true;
       break;
     }
-    if (!next_data(&out[n], now_ns)) break;
+    if (!next_data(&out[n], now_ns)) {
+      if (credit_blocked_) {
+        held = true;  // no tail probe: the grants, not a loss, hold the data
+        ++stats_.credit_waits;
+      }
+      break;
+    }
     paced(out[n++].hdr.payload_len, now_ns);
   }
   // Tail-loss probe: nothing new to send, packets unacknowledged for ~2 RTT:

@@ -48,7 +48,8 @@ inline constexpr uint16_t kKnownFlags = kFlagAdvert | kFlagWrite | kFlagImm | kF
 ///               missing psn), msg_id (kNack: how many consecutive psns from psn are missing, 0 = 1)
 ///  kAck         psn, timestamp: the newest data packet's psn and send time, echoed (timestamp 0:
 ///               none); msg_id: how many later packets may overtake one before the receiver
-///               counts it lost (its measured reordering)
+///               counts it lost (its measured reordering); offset: with kGrantBit, the receiver's
+///               credit: data packets the sender may have sent in all (low 32 bits)
 ///  every type that carries `ack` (kData, kAck, kNack, kClose) also carries rx_above: how many
 ///               distinct psns above `ack` have arrived (the sender's estimate of what has left the
 ///               network, beyond the 64 psns the sack bitmap can name); 0 on every other type
@@ -76,6 +77,9 @@ struct Header {
   uint64_t seq = 0;          ///< the sender's packet counter on this direction, +1 per packet sent
   // bytes 88..104: the tag, written and checked by the driver (wire_auth.h)
 };
+
+/// kAck `offset`: the bit that says it carries a credit grant.
+inline constexpr uint64_t kGrantBit = uint64_t{1} << 63;
 
 /// One more receive in an advert's payload, for the ordinal after the
 /// previous one: {u32 receive sequence, u32 zero, u64 buffer length, u64 tag},

@@ -131,8 +131,13 @@ int reordered(Rank& r, const char* name, uint32_t reorder, uint64_t* resent, uin
       double all = 0;
       for (uint32_t i = 0; i < paths; ++i) all += counter(dev, ("peer.1.tx_path." + std::to_string(i)).c_str());
       *lossy = counter(dev, "peer.1.tx_path.2") / std::max(all, 1.0);
-      std::fprintf(stderr, "%.0f data packets: %d on fresh paths, %d paths recycled\n", all,
-                   counter(dev, "peer.1.paths_explored"), counter(dev, "peer.1.paths_recycled"));
+      std::fprintf(stderr, "%.0f data packets: %d on fresh paths, %d paths recycled, %d re-probes; slow marks",
+                   all, counter(dev, "peer.1.paths_explored"), counter(dev, "peer.1.paths_recycled"),
+                   counter(dev, "peer.1.paths_reprobed"));
+      for (uint32_t i = 0; i < paths; ++i)
+        std::fprintf(stderr, " %d (srtt %d us)", counter(dev, ("peer.1.slow_path." + std::to_string(i)).c_str()),
+                     counter(dev, ("peer.1.rtt_path_ns." + std::to_string(i)).c_str()) / 1000);
+      std::fprintf(stderr, "; tolerance %d\n", counter(dev, "peer.1.reorder_tolerance"));
     }
     return 0;
   };

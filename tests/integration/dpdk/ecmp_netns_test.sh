@@ -14,8 +14,9 @@
 #     slow in the ACKs' echoes, so its paths are abandoned and only re-probed);
 #   - round-robin spraying over the same ports is shown beside it: it keeps
 #     giving the slow link its share and is held to that link's pace.
-# Every byte is checked by the receiver (send_bw -c 1 would slow it: the
-# reliable protocol's placement checks and the tags are what guard it here).
+# send_bw does not compare the bytes (-c 1 would slow it); every message must
+# complete on both ranks, and the reliable protocol's placement checks and the
+# per-packet tags guard what lands.
 #
 # Usage: ecmp_netns_test.sh GREX_PERF GREX_STORE DPDK_FOUND(1|0)
 # Exits 0 (pass), 1 (fail) or 77 (skip: not root, no `ip netns`/veth/tbf,
