@@ -7,7 +7,7 @@
 # and the links' shares of the bytes in its median round.
 #
 #   sudo bash bench/spray_links.sh [BUILD_DIR]
-#   env: LINKS (3), RATE_MBIT (300), SLOW_MBIT (40; 0: every link healthy),
+#   env: LINKS (3), RATE_MBIT (300), SLOW_MBIT (40; 0: every link healthy), ECMP_CC (none),
 #        PATHS (16), REPEAT (3), MESSAGES (200 x 1 MiB per run), ECMP_WINDOW (128)
 set -u
 build=${1:-build}
