@@ -23,6 +23,7 @@ class Fabric {
     kmin_ = cfg.kmin_kb * 1000;
     kmax_ = cfg.kmax_kb * 1000;
     end_ns_ = us_to_ns(cfg.duration_ms * 1000);
+    if (cfg.failed_spine >= 0) bins_.assign(end_ns_ / kBinNs + 1, 0);
     warmup_ns_ = cfg.flow_kb > 0 ? 0 : us_to_ns((cfg.warmup_ms < 0 ? cfg.duration_ms / 10 : cfg.warmup_ms) * 1000);
     // Ports: leaf l's uplink to spine s, spine s's downlink to leaf l, leaf's port to host h.
     ports_.resize(2 * static_cast<size_t>(L_) * S_ + N_);
@@ -320,6 +321,7 @@ class Fabric {
     FFlow& x = flows_[pk.flow];
     x.delivered += pk.payload;
     delivered_ += pk.payload;
+    if (const size_t b = now_ / kBinNs; b < bins_.size()) bins_[b] += pk.payload;
     if (pk.unscheduled && hosts_[x.dst].crediting) hosts_[x.dst].debt += pk.wire;
     if (finite_ && x.done_ns == kNever && x.delivered >= x.total) {
       x.done_ns = now_ + hop_ns_;
@@ -474,6 +476,8 @@ class Fabric {
   std::priority_queue<FEvent, std::vector<FEvent>, FLater> events_;
   uint64_t seq_ = 0, now_ = 0, processed_ = 0;
   uint64_t delivered_ = 0, delivered_at_warmup_ = 0;
+  static constexpr uint64_t kBinNs = 10'000;  // payload delivered per 10 us, for a failure's recovery
+  std::vector<uint64_t> bins_;
   uint32_t done_ = 0;
   uint64_t credits_ = 0;
   uint64_t data_packets_ = 0, trimmed_ = 0, retransmits_ = 0, marks_ = 0, cnps_ = 0, probes_ = 0, invalid_ = 0;
@@ -539,6 +543,9 @@ void Fabric::finish(FabricResult* r) {
   r->credits = credits_;
   for (uint32_t f = 0; f < nflows_; ++f) r->explored += flows_[f].reps.explored();
   r->invalid_decisions = invalid_;
+  if (cfg_.failed_spine >= 0 && !finite_)
+    measure_recovery(bins_, kBinNs, warmup_ns_, us_to_ns(cfg_.fail_at_ms * 1000), now_,
+                     static_cast<double>(L_) * (S_ - 1) * cfg_.spine_gbps, r);
   r->events = processed_;
 }
 

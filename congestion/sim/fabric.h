@@ -98,6 +98,13 @@ struct FabricResult {
   Dist queue_delay_us;           ///< every switch port, per packet forwarded in the measured interval
   Dist rtt_us;                   ///< RTT samples given to controllers
   std::vector<double> spine_utilization;  ///< per spine: payload+header bits through its links / capacity / time
+  // A failed spine (long-lived flows): the delivered rate before it failed,
+  // its lowest 50 us window after, its level over the run's last half after
+  // the failure, and how long until every later 50 us window held 0.9 of the
+  // rate before, or of what the remaining spines carry across leaves if that
+  // is less (-1: no failure, or not within the run).
+  double before_fail_gbps = 0, dip_gbps = 0, after_fail_gbps = 0;
+  double recovery_ms = -1;
   uint64_t data_packets = 0;
   uint64_t trimmed = 0;          ///< dropped to a header at a full buffer or a failed spine
   uint64_t retransmits = 0;

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// ccsim's leaf-spine fabric: names, the configuration's check, and who sends to whom (fabric.h).
+// ccsim's leaf-spine fabric: names, the configuration's check, who sends to whom (fabric.h),
+// and how fast the delivered rate came back after a spine failed.
 #include <algorithm>
 #include <random>
 #include <string>
 
 #include "congestion/sim/fabric.h"
+#include "congestion/sim/fabric_internal.h"
 
 namespace grex::ccsim {
 
@@ -70,3 +72,34 @@ std::vector<std::pair<uint32_t, uint32_t>> fabric_flows(const FabricConfig& c, u
 }
 
 }  // namespace grex::ccsim
+
+namespace grex::ccsim::detail {
+
+void measure_recovery(const std::vector<uint64_t>& bins, uint64_t bin_ns, uint64_t warmup_ns, uint64_t fail_ns,
+                      uint64_t end_ns, double capacity_gbps, FabricResult* r) {
+  constexpr uint64_t kWindowNs = 50'000;
+  const uint64_t per = std::max<uint64_t>(1, kWindowNs / bin_ns);
+  const size_t n = std::min<size_t>(bins.size(), end_ns / bin_ns);  // whole bins before the end
+  const size_t f = fail_ns / bin_ns, w0 = warmup_ns / bin_ns;
+  if (f <= w0 || f + 2 * per > n) return;
+  auto gbps = [&](size_t a, size_t b) {  // bins [a, b)
+    uint64_t bytes = 0;
+    for (size_t i = a; i < b; ++i) bytes += bins[i];
+    return 8.0 * static_cast<double>(bytes) / (static_cast<double>((b - a) * bin_ns) * 1e-9) / 1e9;
+  };
+  r->before_fail_gbps = gbps(w0, f);
+  r->after_fail_gbps = gbps(f + (n - f) / 2, n);
+  std::vector<double> win;  // 50 us windows from the failure on
+  for (size_t a = f; a + per <= n; a += per) win.push_back(gbps(a, a + per));
+  r->dip_gbps = *std::min_element(win.begin(), win.end());
+  // The last window below the bar: recovered at the end of it (if a later
+  // window exists to show it).
+  const double bar = 0.9 * std::min(r->before_fail_gbps, capacity_gbps);
+  size_t last_low = win.size();
+  for (size_t i = 0; i < win.size(); ++i)
+    if (win[i] < bar) last_low = i;
+  if (last_low == win.size()) r->recovery_ms = 0;
+  else if (last_low + 1 < win.size()) r->recovery_ms = static_cast<double>((last_low + 1) * per * bin_ns) / 1e6;
+}
+
+}  // namespace grex::ccsim::detail

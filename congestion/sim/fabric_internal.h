@@ -105,4 +105,11 @@ inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   return x ^ (x >> 31);
 }
 
+/// Fills r's before_fail_gbps, dip_gbps, after_fail_gbps and recovery_ms
+/// from the payload bytes delivered per `bin_ns` (bins from time 0), for a
+/// spine that failed at fail_ns in a run measured from warmup_ns to end_ns,
+/// leaving `capacity_gbps` across leaves.
+void measure_recovery(const std::vector<uint64_t>& bins, uint64_t bin_ns, uint64_t warmup_ns, uint64_t fail_ns,
+                      uint64_t end_ns, double capacity_gbps, FabricResult* r);
+
 }  // namespace grex::ccsim::detail

@@ -10,7 +10,9 @@
 # Then a slow spine: 2 leaves x 4 spines x 4 hosts, spine 0 at 25 Gbit/s, the ring long-lived
 # for 10 ms, with ECN: oblivious spraying (64 entropies) against REPS (--spray reps).
 # Last, receiver credits (--credits) on 4 x 4 x 4, sprayed: an incast of 15 hosts into one
-# (2 MB each) and the alltoall, against the controllers alone.
+# (2 MB each) and the alltoall, against the controllers alone. Last, a spine failing at 2 ms under
+# the long-lived ring: how long until the delivered rate is back to 0.9 of what it was (or of what
+# three spines carry, if less).
 # Usage: BUILD_DIR=build congestion/sim/run_fabric.sh     (env FLOW_KB=16000, PATHS=64)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -84,6 +86,25 @@ cc = sys.argv[3].replace(" --credits", "").replace(" --ecn", " + ECN")
 cr = "yes" if "--credits" in sys.argv[3] else "no"
 done = f"{d['completion_ms']:.3f}" if d['flows_done'] == d['flows'] else f"not done ({d['flows_done']}/{d['flows']})"
 print(f"| {sys.argv[2]} | {cc} | {cr} | {done} | {d['goodput_gbps']:.0f} | {d['queue_delay_us']['p99']:.2f} | {d['trimmed']} |")
+PY
+  done
+done
+
+echo
+echo "| spine 1 fails at 2 ms (ring, long-lived, 4 x 4 x 4) | cc | paths | before (Gbit/s) | lowest 50 us after | level after | recovered in (ms) | trimmed |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
+for cc in rttcc dcqcn; do
+  ecn=()
+  [[ $cc == dcqcn ]] && ecn=(--ecn)
+  for paths in 1 "$PATHS"; do
+    "$SIM" --topology leaf-spine --leaves 4 --spines 4 --hosts-per-leaf 4 --pattern ring --cc "$cc" "${ecn[@]}" \
+      --paths "$paths" --duration-ms 10 --warmup-ms 0.5 --fail-spine 1 --fail-at-ms 2 --json "$tmp/r.json" > /dev/null
+    python3 - "$tmp/r.json" "$cc${ecn:+ + ECN}" "$paths" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rec = f"{d['recovery_ms']:.2f}" if d['recovery_ms'] >= 0 else "not in the run"
+print(f"| | {sys.argv[2]} | {sys.argv[3]} | {d['before_fail_gbps']:.0f} | {d['dip_gbps']:.0f} | {d['after_fail_gbps']:.0f} | "
+      f"{rec} | {d['trimmed']} |")
 PY
   done
 done

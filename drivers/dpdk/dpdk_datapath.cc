@@ -167,8 +167,10 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
   if (h.type == wire::Type::kClose) ep->peer_closed = true;
   // Every packet of these types carries the peer's cumulative ACK (data too: adverts).
   // An ACK's echo (psn, send time) is an RTT sample of the path that packet took.
-  if (h.type == wire::Type::kAck && h.timestamp != 0 && h.timestamp <= now)
-    ep->paths().rtt_sample(h.psn, now - h.timestamp);
+  // Less the packet's wait at the peer before the ACK left (the receiver's
+  // own batching is no path's queue).
+  if (h.type == wire::Type::kAck && h.timestamp != 0 && h.timestamp <= now && h.tag < now - h.timestamp)
+    ep->paths().rtt_sample(h.psn, now - h.timestamp - h.tag);
   if (h.type == wire::Type::kAck || h.type == wire::Type::kNack || h.type == wire::Type::kData)
     ep->paths().acked(h.ack);
   ep->flow().on_packet(h, p.payload + wire::kHeaderBytes, now);

@@ -322,6 +322,7 @@ class Flow {
   uint32_t tx_reorder() const noexcept { return cfg_.reorder_packets == 0 ? 0 : std::max(cfg_.reorder_packets, peer_reorder_); }
   uint32_t echo_psn_ = 0;       // the newest data packet since the last ACK: its psn and
   uint64_t echo_ts_ = 0;        // the sender's send time (0: none to echo)
+  uint64_t echo_rx_ns_ = 0;     // when it arrived (the ACK reports its wait since)
   bool ack_due_ = false;
   uint32_t nacked_psn_ = UINT32_MAX;
   uint64_t nack_ns_ = 0;

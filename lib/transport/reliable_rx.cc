@@ -67,7 +67,7 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
       if ((h.offset & wire::kGrantBit) != 0) on_grant(h.offset);
       if (h.timestamp != 0 && h.timestamp <= now_ns && now_ns - h.timestamp < cfg_.give_up_ns) {
         ++stats_.ack_rtt_samples;
-        rto_sample(static_cast<double>(now_ns - h.timestamp));
+        rto_sample(static_cast<double>(now_ns - h.timestamp));  // the wait included: the RTO must cover it
       }
       on_ack(h, true, now_ns);
       break;
@@ -117,6 +117,7 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   }
   echo_psn_ = h.psn;
   echo_ts_ = h.timestamp;
+  echo_rx_ns_ = now_ns;
   // A psn beyond the highest seen opens a gap: on an in-order link (memif,
   // one queue) everything in it is lost. NACK the whole gap now, so every
   // hole is repaired one round trip after it appears, however far above the

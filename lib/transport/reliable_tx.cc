@@ -61,6 +61,7 @@ void Flow::push_ack() noexcept {
   wire::Header a = make_acking(wire::Type::kAck);
   a.psn = echo_psn_;  // an RTT sample for the sender (zero timestamp: none)
   a.timestamp = echo_ts_;
+  a.tag = echo_rx_ns_;  // poll_tx turns it into the wait, as the ACK leaves
   a.msg_id = reorder_tolerance_;
   if (cfg_.credits) {
     a.offset = wire::kGrantBit | grant_limit_;
@@ -438,6 +439,8 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     TxPacket& p = out[n++];
     p = TxPacket{ctrl_.front().hdr, nullptr, nullptr};
     if (p.hdr.type == wire::Type::kTimingResp) p.hdr.msg_len = now_ns;  // reply tx time, as late as possible
+    if (p.hdr.type == wire::Type::kAck && p.hdr.timestamp != 0)  // the echoed packet's wait here
+      p.hdr.tag = now_ns >= p.hdr.tag ? now_ns - p.hdr.tag : 0;
     ctrl_.pop();
   }
   // Timing probe: the scheduler asked for one with a data send (below, in the

@@ -47,7 +47,7 @@ inline constexpr uint16_t kKnownFlags = kFlagAdvert | kFlagWrite | kFlagImm | kF
 ///  kAck/kNack   ack (next expected psn), sack (bit i: psn ack+1+i received), psn (kNack: first
 ///               missing psn), msg_id (kNack: how many consecutive psns from psn are missing, 0 = 1)
 ///  kAck         psn, timestamp: the newest data packet's psn and send time, echoed (timestamp 0:
-///               none); msg_id: how many later packets may overtake one before the receiver
+///               none), and tag: how long it waited at the receiver before this ACK left; msg_id: how many later packets may overtake one before the receiver
 ///               counts it lost (its measured reordering); offset: with kGrantBit, the receiver's
 ///               credit: data packets the sender may have sent in all (low 32 bits)
 ///  every type that carries `ack` (kData, kAck, kNack, kClose) also carries rx_above: how many

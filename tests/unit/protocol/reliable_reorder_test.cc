@@ -100,8 +100,9 @@ TEST(ReliableFlow, ReorderToleranceLearnsTheReordering) {
 }
 
 // Issue 31: every ACK echoes the psn and send time of the newest data packet
-// it answers for (the dpdk driver's per-path RTT comes from these), each echo
-// once; a repeated ACK for a duplicate echoes nothing.
+// it answers for, and how long that packet waited before the ACK left (the
+// dpdk driver's per-path RTT comes from these), each echo once; a repeated
+// ACK for a duplicate echoes nothing.
 TEST(ReliableFlow, AcksEchoTheNewestPacketsSendTime) {
   Config cfg;
   cfg.max_payload = 1400;
@@ -141,6 +142,7 @@ TEST(ReliableFlow, AcksEchoTheNewestPacketsSendTime) {
       ASSERT_EQ(sent_at.count(h.psn), 1u) << "echo of psn " << h.psn << ", never sent";
       EXPECT_EQ(h.timestamp, sent_at[h.psn]);
       EXPECT_GE(net.now - h.timestamp, net.ab.latency_ns);  // it arrived before it was answered
+      EXPECT_LE(h.tag + net.ab.latency_ns, net.now - h.timestamp);  // its wait here, within the round trip
       EXPECT_TRUE(echoed.insert(h.psn).second) << "psn " << h.psn << " echoed twice";
       EXPECT_LE(h.psn, h.ack + 64);
     }
