@@ -257,6 +257,21 @@ Outcome run(const std::string& cc) {
   return out;
 }
 
+// Whether `cc`'s time is below `factor` times the uncontrolled run's. A run
+// on a shared 2-core host is now and then held up by the scheduler (once in
+// CI: rttcc 272 ms, against 247-252 ms in six runs after it), so when the
+// first round misses, the times compared are each side's better of two
+// rounds, as a benchmark takes the best of its repetitions.
+bool within_of_uncontrolled(const std::string& cc, double cc_s, double none_s, double factor) {
+  if (cc_s < factor * none_s) return true;
+  std::printf("%s outside %.0f %% of no control in the first round (%.1f against %.1f ms): a second round\n",
+              cc.c_str(), (factor - 1) * 100, cc_s * 1e3, none_s * 1e3);
+  const Outcome none2 = run("none"), cc2 = run(cc);
+  if (none2.seconds > 0) none_s = std::min(none_s, none2.seconds);
+  if (cc2.seconds > 0) cc_s = std::min(cc_s, cc2.seconds);
+  return cc_s < factor * none_s;
+}
+
 TEST(DpdkIncast, RttccKeepsAThreeToOneQueueNearTarget) {
   if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
   const Outcome none = run("none");
@@ -273,20 +288,8 @@ TEST(DpdkIncast, RttccKeepsAThreeToOneQueueNearTarget) {
   EXPECT_GT(none.p99_us, 5000u);
   EXPECT_LT(rttcc.p99_us, 1000u);
   EXPECT_LT(rttcc.drops * 10, none.drops);
-  // Goodput within 3 % (measured: 1-9 % faster). A run on a shared 2-core
-  // host is now and then held up by the scheduler (once in CI: rttcc
-  // 272 ms, against 247-252 ms in six runs after it), so when the first
-  // round misses, the times compared are each controller's better of two
-  // rounds, as a benchmark takes the best of its repetitions.
-  double none_s = none.seconds, rttcc_s = rttcc.seconds;
-  if (rttcc_s >= 1.03 * none_s) {
-    std::printf("goodput outside 3 %% in the first round (%.1f against %.1f ms): a second round\n", rttcc_s * 1e3,
-                none_s * 1e3);
-    const Outcome none2 = run("none"), rttcc2 = run("rttcc");
-    if (none2.seconds > 0) none_s = std::min(none_s, none2.seconds);
-    if (rttcc2.seconds > 0) rttcc_s = std::min(rttcc_s, rttcc2.seconds);
-  }
-  EXPECT_LT(rttcc_s, 1.03 * none_s);
+  // Goodput within 3 % (measured: 1-9 % faster).
+  EXPECT_TRUE(within_of_uncontrolled("rttcc", rttcc.seconds, none.seconds, 1.03));
   // The flows share the bottleneck: the first sender is not done long
   // before the last (measured 0.82-0.99).
   EXPECT_GT(rttcc.first_done, 0.75 * rttcc.last_done);
@@ -307,15 +310,7 @@ TEST(DpdkIncast, ReceiverCreditsKeepTheQueueShort) {
   EXPECT_LT(credits.p50_us, 200u);
   EXPECT_LT(credits.p99_us, 500u);
   EXPECT_EQ(credits.drops, 0u);
-  double none_s = none.seconds, credits_s = credits.seconds;
-  if (credits_s >= 1.05 * none_s) {  // as above: a second round when the scheduler held one up
-    std::printf("goodput outside 5 %% in the first round (%.1f against %.1f ms): a second round\n", credits_s * 1e3,
-                none_s * 1e3);
-    const Outcome none2 = run("none"), credits2 = run("credits");
-    if (none2.seconds > 0) none_s = std::min(none_s, none2.seconds);
-    if (credits2.seconds > 0) credits_s = std::min(credits_s, credits2.seconds);
-  }
-  EXPECT_LT(credits_s, 1.05 * none_s);
+  EXPECT_TRUE(within_of_uncontrolled("credits", credits.seconds, none.seconds, 1.05));
   EXPECT_GT(credits.first_done, 0.75 * credits.last_done);  // the grants share the bottleneck
 }
 
