@@ -31,7 +31,8 @@ namespace grex::dpdk {
 ///   cc         congestion control per flow: rttcc, rttcc-template, dcqcn, dcqcn-mlx5,
 ///              timely, swift, none [GREX_CC], default none
 ///   cc_target_us  RTTCC's target RTT here [GREX_CC_TARGET_US], default 50 (software
-///              timestamps: host polling jitter is tens of microseconds)
+///              timestamps: host polling jitter is tens of microseconds); 200 on
+///              af_packet and af_xdp, whose RTT carries the kernel's per-packet work
 ///   line_gbps  the line rate the controller starts from and never exceeds
 ///              [GREX_DPDK_LINE_GBPS], default the port's link speed, else 100
 ///   bottleneck_mbps, bottleneck_kb  an emulated bottleneck in front of this

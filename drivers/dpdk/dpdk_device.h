@@ -73,7 +73,7 @@ struct DpdkOptions {
   FaultConfig faults;
   const cc::Algorithm* cc = nullptr;  ///< congestion control per flow; nullptr: none
   double line_gbps = 100;             ///< the controllers' line rate
-  uint64_t cc_target_us = 50;         ///< RTTCC's target delay on this software path
+  uint64_t cc_target_us = 50;         ///< RTTCC's target delay on this software path (200 on af_packet, af_xdp)
   /// Receiver credits (reliable::Config::credits): this rank grants its
   /// senders data packets, paced at credit_gbps (0: the line rate) over its
   /// flows [GREX_DPDK_CREDITS=1, GREX_DPDK_CREDIT_MBPS]; a flow's first

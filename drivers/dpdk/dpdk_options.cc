@@ -144,7 +144,13 @@ Result<void> DpdkDevice::parse_options() {
     if (d.cc == nullptr) return Error(Errc::kInvalidArgument, "cc_default '" + def + "' is not a congestion controller");
   }
   d.line_gbps = static_cast<double>(GREX_TRY(detail::param_int(opts_, "line_gbps", "GREX_DPDK_LINE_GBPS", 0, 3200, 0)));
-  d.cc_target_us = static_cast<uint64_t>(GREX_TRY(detail::param_int(opts_, "cc_target_us", "GREX_CC_TARGET_US", 1, 100'000, 50)));
+  // A port the kernel carries (af_packet, af_xdp) adds its per-packet work,
+  // on cores the ranks share, to every RTT: at 50 us RTTCC read that as a
+  // queue and held a 2-rank 64 MiB allreduce between namespaces to 140-150
+  // ms (57 ms uncontrolled); at 200 us, 74 ms (docs/congestion.md).
+  const bool kernel_port = d.devargs.rfind("net_af_packet", 0) == 0 || d.devargs.rfind("net_af_xdp", 0) == 0;
+  d.cc_target_us = static_cast<uint64_t>(
+      GREX_TRY(detail::param_int(opts_, "cc_target_us", "GREX_CC_TARGET_US", 1, 100'000, kernel_port ? 200 : 50)));
   d.credits = GREX_TRY(detail::param_int(opts_, "credits", "GREX_DPDK_CREDITS", 0, 1, 0)) == 1;
   d.credit_gbps = static_cast<double>(
       GREX_TRY(detail::param_int(opts_, "credit_mbps", "GREX_DPDK_CREDIT_MBPS", 0, 3'200'000, 0))) / 1000.0;
