@@ -119,6 +119,7 @@ class RegionTable {
 
 struct FlowStats {
   uint64_t data_sent = 0, retransmits = 0, fast_retransmits = 0, timeouts = 0;
+  uint64_t silent_timeouts = 0;  ///< RTOs with nothing received above the hole: no rate cut for them
   uint64_t acks_sent = 0, acks_received = 0, nacks_sent = 0, nacks_received = 0;
   uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0, rx_backpressure = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;

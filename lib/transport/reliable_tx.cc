@@ -467,7 +467,15 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     if (s.used && !s.acked && now_ns - s.sent_ns > rto_ns()) {
       queue_retransmit(snd_una_);
       ++stats_.timeouts;
-      if (pacer_.active()) pacer_->on_timeout(now_ns);
+      // A loss when the peer has packets sent after this one (it counts
+      // them above its ACK); none: no evidence of a loss. A peer that stopped
+      // polling a while (busy converting a segment, descheduled) acknowledges
+      // nothing, and a rate cut for that only slows what follows.
+      if (peer_above_ > 0) {
+        if (pacer_.active()) pacer_->on_timeout(now_ns);
+      } else {
+        ++stats_.silent_timeouts;
+      }
       rto_backoff_ = std::min<uint64_t>(rto_backoff_ * 2, 1024);
     }
   }
