@@ -411,8 +411,9 @@ void DpdkDevice::flush_tx() noexcept {
 
 // Receiver credits: the bucket fills at the credit rate (a few packets'
 // worth at most while no flow wants grants) and each packet's worth is
-// granted to the next flow that wants one, while all flows together have
-// fewer than credit_window packets granted and not arrived. Grants at the
+// granted to the next flow that wants one, while the flows whose peers are
+// sending have fewer than credit_window packets granted and not arrived
+// together (a peer that stopped holds its unused grants, and no others'). Grants at the
 // rate alone would keep whatever queue the first, unscheduled packets built
 // (arrivals would match the drain exactly); the cap lets it drain.
 void DpdkDevice::grant_credits(uint64_t now) noexcept {
@@ -424,7 +425,7 @@ void DpdkDevice::grant_credits(uint64_t now) noexcept {
   const size_t n = by_rank_.size();
   uint64_t outstanding = 0;
   for (DpdkEndpoint* ep : by_rank_)
-    if (ep != nullptr) outstanding += ep->flow().credit_outstanding();
+    if (ep != nullptr) outstanding += ep->flow().credit_outstanding(now);
   for (size_t idle = 0; credit_.bytes >= credit_.pkt_bytes && idle < n && outstanding < flow_cfg_.credit_window;) {
     credit_.next = credit_.next + 1 < n ? credit_.next + 1 : 0;
     DpdkEndpoint* ep = by_rank_[credit_.next];

@@ -503,7 +503,6 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     t.retransmits += s.retransmits;
     t.duplicates += s.duplicates;
     t.timeouts += s.timeouts;
-    t.silent_timeouts += s.silent_timeouts;
     t.tail_probes += s.tail_probes;
     t.out_of_window += s.out_of_window;
     t.bad_placement += s.bad_placement;
@@ -516,7 +515,6 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
   }
   c.insert(c.end(), {{"data_sent", t.data_sent},         {"retransmits", t.retransmits},
                      {"duplicates", t.duplicates},       {"rto_timeouts", t.timeouts}, {"tail_probes", t.tail_probes},
-                     {"silent_timeouts", t.silent_timeouts},
                      {"out_of_window", t.out_of_window}, {"bad_placement", t.bad_placement},
                      {"rtt_samples", t.rtt_samples},     {"last_rtt_ns", t.last_rtt_ns},
                      {"probes_sent", t.probes_sent},     {"probes_lost", t.probe_timeouts},

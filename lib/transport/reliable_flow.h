@@ -119,7 +119,6 @@ class RegionTable {
 
 struct FlowStats {
   uint64_t data_sent = 0, retransmits = 0, fast_retransmits = 0, timeouts = 0;
-  uint64_t silent_timeouts = 0;  ///< RTOs with nothing received above the hole: no rate cut for them
   uint64_t acks_sent = 0, acks_received = 0, nacks_sent = 0, nacks_received = 0;
   uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0, rx_backpressure = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
@@ -149,14 +148,18 @@ class Flow {
   size_t poll_completions(std::span<Completion> out) noexcept;
 
   /// Credits (Config::credits): whether the peer may have data for us that a
-  /// grant would release: receives posted and not complete, or data arrived
-  /// in the last millisecond (writes), and fewer than credit_window packets
-  /// granted that have not arrived.
+  /// grant would release: it asked (its ACKs say it waits for grants),
+  /// receives are posted and not complete, or data arrived in the last
+  /// millisecond; and fewer than credit_window packets granted have not arrived.
   bool wants_credit(uint64_t now_ns) const noexcept;
   /// Grants the peer `packets` more data packets (an ACK carries the grant).
   void grant(uint32_t packets) noexcept;
-  /// Data packets granted that have not arrived (in flight, or queued on the way).
-  uint32_t credit_outstanding() const noexcept { return grant_limit_ - data_rcvd_; }
+  /// Data packets granted that have not arrived (in flight, or queued on the
+  /// way), while the peer is sending (data arrived in the last millisecond);
+  /// 0 otherwise: grants a peer left unused do not hold back other flows'.
+  uint32_t credit_outstanding(uint64_t now_ns) const noexcept {
+    return now_ns - data_rx_ns_ < 1'000'000 ? grant_limit_ - data_rcvd_ : 0;
+  }
 
   /// Fails every pending request with `why` (peer gone, endpoint closed).
   void fail_all(Status why) noexcept;
@@ -317,6 +320,8 @@ class Flow {
   uint32_t grant_limit_ = 0, grant_told_ = 0, data_rcvd_ = 0;
   uint64_t data_rx_ns_ = 0;
   bool peer_grants_ = false, credit_blocked_ = false;
+  bool credit_wanted_ = false, peer_wants_credit_ = false;  // asked for grants; the peer asked us
+  uint64_t credit_asked_ns_ = 0;
   uint32_t credit_limit_ = 0, data_sent_n_ = 0;
   void on_grant(uint64_t field) noexcept;
   void measure_reordering(uint64_t seq) noexcept;

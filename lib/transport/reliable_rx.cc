@@ -65,6 +65,7 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
       ++stats_.acks_received;
       peer_reorder_ = std::min(h.msg_id, span_ / 2);
       if ((h.offset & wire::kGrantBit) != 0) on_grant(h.offset);
+      peer_wants_credit_ = h.msg_len != 0;
       if (h.timestamp != 0 && h.timestamp <= now_ns && now_ns - h.timestamp < cfg_.give_up_ns) {
         ++stats_.ack_rtt_samples;
         rto_sample(static_cast<double>(now_ns - h.timestamp));  // the wait included: the RTO must cover it
@@ -114,6 +115,8 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   if ((h.flags & wire::kFlagAdvert) == 0) {  // credits count data packets, first arrivals
     ++data_rcvd_;
     data_rx_ns_ = now_ns;
+    // Sent before our first grant reached the peer: what it used is granted.
+    if (static_cast<int32_t>(data_rcvd_ - grant_limit_) > 0) grant_limit_ = data_rcvd_;
   }
   echo_psn_ = h.psn;
   echo_ts_ = h.timestamp;
@@ -318,7 +321,7 @@ void Flow::measure_reordering(uint64_t seq) noexcept {
 
 bool Flow::wants_credit(uint64_t now_ns) const noexcept {
   if (!cfg_.credits || failed_ || grant_limit_ - data_rcvd_ >= cfg_.credit_window) return false;
-  return recv_next_ != recv_head_ || now_ns - data_rx_ns_ < 1'000'000;
+  return peer_wants_credit_ || recv_next_ != recv_head_ || now_ns - data_rx_ns_ < 1'000'000;
 }
 
 void Flow::grant(uint32_t packets) noexcept {

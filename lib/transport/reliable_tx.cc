@@ -63,6 +63,7 @@ void Flow::push_ack() noexcept {
   a.timestamp = echo_ts_;
   a.tag = echo_rx_ns_;  // poll_tx turns it into the wait, as the ACK leaves
   a.msg_id = reorder_tolerance_;
+  a.msg_len = credit_wanted_ ? 1 : 0;  // credits: this end waits for the peer's grants
   if (cfg_.credits) {
     a.offset = wire::kGrantBit | grant_limit_;
     grant_told_ = grant_limit_;
@@ -467,15 +468,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     if (s.used && !s.acked && now_ns - s.sent_ns > rto_ns()) {
       queue_retransmit(snd_una_);
       ++stats_.timeouts;
-      // A loss when the peer has packets sent after this one (it counts
-      // them above its ACK); none: no evidence of a loss. A peer that stopped
-      // polling a while (busy converting a segment, descheduled) acknowledges
-      // nothing, and a rate cut for that only slows what follows.
-      if (peer_above_ > 0) {
-        if (pacer_.active()) pacer_->on_timeout(now_ns);
-      } else {
-        ++stats_.silent_timeouts;
-      }
+      if (pacer_.active()) pacer_->on_timeout(now_ns);
       rto_backoff_ = std::min<uint64_t>(rto_backoff_ * 2, 1024);
     }
   }
@@ -506,6 +499,16 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
       break;
     }
     paced(out[n++].hdr.payload_len, now_ns);
+  }
+  // Credits: a sender the grants hold asks for more (its ACKs say so), at
+  // once and then once an RTO while held: a receiver grants a writer it has
+  // no posted receive from only on request.
+  if (credit_blocked_ && (!credit_wanted_ || now_ns - credit_asked_ns_ > rto_ns())) {
+    credit_wanted_ = true;
+    credit_asked_ns_ = now_ns;
+    push_ack();
+  } else if (!credit_blocked_ && credit_wanted_) {
+    credit_wanted_ = false;  // the next ACK says so
   }
   // Tail-loss probe: nothing new to send, packets unacknowledged for ~2 RTT:
   // resend the newest one so the receiver's SACK/NACK names any hole now

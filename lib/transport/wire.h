@@ -49,7 +49,8 @@ inline constexpr uint16_t kKnownFlags = kFlagAdvert | kFlagWrite | kFlagImm | kF
 ///  kAck         psn, timestamp: the newest data packet's psn and send time, echoed (timestamp 0:
 ///               none), and tag: how long it waited at the receiver before this ACK left; msg_id: how many later packets may overtake one before the receiver
 ///               counts it lost (its measured reordering); offset: with kGrantBit, the receiver's
-///               credit: data packets the sender may have sent in all (low 32 bits)
+///               credit: data packets the sender may have sent in all (low 32 bits); msg_len: 1
+///               while this end waits for the peer's grants to send
 ///  every type that carries `ack` (kData, kAck, kNack, kClose) also carries rx_above: how many
 ///               distinct psns above `ack` have arrived (the sender's estimate of what has left the
 ///               network, beyond the 64 psns the sack bitmap can name); 0 on every other type
