@@ -140,6 +140,7 @@ Result<void> DpdkDevice::init() {
   flow_cfg_.max_payload = max_payload_;
   flow_cfg_.window = dopts_.window;
   flow_cfg_.reorder_packets = dopts_.reorder;
+  flow_cfg_.rto_from_acks = dopts_.paths > 1;  // the probes see the base port's path only
   flow_cfg_.adverts_per_packet = dopts_.adverts_per_packet;
   flow_cfg_.queue_depth = opts_.queue_depth;
   flow_cfg_.give_up_ns = static_cast<uint64_t>(dopts_.give_up_ms) * 1'000'000;

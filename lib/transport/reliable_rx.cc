@@ -68,7 +68,7 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
       peer_wants_credit_ = h.msg_len != 0;
       if (h.timestamp != 0 && h.timestamp <= now_ns && now_ns - h.timestamp < cfg_.give_up_ns) {
         ++stats_.ack_rtt_samples;
-        rto_sample(static_cast<double>(now_ns - h.timestamp));  // the wait included: the RTO must cover it
+        if (cfg_.rto_from_acks) rto_sample(static_cast<double>(now_ns - h.timestamp));  // wait included: the RTO covers it
       }
       on_ack(h, true, now_ns);
       break;

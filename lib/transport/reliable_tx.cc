@@ -514,9 +514,12 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   // resend the newest one so the receiver's SACK/NACK names any hole now
   // instead of waiting for the RTO.
   if (n == before && !held && n < out.size() && snd_una_ != snd_nxt_ && !tlp_armed_) {
-    // Two smoothed RTTs (RFC 8985's PTO), ACKs' echoes included: data sprayed
-    // over slower paths than the probes' takes longer to be acknowledged.
-    uint64_t tlp_ns = rto_sampled_ ? std::max<uint64_t>(static_cast<uint64_t>(2 * srtt_ns_), 20'000) : 200'000;
+    // Sprayed (rto_from_acks): two smoothed RTTs, the ACKs' echoes included
+    // (RFC 8985's PTO), since data over slower paths than the probes' takes
+    // longer to be acknowledged. One path: two of the last probe's RTT.
+    uint64_t tlp_ns = 200'000;
+    if (cfg_.rto_from_acks && rto_sampled_) tlp_ns = std::max<uint64_t>(static_cast<uint64_t>(2 * srtt_ns_), 20'000);
+    else if (!cfg_.rto_from_acks && stats_.rtt_samples > 0) tlp_ns = std::max<uint64_t>(2 * stats_.last_rtt_ns, 20'000);
     if (now_ns - last_data_ns_ > tlp_ns) {
       for (uint32_t psn = snd_nxt_ - 1; psn != snd_una_ - 1; --psn) {
         Slot& s = win_[psn % span_];
