@@ -340,6 +340,16 @@ void Flow::on_grant(uint64_t field) noexcept {
   peer_grants_ = true;
 }
 
+uint64_t Flow::rto_ns() const noexcept {
+  // RFC 6298: smoothed RTT plus four deviations, so a queue that builds
+  // (and with it the RTT) does not fire spurious timeouts, each of which a
+  // congestion controller would answer by halving its rate.
+  uint64_t base = cfg_.rto_initial_ns;
+  if (rto_sampled_)
+    base = std::max<uint64_t>(cfg_.rto_min_ns, static_cast<uint64_t>(srtt_ns_ + 4 * rttvar_ns_) + 100'000);
+  return std::min<uint64_t>(cfg_.rto_max_ns, base * rto_backoff_);
+}
+
 void Flow::rto_sample(double r) noexcept {
   if (!rto_sampled_) {
     srtt_ns_ = r;

@@ -376,16 +376,6 @@ void Flow::queue_retransmit(uint32_t psn) noexcept {
   retx_.push(psn);
 }
 
-uint64_t Flow::rto_ns() const noexcept {
-  // RFC 6298: smoothed RTT plus four deviations, so a queue that builds
-  // (and with it the RTT) does not fire spurious timeouts, each of which a
-  // congestion controller would answer by halving its rate.
-  uint64_t base = cfg_.rto_initial_ns;
-  if (rto_sampled_)
-    base = std::max<uint64_t>(cfg_.rto_min_ns, static_cast<uint64_t>(srtt_ns_ + 4 * rttvar_ns_) + 100'000);
-  return std::min<uint64_t>(cfg_.rto_max_ns, base * rto_backoff_);
-}
-
 bool Flow::pending_work() const noexcept {
   return tx_n_ > 0 || !sends_.empty() || !matched_.empty() || recv_next_ != recv_head_;
 }
