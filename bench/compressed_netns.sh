@@ -7,7 +7,9 @@
 # rank's time per call. Each rank runs, in its host's namespace:
 #   GREX_BACKEND=dpdk GREX_DPDK_MODE=port GREX_DPDK_PORT=net_af_packet0,iface=d0,... \
 #     grex-perf allreduce -b SIZE -e SIZE -n 3 -w 1 --inplace 0 -c 0 --compress none|bf16|fp16|int8|topk
-# Usage: bench/compressed_netns.sh   (env: BUILD=build, REPEAT=3, RANKS="2 4", SIZE=64M)
+# Usage: bench/compressed_netns.sh   (env: BUILD=build, REPEAT=3, RANKS="2 4", SIZE=64M,
+#        FORMATS="none bf16 fp16 int8 topk", STATS_DIR: where set, the runs print --stats
+#        and every rank's log is kept there as N-FORMAT-ROUND.rR.log)
 # Needs root, iproute2 and a build with DPDK.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,10 +46,14 @@ one() {
       GREX_DPDK_PORT="net_af_packet0,iface=d0,framesz=10240,blocksz=20480,framecnt=512" \
       GREX_DPDK_IP="10.97.$r.1" GREX_DPDK_MTU=9000 GREX_DPDK_LCORE=$((r % ncpu)) \
       timeout 300 ip netns exec "$(host_ns "$r")" "$PERF" allreduce -b "$SIZE" -e "$SIZE" -n 3 -w 1 -c 0 \
-      --inplace 0 --compress "$f" >"$tmp/r$r.log" 2>&1 &
+      --inplace 0 --compress "$f" ${STATS_DIR:+--stats} >"$tmp/r$r.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || ok=0; done
+  if [[ -n ${STATS_DIR:-} ]]; then
+    mkdir -p "$STATS_DIR"
+    for ((r = 0; r < n; ++r)); do cp "$tmp/r$r.log" "$STATS_DIR/$n-$f-$round.r$r.log"; done
+  fi
   kill "$store_pid" 2>/dev/null
   wait "$store_pid" 2>/dev/null
   if ((!ok)); then
@@ -59,11 +65,14 @@ one() {
   awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $5; exit }' "$tmp/r0.log"
 }
 
-formats=(none bf16 fp16 int8 topk)
+read -r -a formats <<<"${FORMATS:-none bf16 fp16 int8 topk}"
 for ((round = 1; round <= REPEAT; round++)); do
   for n in $RANKS; do
     order=("${formats[@]}")
-    ((round % 2 == 0)) && order=(topk int8 fp16 bf16 none)
+    if ((round % 2 == 0)); then  # reversed every other round
+      order=()
+      for ((i = ${#formats[@]} - 1; i >= 0; i--)); do order+=("${formats[i]}"); done
+    fi
     for f in "${order[@]}"; do echo "$n $f $(one "$n" "$f")" >> "$tmp/runs"; done
   done
   echo "compressed_netns: round $round/$REPEAT done" >&2

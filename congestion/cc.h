@@ -48,6 +48,11 @@ struct RttSample {
   /// The sending port's transmit utilisation (0..1) over about the last RTT,
   /// or a negative value when the caller does not know it.
   double port_utilization = -1;
+  /// Up to this much of rtt_ns may be the hosts, not the path: the time the
+  /// receiver had not read its receive ring before the read that brought the
+  /// probe, plus the same gap at the sender before the reply was read (a
+  /// compute phase, a preemption). 0: none, or not known.
+  uint64_t host_gap_ns = 0;
 };
 
 // ---------------------------------------------------------------- parameters
@@ -264,6 +269,11 @@ class Controller {
   virtual void on_nack(uint64_t now_ns) noexcept { (void)now_ns; }
   /// Data went unacknowledged past the retransmission timeout.
   virtual void on_timeout(uint64_t now_ns) noexcept { (void)now_ns; }
+  /// The latest timeout was spurious and the receiver's host made it: the
+  /// original packet arrived, late only by the time the receiver did not
+  /// read its ring. A controller that has not acted on that timeout yet may
+  /// forget it.
+  virtual void on_spurious_timeout(uint64_t now_ns) noexcept { (void)now_ns; }
   /// The flow put `bytes` of data on the wire.
   virtual void on_bytes_sent(uint64_t now_ns, uint64_t bytes) noexcept {
     (void)now_ns;

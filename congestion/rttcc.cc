@@ -72,6 +72,15 @@ class Rttcc final : public Controller {
         window_start_ns_(now_ns) {}
 
   void on_rtt_sample(const RttSample& s) noexcept override {
+    // A late sample that the hosts' gaps alone may have made late says
+    // nothing certain about the path: the controller waits for the next one
+    // (its state, the pending NACK and CNP included, stays as it was). A
+    // host that stopped reading while it computed is not a queue to cut for.
+    const uint64_t target = template_ ? p_.target_delay_ns : ztr_target();
+    if (s.host_gap_ns > 0 && s.rtt_ns > target && s.rtt_ns - std::min(s.host_gap_ns, s.rtt_ns) <= target) {
+      ++gap_samples_;
+      return;
+    }
     const uint64_t since_ns = s.now_ns > window_start_ns_ ? s.now_ns - window_start_ns_ : 0;  // previous sample
     const double sent_bps = sent_rate_bps(s.now_ns);
     if (template_)
@@ -79,15 +88,24 @@ class Rttcc final : public Controller {
     else
       ztr_update(s, sent_bps, since_ns);
     rate_bps_ = std::clamp(rate_bps_, min_bps_, line_bps_);
-    was_cnp_ = was_nack_ = false;
+    was_cnp_ = was_nack_ = nack_pending_ = false;
+    timeouts_pending_ = 0;
   }
 
   void on_cnp(uint64_t) noexcept override { was_cnp_ = true; }
-  void on_nack(uint64_t) noexcept override { was_nack_ = true; }
+  void on_nack(uint64_t) noexcept override { was_nack_ = nack_pending_ = true; }
   // A retransmission timeout counts as a NACK at the next sample (as DOCA's
   // template folds NACKs into its next update): on a software path an RTO is
   // often a late ACK, not a loss, and must not halve the rate by itself.
-  void on_timeout(uint64_t) noexcept override { was_nack_ = true; }
+  void on_timeout(uint64_t) noexcept override {
+    was_nack_ = true;
+    ++timeouts_pending_;
+  }
+  // Forgotten only while no real NACK is pending beside it.
+  void on_spurious_timeout(uint64_t) noexcept override {
+    if (timeouts_pending_ == 0) return;
+    if (--timeouts_pending_ == 0 && !nack_pending_) was_nack_ = false;
+  }
   void on_bytes_sent(uint64_t, uint64_t bytes) noexcept override { window_bytes_ += bytes; }
   Decision decision() const noexcept override {
     if (cwnd_bytes_ > 0) return {rate_bps_, static_cast<uint64_t>(cwnd_bytes_)};
@@ -131,20 +149,7 @@ class Rttcc final : public Controller {
     const uint64_t prev_rtt_ns = prev_rtt_ns_;
     prev_rtt_ns_ = s.rtt_ns;
     if (min_rtt_ns_ == 0 || s.rtt_ns < min_rtt_ns_) min_rtt_ns_ = s.rtt_ns;
-    // Capped at the max delay: the first samples of a flow that starts into
-    // a full queue must still read as congested.
-    uint64_t target = std::clamp<uint64_t>(
-        static_cast<uint64_t>(p_.min_rtt_target_factor * static_cast<double>(min_rtt_ns_)), p_.target_delay_ns,
-        std::max(p_.target_delay_ns, p_.max_delay_ns / 2));
-    // Flow scaling (as Swift's): a flow far below line rate tolerates more
-    // delay, so among flows sharing a queue the slower ones keep increasing
-    // while the faster ones cut: fairness that does not depend on how often
-    // each flow samples.
-    if (p_.fs_range_ns > 0) {
-      const double f = std::max(rate_bps_ / line_bps_, 1e-9);
-      const double a = p_.fs_range_ns / (1 / std::sqrt(p_.fs_min_fraction) - 1);
-      target += static_cast<uint64_t>(std::clamp(a / std::sqrt(f) - a, 0.0, p_.fs_range_ns));
-    }
+    const uint64_t target = ztr_target();
     target_ns_ = target;
     bool congested = s.rtt_ns > target || was_cnp_ || was_nack_;
     if (cwnd_bytes_ > 0) {
@@ -206,6 +211,24 @@ class Rttcc final : public Controller {
     factor = std::clamp(factor, floor, 1.0);
     rate_bps_ = base * factor;
     last_decrease_ns_ = now;
+  }
+
+  // The ztr target: 1.25 x the smallest RTT seen, within [target, max delay /
+  // 2] (capped at the max delay: the first samples of a flow that starts
+  // into a full queue must still read as congested), plus flow scaling (as
+  // Swift's): a flow far below line rate tolerates more delay, so among
+  // flows sharing a queue the slower ones keep increasing while the faster
+  // ones cut: fairness that does not depend on how often each flow samples.
+  uint64_t ztr_target() const noexcept {
+    uint64_t target = std::clamp<uint64_t>(
+        static_cast<uint64_t>(p_.min_rtt_target_factor * static_cast<double>(min_rtt_ns_)), p_.target_delay_ns,
+        std::max(p_.target_delay_ns, p_.max_delay_ns / 2));
+    if (p_.fs_range_ns > 0) {
+      const double f = std::max(rate_bps_ / line_bps_, 1e-9);
+      const double a = p_.fs_range_ns / (1 / std::sqrt(p_.fs_min_fraction) - 1);
+      target += static_cast<uint64_t>(std::clamp(a / std::sqrt(f) - a, 0.0, p_.fs_range_ns));
+    }
+    return target;
   }
 
   // A congested sample ends the runs the increases escalate with.
@@ -301,13 +324,16 @@ class Rttcc final : public Controller {
   uint32_t mtu_bytes_;
   double cwnd_bytes_;  // ztr slow start's window; 0 once it is over
   bool was_cnp_ = false;
-  bool was_nack_ = false;
+  bool was_nack_ = false;     // a NACK or a timeout since the previous sample
+  bool nack_pending_ = false;  // a NACK (not a timeout) since the previous sample
+  uint32_t timeouts_pending_ = 0;  // timeouts since the previous sample, not found spurious
   bool congested_ = false;  // ztr: the flow has met congestion (its first one halves)
   uint32_t hyper_steps_ = 0;  // consecutive hyper-increase periods
   uint32_t calm_run_ = 0;     // linear rule: samples in a row that called for an increase
   uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)
   uint64_t prev_rtt_ns_ = 0;  // ztr: the previous sample's RTT
   uint64_t target_ns_ = 0;    // ztr: the target of the latest sample (0: none yet)
+  uint64_t gap_samples_ = 0;  // samples skipped: the receiver's gap may explain their delay
   uint64_t last_calm_ns_;
   uint64_t last_hyper_ns_;
   uint64_t last_decrease_ns_ = 0;

@@ -42,7 +42,7 @@ PostResult DpdkEndpoint::post_write(std::span<const WriteRequest> reqs) noexcept
 
 // ---------------------------------------------------------------- receive
 
-void DpdkDevice::rx(size_t pi, uint64_t now) noexcept {
+bool DpdkDevice::rx(size_t pi, uint64_t now) noexcept {
   Port* port = ports_[pi].get();
   rte_mbuf* bufs[kRxBurst];
   for (int round = 0; round < kRxRounds; ++round) {
@@ -52,7 +52,7 @@ void DpdkDevice::rx(size_t pi, uint64_t now) noexcept {
     } else if (!guarded_burst([&] { n = port->rx_burst(bufs, kRxBurst); })) {
       GREX_WARN("dpdk", "%s faulted in rx_burst while its peer went away; abandoning the port", port->name().c_str());
       mark_dead(pi);
-      return;
+      return true;
     }
     stats.rx_packets.add(n);
     for (uint16_t i = 0; i < n; ++i) {
@@ -76,8 +76,9 @@ void DpdkDevice::rx(size_t pi, uint64_t now) noexcept {
       bn_.bytes += len;
       bn_.max_bytes = std::max(bn_.max_bytes, bn_.bytes);
     }
-    if (n < kRxBurst) break;
+    if (n < kRxBurst) return true;
   }
+  return false;
 }
 
 void DpdkDevice::deliver(Port* port, rte_mbuf* m, uint64_t now) noexcept {
@@ -173,7 +174,7 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
     ep->paths().rtt_sample(h.psn, now - h.timestamp - h.tag);
   if (h.type == wire::Type::kAck || h.type == wire::Type::kNack || h.type == wire::Type::kData)
     ep->paths().acked(h.ack);
-  ep->flow().on_packet(h, p.payload + wire::kHeaderBytes, now);
+  ep->flow().on_packet(h, p.payload + wire::kHeaderBytes, now, rx_gap_ns_);
 }
 
 bool DpdkDevice::from_peer(const DpdkEndpoint* ep, const Parsed& p) const noexcept {
@@ -459,7 +460,7 @@ void DpdkDevice::flush(DpdkEndpoint* ep) noexcept {
   flush_tx();
 }
 
-size_t DpdkDevice::build_tx(uint64_t now) noexcept {
+size_t DpdkDevice::build_tx(uint64_t now, bool timers) noexcept {
   size_t sent = 0;
   // Flows sharing a port (port mode) share its backlog: start with a
   // different one each pass, so no peer always finds the room taken.
@@ -468,7 +469,7 @@ size_t DpdkDevice::build_tx(uint64_t now) noexcept {
   for (size_t f = 0; f < nflows; ++f) {
     DpdkEndpoint* ep = by_rank_[(tx_start_ + f) % nflows];
     if (ep == nullptr) continue;
-    size_t n = ep->flow().poll_tx(tx_room(ep->port()), now);
+    size_t n = ep->flow().poll_tx(tx_room(ep->port()), now, timers);
     for (size_t i = 0; i < n; ++i) transmit(ep, txpk_[i]);
     sent += n;
   }
@@ -479,22 +480,33 @@ size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
   uint64_t now = now_ns();
   // What was posted since the last poll leaves first: a receive's advert
   // (the sender's credit) would otherwise wait behind up to kRxRounds bursts
-  // of data, and with it every send the peer could match to it.
-  if (build_tx(now) > 0) flush_tx();
+  // of data, and with it every send the peer could match to it. No timers
+  // yet: after a spell away from polling (a compute phase, a preemption) the
+  // ACKs for what we sent may wait in the receive ring, and an RTO now would
+  // be spurious (and cut the congestion controller's rate).
+  if (build_tx(now, false) > 0) flush_tx();
   // A memif peer that vanished takes its shared memory with it; the PMD's
   // control thread unmaps it while we might poll. Check the link first and
   // never touch a dead memif port again: its flow fails now (peer gone).
+  // How long the rings went unread: what arrives now may have waited that long.
+  rx_gap_ns_ = rx_read_ns_ != 0 ? now - rx_read_ns_ : 0;
+  bool drained = true;  // every ring read to its end: the timers may run
   for (size_t i = 0; i < ports_.size(); ++i) {
     if (port_dead_[i]) continue;
     if (port_peer_[i] >= 0 && !ports_[i]->link_up() && connected_once(i)) {
       mark_dead(i);
       continue;
     }
-    rx(i, now);
+    drained = rx(i, now) && drained;
   }
   if (bn_.n > 0) drain_bottleneck(now);
   grant_credits(now);
-  size_t sent = build_tx(now);
+  // A ring that stays full (a flood from other peers) still lets the timers
+  // run every millisecond.
+  if (drained) rx_read_ns_ = now;
+  const bool timers = drained || now - timers_ns_ > 1'000'000;
+  if (timers) timers_ns_ = now;
+  size_t sent = build_tx(now, timers);
   if (sent == 0 && !held_.empty()) {  // nothing left to overtake them
     std::vector<Held> h;
     h.swap(held_);

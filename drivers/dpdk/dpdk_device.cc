@@ -504,6 +504,7 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     t.retransmits += s.retransmits;
     t.duplicates += s.duplicates;
     t.timeouts += s.timeouts;
+    t.spurious_timeouts += s.spurious_timeouts;
     t.tail_probes += s.tail_probes;
     t.out_of_window += s.out_of_window;
     t.bad_placement += s.bad_placement;
@@ -515,7 +516,8 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     if (s.cc_rate_bps > 0 && (t.cc_rate_bps == 0 || s.cc_rate_bps < t.cc_rate_bps)) t.cc_rate_bps = s.cc_rate_bps;
   }
   c.insert(c.end(), {{"data_sent", t.data_sent},         {"retransmits", t.retransmits},
-                     {"duplicates", t.duplicates},       {"rto_timeouts", t.timeouts}, {"tail_probes", t.tail_probes},
+                     {"duplicates", t.duplicates},       {"rto_timeouts", t.timeouts},
+                     {"rto_spurious", t.spurious_timeouts}, {"tail_probes", t.tail_probes},
                      {"out_of_window", t.out_of_window}, {"bad_placement", t.bad_placement},
                      {"rtt_samples", t.rtt_samples},     {"last_rtt_ns", t.last_rtt_ns},
                      {"probes_sent", t.probes_sent},     {"probes_lost", t.probe_timeouts},
@@ -537,7 +539,7 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     c.insert(c.end(), {{p + "rx_paths", static_cast<uint64_t>(std::popcount(ep->rx_paths()))},
                        {p + "data_sent", s.data_sent}, {p + "bytes_sent", s.bytes_sent}, {p + "retransmits", s.retransmits},
                        {p + "rtt_samples", s.rtt_samples}, {p + "last_rtt_ns", s.last_rtt_ns},
-                       {p + "ack_rtt_samples", s.ack_rtt_samples},
+                       {p + "ack_rtt_samples", s.ack_rtt_samples}, {p + "rtt_samples_stalled", s.rtt_samples_stalled},
                        {p + "credits_granted", s.credits_granted}, {p + "credit_waits", s.credit_waits}, {p + "reorder_tolerance", s.reorder_tolerance},
                        {p + "probes_sent", s.probes_sent}, {p + "probes_lost", s.probe_timeouts},
                        {p + "paced_waits", s.paced_waits},

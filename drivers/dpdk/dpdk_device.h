@@ -208,7 +208,8 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   /// shareable (it decides the link's mode when the peer is the client).
   Result<Port*> port_for(int peer, bool peer_shares);
   Result<void> handshake(DpdkEndpoint* ep);
-  void rx(size_t port_index, uint64_t now) noexcept;
+  /// Receives up to kRxRounds bursts; true when the port's ring ran dry.
+  bool rx(size_t port_index, uint64_t now) noexcept;
   void deliver(Port* port, rte_mbuf* m, uint64_t now) noexcept;  // handle + free
   void drain_bottleneck(uint64_t now) noexcept;
   uint64_t bottleneck_delay_percentile_us(double q) const noexcept;
@@ -229,7 +230,11 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   std::vector<rte_mbuf*>* txq_of(const Port* port) noexcept;  // the port's software TX queue
   void flush_tx() noexcept;
   /// Lets every flow build what it may send now into its port's queue.
-  size_t build_tx(uint64_t now) noexcept;
+  /// Every flow's packets; `timers` as reliable::Flow::poll_tx's.
+  size_t build_tx(uint64_t now, bool timers) noexcept;
+  uint64_t timers_ns_ = 0;  // when poll() last ran the flows' timers
+  uint64_t rx_read_ns_ = 0;  // when poll() last read every receive ring to its end
+  uint64_t rx_gap_ns_ = 0;   // this poll's time since then
   bool connected_once(size_t port) const noexcept;
   void mark_dead(size_t port) noexcept;
 

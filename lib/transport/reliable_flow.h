@@ -124,12 +124,18 @@ class RegionTable {
 
 struct FlowStats {
   uint64_t data_sent = 0, retransmits = 0, fast_retransmits = 0, timeouts = 0;
+  /// Timeouts the receiver's host made: the original arrived, late by the
+  /// receiver's gap in reading its ring (the congestion controller forgets them).
+  uint64_t spurious_timeouts = 0;
   uint64_t acks_sent = 0, acks_received = 0, nacks_sent = 0, nacks_received = 0;
   uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0, rx_backpressure = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
   uint64_t rtt_samples = 0, last_rtt_ns = 0, min_rtt_ns = 0, probe_timeouts = 0, tail_probes = 0;
   uint64_t probes_sent = 0;
   uint64_t ack_rtt_samples = 0;  ///< RTTs from the send times the peer's ACKs echo
+  /// Probe RTTs of which the hosts' gaps in reading their rings (computing,
+  /// preempted) could account for half or more.
+  uint64_t rtt_samples_stalled = 0;
   uint32_t reorder_tolerance = 0;  ///< packets a late one may be overtaken by now (receiver, measured)
   uint64_t paced_waits = 0;   ///< poll_tx calls where the pacer held data back
   double cc_rate_bps = 0;     ///< the controller's current rate (0: no congestion control)
@@ -146,9 +152,17 @@ class Flow {
   bool post_write(const WriteRequest& r) noexcept;  ///< false: queue full
 
   /// A decoded, validated packet whose header names this flow.
-  void on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns) noexcept;
+  /// `rx_gap_ns`: how long the caller had not read its receive ring before
+  /// the read that brought this packet (a compute phase, a preemption). The
+  /// packet may have waited that long here; the ACKs and probe replies tell
+  /// the peer, whose congestion control must not read it as a queue.
+  void on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns, uint64_t rx_gap_ns = 0) noexcept;
   /// Packets to transmit now (control first, then retransmissions, then new data).
-  size_t poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept;
+  /// `timers` false skips what fires on time alone (the RTO, the tail probe,
+  /// keepalives, the peer-gone deadline): a caller that has not yet read what
+  /// arrived while it was away (a compute phase, a preemption) must not call
+  /// a packet lost whose ACK waits in its own receive ring.
+  size_t poll_tx(std::span<TxPacket> out, uint64_t now_ns, bool timers = true) noexcept;
   /// Finished requests.
   size_t poll_completions(std::span<Completion> out) noexcept;
 
@@ -300,6 +314,12 @@ class Flow {
   void rto_sample(double rtt_ns) noexcept;
   uint64_t last_data_ns_ = 0;  // when new data last went out
   bool tlp_armed_ = false;     // a tail-loss probe is out; re-armed by ACK progress
+  // The latest RTO, until an ACK covering its packet judges it (spurious
+  // when the hosts' gaps in reading their rings account for the lateness).
+  bool rto_open_ = false;
+  uint32_t rto_psn_ = 0;
+  uint64_t rto_fired_ns_ = 0, rto_sent_ns_ = 0, rto_was_ns_ = 0;
+  void judge_timeout(const wire::Header& h, uint64_t now_ns) noexcept;
   uint32_t next_advert_seq_ = 0, next_write_id_ = 0;
   Ring<Completion> done_;  // completions not yet polled
 
@@ -334,6 +354,8 @@ class Flow {
   uint32_t echo_psn_ = 0;       // the newest data packet since the last ACK: its psn and
   uint64_t echo_ts_ = 0;        // the sender's send time (0: none to echo)
   uint64_t echo_rx_ns_ = 0;     // when it arrived (the ACK reports its wait since)
+  uint64_t echo_gap_ns_ = 0;    // the longest receive gap over the data since the last ACK
+  uint64_t rx_gap_ns_ = 0;      // the receive gap on_packet was given
   bool ack_due_ = false;
   uint32_t nacked_psn_ = UINT32_MAX;
   uint64_t nack_ns_ = 0;

@@ -53,9 +53,10 @@ uint64_t Flow::sack_bits() const noexcept {
   return bits;
 }
 
-void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns) noexcept {
+void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns, uint64_t rx_gap_ns) noexcept {
   if (failed_) return;
   last_rx_ns_ = now_ns;
+  rx_gap_ns_ = rx_gap_ns;
   switch (h.type) {
     case wire::Type::kData:
       on_ack(h, false, now_ns);
@@ -70,6 +71,7 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
         ++stats_.ack_rtt_samples;
         if (cfg_.rto_from_acks) rto_sample(static_cast<double>(now_ns - h.timestamp));  // wait included: the RTO covers it
       }
+      if (rto_open_) judge_timeout(h, now_ns);
       on_ack(h, true, now_ns);
       break;
     case wire::Type::kNack:
@@ -90,6 +92,21 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
     case wire::Type::kConnectAck:
       break;  // handled by the driver before the flow exists
   }
+}
+
+// The first ACK past the packet of the latest RTO judges it: the RTO was
+// the hosts' doing when, less the receiver's gap in reading its ring, the
+// ACK's wait there and our own gap in reading ours, the packet would have
+// been acknowledged within the RTO. A packet that was lost instead left a
+// hole the receiver saw and NACKed (on one path at once), and the NACK
+// reaches the controller whatever this says.
+void Flow::judge_timeout(const wire::Header& h, uint64_t now_ns) noexcept {
+  if (static_cast<int32_t>(h.ack - rto_psn_) <= 0) return;
+  rto_open_ = false;
+  const uint64_t late = now_ns - rto_sent_ns_, hosts = h.remote + h.tag + rx_gap_ns_;
+  if (h.remote + rx_gap_ns_ == 0 || late - std::min(late, hosts) > rto_was_ns_) return;
+  ++stats_.spurious_timeouts;
+  if (pacer_.active()) pacer_->on_spurious_timeout(now_ns);
 }
 
 void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_ns) noexcept {
@@ -121,6 +138,7 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
   echo_psn_ = h.psn;
   echo_ts_ = h.timestamp;
   echo_rx_ns_ = now_ns;
+  echo_gap_ns_ = std::max(echo_gap_ns_, rx_gap_ns_);
   // A psn beyond the highest seen opens a gap: on an in-order link (memif,
   // one queue) everything in it is lost. NACK the whole gap now, so every
   // hole is repaired one round trip after it appears, however far above the
@@ -281,6 +299,7 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
     r.timestamp = h.timestamp;
     r.offset = now_ns;
     r.tag = stats_.bytes_received;
+    r.remote = rx_gap_ns_;  // the probe may have waited this long in our ring
     push_ctrl(r);
     return;
   }
@@ -290,10 +309,15 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
   if (h.timestamp > now_ns || dwell > total) return;
   if (!probes_.on_reply(h.psn)) return;  // a duplicate, or older than a reply already taken
   stats_.last_rtt_ns = total - dwell;
-  rto_sample(static_cast<double>(stats_.last_rtt_ns));
+  rto_sample(static_cast<double>(stats_.last_rtt_ns));  // the RTO covers the peer's gaps too
   if (stats_.rtt_samples == 0 || stats_.last_rtt_ns < stats_.min_rtt_ns) stats_.min_rtt_ns = stats_.last_rtt_ns;
   ++stats_.rtt_samples;
-  if (pacer_.active()) pacer_->on_rtt_sample({now_ns, stats_.last_rtt_ns, -1});
+  // The hosts' gaps in reading their rings (the peer's before the probe,
+  // ours before the reply: a compute phase, a preemption) go with the
+  // sample: the controller must not read a host as a queue.
+  const uint64_t gaps = h.remote + rx_gap_ns_;
+  if (2 * gaps >= stats_.last_rtt_ns) ++stats_.rtt_samples_stalled;
+  if (pacer_.active()) pacer_->on_rtt_sample({now_ns, stats_.last_rtt_ns, -1, gaps});
 }
 
 // A packet that arrives after others sent later was overtaken by as many

@@ -62,6 +62,8 @@ void Flow::push_ack() noexcept {
   a.psn = echo_psn_;  // an RTT sample for the sender (zero timestamp: none)
   a.timestamp = echo_ts_;
   a.tag = echo_rx_ns_;  // poll_tx turns it into the wait, as the ACK leaves
+  a.remote = echo_gap_ns_;  // the data may have waited this long in our ring
+  echo_gap_ns_ = 0;
   a.msg_id = reorder_tolerance_;
   a.msg_len = credit_wanted_ ? 1 : 0;  // credits: this end waits for the peer's grants
   if (cfg_.credits) {
@@ -398,7 +400,7 @@ void Flow::paced(uint32_t payload_len, uint64_t now_ns) noexcept {
   pacer_.sent(payload_len + wire::kHeaderBytes, payload_len, now_ns);
 }
 
-size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
+size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns, bool timers) noexcept {
   out = out.first(std::min(out.size(), kMaxTxPerPoll));  // advert_wire_ has a slice for each
   tx_out_ = out.data();
   if (cfg_.cc != nullptr && !pacer_.active())  // the controller starts with the flow's first poll
@@ -421,7 +423,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   const bool waiting = pending_work();
   if (waiting && !waiting_) last_rx_ns_ = now_ns;
   waiting_ = waiting;
-  if (waiting && now_ns - last_rx_ns_ > cfg_.give_up_ns) {
+  if (timers && waiting && now_ns - last_rx_ns_ > cfg_.give_up_ns) {
     fail_all(Status::kPeerGone);
     return 0;
   }
@@ -443,7 +445,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
     out[n++] = TxPacket{h, nullptr, nullptr};
     probe_due_ = false;
     ++stats_.probes_sent;
-  } else if (n < out.size() && waiting && now_ns - last_rx_ns_ > cfg_.keepalive_ns &&
+  } else if (timers && n < out.size() && waiting && now_ns - last_rx_ns_ > cfg_.keepalive_ns &&
              now_ns - keepalive_sent_ns_ > cfg_.keepalive_ns) {
     wire::Header h = make(wire::Type::kTimingReq);
     h.psn = 0;  // a keepalive: its reply only shows the peer is alive
@@ -453,9 +455,14 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   }
   stats_.probe_timeouts = probes_.probes_lost();
   // RTO on the oldest unacknowledged packet.
-  if (snd_una_ != snd_nxt_) {
+  if (timers && snd_una_ != snd_nxt_) {
     const Slot& s = win_[snd_una_ % span_];
     if (s.used && !s.acked && now_ns - s.sent_ns > rto_ns()) {
+      rto_open_ = true;
+      rto_psn_ = snd_una_;
+      rto_fired_ns_ = now_ns;
+      rto_sent_ns_ = s.sent_ns;
+      rto_was_ns_ = rto_ns();
       queue_retransmit(snd_una_);
       ++stats_.timeouts;
       if (pacer_.active()) pacer_->on_timeout(now_ns);
@@ -503,7 +510,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns) noexcept {
   // Tail-loss probe: nothing new to send, packets unacknowledged for ~2 RTT:
   // resend the newest one so the receiver's SACK/NACK names any hole now
   // instead of waiting for the RTO.
-  if (n == before && !held && n < out.size() && snd_una_ != snd_nxt_ && !tlp_armed_) {
+  if (timers && n == before && !held && n < out.size() && snd_una_ != snd_nxt_ && !tlp_armed_) {
     // Sprayed (rto_from_acks): two smoothed RTTs, the ACKs' echoes included
     // (RFC 8985's PTO), since data over slower paths than the probes' takes
     // longer to be acknowledged. One path: two of the last probe's RTT.

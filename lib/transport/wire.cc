@@ -169,7 +169,9 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
     }
   } else {
     if (x.type == Type::kClose ? (x.flags & ~kFlagAbort) != 0 : x.flags != 0) return Reject::kBadFlags;
-    if (x.payload_len != 0 || x.remote != 0) return Reject::kBadLength;
+    // `remote` on an ACK or a probe reply: the receiver's gap in reading its ring.
+    const bool gap = x.type == Type::kAck || x.type == Type::kTimingResp;
+    if (x.payload_len != 0 || (!gap && x.remote != 0)) return Reject::kBadLength;
   }
   if (len < kHeaderBytes + x.payload_len) return Reject::kTruncated;
   if (len > kHeaderBytes + x.payload_len) return Reject::kTrailing;

@@ -50,13 +50,16 @@ inline constexpr uint16_t kKnownFlags = kFlagAdvert | kFlagWrite | kFlagImm | kF
 ///               none), and tag: how long it waited at the receiver before this ACK left; msg_id: how many later packets may overtake one before the receiver
 ///               counts it lost (its measured reordering); offset: with kGrantBit, the receiver's
 ///               credit: data packets the sender may have sent in all (low 32 bits); msg_len: 1
-///               while this end waits for the peer's grants to send
+///               while this end waits for the peer's grants to send; remote: the longest time
+///               the receiver had not read its ring before a read that brought data this ACK covers
 ///  every type that carries `ack` (kData, kAck, kNack, kClose) also carries rx_above: how many
 ///               distinct psns above `ack` have arrived (the sender's estimate of what has left the
 ///               network, beyond the 64 psns the sack bitmap can name); 0 on every other type
 ///  kTimingReq   psn = probe sequence, timestamp = sender's tx time
 ///  kTimingResp  psn = probe sequence, timestamp = echoed tx time, offset = rx time at target,
-///               msg_len = reply tx time at target, tag = bytes the target has received on the flow
+///               msg_len = reply tx time at target, tag = bytes the target has received on the flow,
+///               remote = how long the target had not read its ring before the read that brought
+///               the probe (the probe may have waited there that long)
 ///  kConnect*    msg_id = sender's flow id, offset = sender's rank
 struct Header {
   uint8_t version = kVersion;

@@ -332,6 +332,39 @@ TEST(RttccZtr, TimeoutAndNackCut) {
   EXPECT_NEAR(h.rate(), r * 0.97, 1);
 }
 
+// A timeout the hosts made (the receiver had stopped reading its ring; the
+// flow found it out from the ACK) is forgotten before the next sample; a
+// NACK beside it is not.
+TEST(RttccZtr, ASpuriousTimeoutIsForgottenANackBesideItIsNot) {
+  Harness h("rttcc", no_flow_scaling());
+  h.rtt(5 * kUs, 5 * kUs);
+  h.flow->on_timeout(10 * kUs);
+  h.flow->on_spurious_timeout(12 * kUs);
+  h.rtt(20 * kUs, 5 * kUs);  // calm, and no NACK left: no cut
+  EXPECT_DOUBLE_EQ(h.rate(), kLine);
+  h.flow->on_nack(30 * kUs);
+  h.flow->on_timeout(31 * kUs);
+  h.flow->on_spurious_timeout(32 * kUs);
+  h.rtt(40 * kUs, 5 * kUs);  // the NACK stands: the first congestion, x0.5
+  EXPECT_NEAR(h.rate(), kLine * 0.5, 1);
+}
+
+// A late sample that the hosts' gaps in reading their rings may explain is
+// skipped, pending signals included; one late beyond them counts.
+TEST(RttccZtr, ASampleTheHostsGapsExplainIsSkipped) {
+  for (const char* name : {"rttcc", "rttcc-template"}) {
+    SCOPED_TRACE(name);
+    Harness h(name, no_flow_scaling());
+    h.rtt(5 * kUs, 5 * kUs);
+    const double r = h.rate();
+    h.flow->on_timeout(10 * kUs);
+    h.flow->on_rtt_sample({20 * kUs, 300 * kUs, -1, 295 * kUs});  // 5 us without the gaps
+    EXPECT_DOUBLE_EQ(h.rate(), r);
+    h.flow->on_rtt_sample({30 * kUs, 300 * kUs, -1, 100 * kUs});  // 200 us without them: late
+    EXPECT_LT(h.rate(), 0.81 * r);  // cut (ztr: x0.5; template: NACK past the max delay x0.5)
+  }
+}
+
 // Slow start: one packet in flight until the first sample, the window
 // doubling per calm sample; at the first congested sample the rate becomes
 // what the window delivered over max(RTT, time since the previous sample),

@@ -114,12 +114,13 @@ struct Net {
     }
     if (n == 0) l.flush_held(now);
   }
-  void deliver(Link& l, Flow& f) {
+  // `rx_gap_ns`: how long `f`'s owner had not read its ring (Flow::on_packet).
+  void deliver(Link& l, Flow& f, uint64_t rx_gap_ns = 0) {
     while (!l.wire.empty() && l.wire.front().at <= now) {
       auto& p = l.wire.front().bytes;
       wire::Header h;
       if (wire::decode(p.data(), p.size(), cfg.max_payload, &h) == wire::Reject::kNone)
-        f.on_packet(h, p.data() + wire::kHeaderBytes, now);
+        f.on_packet(h, p.data() + wire::kHeaderBytes, now, rx_gap_ns);
       else
         ++l.malformed;
       l.wire.pop_front();

@@ -143,6 +143,18 @@ TEST(Wire, RejectsEachMalformation) {
     p = packet(h, {});
     EXPECT_EQ(decode(p.data(), p.size(), 9000, &d), Reject::kNone);
   }
+  // `remote` on a control packet: the receiver's gap in reading its ring, on
+  // ACKs and probe replies only.
+  for (Type t : {Type::kAck, Type::kTimingResp, Type::kNack, Type::kTimingReq, Type::kClose}) {
+    Header h;
+    h.type = t;
+    h.remote = 250'000;
+    auto p = packet(h, {});
+    const bool carries_gap = t == Type::kAck || t == Type::kTimingResp;
+    EXPECT_EQ(decode(p.data(), p.size(), 9000, &d), carries_gap ? Reject::kNone : Reject::kBadLength)
+        << static_cast<int>(t);
+    if (carries_gap) EXPECT_EQ(d.remote, 250'000u);
+  }
 }
 
 TEST(Wire, CrcCatchesEverySingleBitFlip) {
