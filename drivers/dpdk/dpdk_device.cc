@@ -538,7 +538,7 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
     }
     c.insert(c.end(), {{p + "rx_paths", static_cast<uint64_t>(std::popcount(ep->rx_paths()))},
                        {p + "data_sent", s.data_sent}, {p + "bytes_sent", s.bytes_sent}, {p + "retransmits", s.retransmits},
-                       {p + "rtt_samples", s.rtt_samples}, {p + "last_rtt_ns", s.last_rtt_ns},
+                       {p + "rtt_samples", s.rtt_samples}, {p + "last_rtt_ns", s.last_rtt_ns}, {p + "rev_queue_ns", s.rev_queue_ns},
                        {p + "ack_rtt_samples", s.ack_rtt_samples}, {p + "rtt_samples_stalled", s.rtt_samples_stalled},
                        {p + "credits_granted", s.credits_granted}, {p + "credit_waits", s.credit_waits}, {p + "reorder_tolerance", s.reorder_tolerance},
                        {p + "probes_sent", s.probes_sent}, {p + "probes_lost", s.probe_timeouts},

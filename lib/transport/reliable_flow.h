@@ -131,6 +131,10 @@ struct FlowStats {
   uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0, rx_backpressure = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
   uint64_t rtt_samples = 0, last_rtt_ns = 0, min_rtt_ns = 0, probe_timeouts = 0, tail_probes = 0;
+  /// The latest probe reply's queueing on the way back: its one-way delay
+  /// above the smallest of the last one to two seconds. The controller is
+  /// given the RTT less this.
+  uint64_t rev_queue_ns = 0;
   uint64_t probes_sent = 0;
   uint64_t ack_rtt_samples = 0;  ///< RTTs from the send times the peer's ACKs echo
   /// Probe RTTs of which the hosts' gaps in reading their rings (computing,
@@ -355,6 +359,11 @@ class Flow {
   uint64_t echo_ts_ = 0;        // the sender's send time (0: none to echo)
   uint64_t echo_rx_ns_ = 0;     // when it arrived (the ACK reports its wait since)
   uint64_t echo_gap_ns_ = 0;    // the longest receive gap over the data since the last ACK
+  // Probe replies' one-way delays (our clock less the peer's: a constant
+  // offset, and drift): the smallest of the current window and of the one before.
+  int64_t owd_min_ = 0, owd_min_prev_ = 0;
+  uint64_t owd_window_ns_ = 0;  // when the current window began (0: no sample yet)
+  uint64_t reverse_queue(int64_t owd, uint64_t now_ns) noexcept;
   uint64_t rx_gap_ns_ = 0;      // the receive gap on_packet was given
   bool ack_due_ = false;
   uint32_t nacked_psn_ = UINT32_MAX;

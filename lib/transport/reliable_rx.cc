@@ -317,7 +317,45 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
   // sample: the controller must not read a host as a queue.
   const uint64_t gaps = h.remote + rx_gap_ns_;
   if (2 * gaps >= stats_.last_rtt_ns) ++stats_.rtt_samples_stalled;
-  if (pacer_.active()) pacer_->on_rtt_sample({now_ns, stats_.last_rtt_ns, -1, gaps});
+  // The controller acts on the forward path only. Where the peer sends us
+  // data too (every ring step of a collective), the reply waits behind that
+  // data on the way back, and an RTT counts the reverse queue as this
+  // flow's: at 2 ranks through a 5 Gbit/s bottleneck each way, RTTCC held
+  // each forward queue near 40 us against a 100 us target and lost a tenth
+  // of the goodput. So while the peer's data arrives, it is given the RTT
+  // less the reply's queueing on the way back (our own gap in reading the
+  // reply included): the reply's one-way delay above its recent minimum
+  // (LEDBAT's base delay, RFC 6817). A base taken while a queue stood
+  // understates that queue and leaves more of the RTT: cautious, never
+  // greedy. Where only ACKs come back (an incast's senders) the RTT stays
+  // whole: there, bases taken at different moments by each sender made the
+  // flows unequal (first sender done at 0.3-0.6 of the last). The RTO keeps
+  // the whole round trip, which every ACK makes.
+  stats_.rev_queue_ns = reverse_queue(static_cast<int64_t>(now_ns - h.msg_len), now_ns);
+  uint64_t out = stats_.last_rtt_ns, gaps_out = gaps;
+  if (data_rx_ns_ != 0 && now_ns - data_rx_ns_ < 1'000'000) {
+    out = std::max(stats_.min_rtt_ns, out - std::min(out, stats_.rev_queue_ns));
+    gaps_out = h.remote;
+  }
+  if (pacer_.active()) pacer_->on_rtt_sample({now_ns, out, -1, gaps_out});
+}
+
+// A one-way delay's rise above the smallest of the current window (1 s) and
+// the one before it: a base that follows a route change, or the clocks'
+// drift, within two seconds.
+uint64_t Flow::reverse_queue(int64_t owd, uint64_t now_ns) noexcept {
+  constexpr uint64_t kWindowNs = 1'000'000'000;
+  if (owd_window_ns_ == 0) {
+    owd_min_ = owd_min_prev_ = owd;
+    owd_window_ns_ = now_ns;
+  } else if (now_ns - owd_window_ns_ >= kWindowNs) {
+    owd_min_prev_ = owd_min_;
+    owd_min_ = owd;
+    owd_window_ns_ = now_ns;
+  }
+  owd_min_ = std::min(owd_min_, owd);
+  const int64_t base = std::min(owd_min_, owd_min_prev_);
+  return static_cast<uint64_t>(owd - base);
 }
 
 // A packet that arrives after others sent later was overtaken by as many

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// A host that stops reading its receive ring (a compute phase, a
-// preemption) is not a congested path: the receiver reports its gap in the
-// ACKs and probe replies (wire::Header::remote), the sender judges the RTO
-// that gap caused spurious, and a caller that has not read its ring yet runs
-// no timers.
+// What is not this flow's congestion. A host that stops reading its
+// receive ring (a compute phase, a preemption): the receiver reports its gap
+// in the ACKs and probe replies (wire::Header::remote), the sender judges the
+// RTO that gap caused spurious, and a caller that has not read its ring yet
+// runs no timers. And a queue on the way back, behind the peer's own data.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <vector>
 
 #include "tests/unit/protocol/flow_net.h"
@@ -107,6 +108,73 @@ TEST(ReliableFlow, NoTimerFiresBeforeTheCallerHasReadItsRing) {
   net.a->poll_tx(out, net.now, true);
   EXPECT_EQ(net.a->stats().timeouts, 1u);
   EXPECT_GE(net.a->stats().retransmits, 1u);  // the resend (and a tail probe)
+}
+
+}  // namespace
+}  // namespace grex::reliable
+
+namespace grex::reliable {
+namespace {
+
+using namespace test;  // NOLINT: the harness (flow_net.h)
+
+// Where the peer sends data too, a probe's reply waits behind it on the way
+// back; the controller is given the RTT less that reverse queueing (the
+// reply's one-way delay above its minimum). After 1 ms of traffic both ways
+// (or one way), the path from b to a gains 200 us of queue: a's controller
+// keeps its rate while b's data flows; with no data from b it cuts.
+struct Reverse {
+  double rate_before = 0, rate_after = 0;
+  uint64_t rev_queue_ns = 0, rtt_ns = 0;
+};
+Reverse reverse_queue_run(bool both_ways) {
+  Config cfg = gap_config();
+  cfg.cc_options.rttcc.start_rate_fraction = 0.1;
+  cfg.rto_min_ns = 2'000'000;  // the delay alone: the RTT's jump from 10 to 205 us would fire RTOs
+  Net net(cfg);
+  constexpr size_t kMsg = 256 * 1024, kMsgs = 64;
+  std::vector<uint8_t> sa(kMsg * kMsgs, 1), sb(kMsg * kMsgs, 2), da(sb.size()), db(sa.size());
+  TestRegion rsa(sa.data(), sa.size(), 1), rsb(sb.data(), sb.size(), 2), rda(da.data(), da.size(), 3),
+      rdb(db.data(), db.size(), 4);
+  for (size_t i = 0; i < kMsgs; ++i) {
+    EXPECT_TRUE(net.b->post_recv({&rdb, i * kMsg, kMsg, 1, i}));
+    EXPECT_TRUE(net.a->post_send({&rsa, i * kMsg, kMsg, 1, i}));
+    if (!both_ways) continue;
+    EXPECT_TRUE(net.a->post_recv({&rda, i * kMsg, kMsg, 1, i}));
+    EXPECT_TRUE(net.b->post_send({&rsb, i * kMsg, kMsg, 1, i}));
+  }
+  Completion buf[64];
+  auto run_for = [&](uint64_t ns) {
+    for (const uint64_t end = net.now + ns; net.now < end;) {
+      net.step();
+      net.a->poll_completions(buf);
+      net.b->poll_completions(buf);
+    }
+  };
+  run_for(1'000'000);
+  Reverse r;
+  r.rate_before = net.a->stats().cc_rate_bps;
+  net.ba.latency_ns = 200'000;
+  run_for(2'000'000);
+  r.rate_after = net.a->stats().cc_rate_bps;
+  r.rev_queue_ns = net.a->stats().rev_queue_ns;
+  r.rtt_ns = net.a->stats().last_rtt_ns;
+  return r;
+}
+
+TEST(ReliableFlow, AReverseQueueBehindThePeersDataIsNotThisFlowsCongestion) {
+  const Reverse both = reverse_queue_run(true);
+  std::fprintf(stderr, "both ways: rate %.2f -> %.2f Gbit/s, RTT %llu us, reverse queue %llu us\n",
+               both.rate_before / 1e9, both.rate_after / 1e9, static_cast<unsigned long long>(both.rtt_ns / 1000),
+               static_cast<unsigned long long>(both.rev_queue_ns / 1000));
+  EXPECT_GT(both.rtt_ns, 200'000u);
+  EXPECT_NEAR(static_cast<double>(both.rev_queue_ns), 195'000.0, 5'000.0);
+  EXPECT_GE(both.rate_after, both.rate_before);  // not cut: the queue is on the way back
+  const Reverse one = reverse_queue_run(false);
+  std::fprintf(stderr, "one way: rate %.2f -> %.2f Gbit/s, RTT %llu us\n", one.rate_before / 1e9,
+               one.rate_after / 1e9, static_cast<unsigned long long>(one.rtt_ns / 1000));
+  EXPECT_GT(one.rtt_ns, 200'000u);
+  EXPECT_LT(one.rate_after, 0.8 * one.rate_before);  // only ACKs come back: the whole RTT counts
 }
 
 }  // namespace
