@@ -522,7 +522,8 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
                      {"rtt_samples", t.rtt_samples},     {"last_rtt_ns", t.last_rtt_ns},
                      {"probes_sent", t.probes_sent},     {"probes_lost", t.probe_timeouts},
                      {"paced_waits", t.paced_waits},
-                     {"cc_min_rate_kbps", static_cast<uint64_t>(t.cc_rate_bps / 1e3)}});
+                     {"cc_min_rate_kbps", static_cast<uint64_t>(t.cc_rate_bps / 1e3)},
+                     {"line_rate_mbps", static_cast<uint64_t>(flow_cfg_.line_rate_bps / 1e6)}});
   // Per flow ("peer.<rank>.<name>"): what the congestion controller of each flow sees.
   for (DpdkEndpoint* ep : by_rank_) {
     if (ep == nullptr) continue;

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -79,6 +80,20 @@ int kernel_mtu(const std::string& iface) {
 }
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+/// Speed of kernel interface `iface` in Mbit/s when it is a physical device
+/// (sysfs in this network namespace), else 0.
+uint32_t kernel_speed_mbps(const std::string& iface) {
+  if (iface.empty() || iface.find('/') != std::string::npos) return 0;
+  const std::string dir = "/sys/class/net/" + iface;
+  if (access((dir + "/device").c_str(), F_OK) != 0) return 0;  // virtual: no rate of its own
+  FILE* f = std::fopen((dir + "/speed").c_str(), "r");
+  if (f == nullptr) return 0;
+  long v = 0;
+  const bool ok = std::fscanf(f, "%ld", &v) == 1;
+  std::fclose(f);
+  return ok && v > 0 ? static_cast<uint32_t>(v) : 0;
+}
 
 uint32_t round_up(uint32_t v, uint32_t to) { return (v + to - 1) / to * to; }
 
@@ -156,6 +171,7 @@ Port::~Port() { stop(); }
 
 Result<void> Port::setup(const PortOptions& opts) {
   name_ = opts.devargs.substr(0, opts.devargs.find(','));
+  if (starts_with(name_, "net_af_packet") || starts_with(name_, "net_af_xdp")) iface_ = devarg(opts.devargs, "iface");
   if (opts.mtu < kMinMtu || opts.mtu > kMaxMtu)
     return Error(Errc::kInvalidArgument, "MTU " + std::to_string(opts.mtu) + " out of range 68..9000").device(name_);
   if (opts.mbufs < 64)
@@ -284,6 +300,12 @@ void Port::apply_mtu(const rte_eth_dev_info& info, const PortOptions& opts) {
 
 uint32_t Port::link_speed_mbps() const noexcept {
   if (!probed_) return 0;
+  // A kernel-carried port: DPDK's af_packet PMD reports a fixed 10 Gbit/s
+  // whatever the interface. Ask the kernel, and only about a device with
+  // hardware behind it (sysfs links `device` there); a veth, whose sysfs
+  // speed is also a made-up 10 Gbit/s, capped RTTCC's rate at 10 Gbit/s
+  // where the uncontrolled flows ran faster (docs/congestion.md).
+  if (!iface_.empty()) return kernel_speed_mbps(iface_);
   rte_eth_link link{};
   if (rte_eth_link_get_nowait(id_, &link) != 0 || link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN) return 0;
   return link.link_speed;

@@ -108,7 +108,10 @@ class Port {
   /// The port's mempool (RX buffers; also for TX header mbufs).
   rte_mempool* pool() const noexcept { return pool_; }
   /// Link status now (memif: up once the peer connected). Non-blocking.
-  /// The link speed in Mbit/s, or 0 when the PMD does not know it.
+  /// The link speed in Mbit/s, or 0 when not known. A port the kernel
+  /// carries (af_packet, af_xdp) reports its interface's speed where that is
+  /// a physical device's, and 0 on a virtual one (veth, a bridge), which has
+  /// no rate: the PMDs report a constant there, not the interface's speed.
   uint32_t link_speed_mbps() const noexcept;
   bool link_up() const noexcept;
 
@@ -144,6 +147,7 @@ class Port {
 
   uint16_t id_ = 0;
   std::string name_;
+  std::string iface_;  // af_packet, af_xdp: the kernel interface (devargs' iface=)
   std::array<uint8_t, 6> mac_{};
   uint16_t mtu_ = 0;
   uint16_t mbuf_bytes_ = 0;
