@@ -364,6 +364,9 @@ class Flow {
   int64_t owd_min_ = 0, owd_min_prev_ = 0;
   uint64_t owd_window_ns_ = 0;  // when the current window began (0: no sample yet)
   uint64_t reverse_queue(int64_t owd, uint64_t now_ns) noexcept;
+  // A gap the peer reports, within what a live peer can have been away
+  // (sums of gaps then cannot wrap).
+  uint64_t peer_gap(uint64_t reported) const noexcept { return std::min(reported, cfg_.give_up_ns); }
   uint64_t rx_gap_ns_ = 0;      // the receive gap on_packet was given
   bool ack_due_ = false;
   uint32_t nacked_psn_ = UINT32_MAX;

@@ -103,7 +103,8 @@ void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now
 void Flow::judge_timeout(const wire::Header& h, uint64_t now_ns) noexcept {
   if (static_cast<int32_t>(h.ack - rto_psn_) <= 0) return;
   rto_open_ = false;
-  const uint64_t late = now_ns - rto_sent_ns_, hosts = h.remote + h.tag + rx_gap_ns_;
+  const uint64_t peer = peer_gap(h.remote) + std::min(h.tag, cfg_.give_up_ns);
+  const uint64_t late = now_ns - rto_sent_ns_, hosts = peer + rx_gap_ns_;
   if (h.remote + rx_gap_ns_ == 0 || late - std::min(late, hosts) > rto_was_ns_) return;
   ++stats_.spurious_timeouts;
   if (pacer_.active()) pacer_->on_spurious_timeout(now_ns);
@@ -315,7 +316,7 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
   // The hosts' gaps in reading their rings (the peer's before the probe,
   // ours before the reply: a compute phase, a preemption) go with the
   // sample: the controller must not read a host as a queue.
-  const uint64_t gaps = h.remote + rx_gap_ns_;
+  const uint64_t gaps = peer_gap(h.remote) + rx_gap_ns_;
   if (2 * gaps >= stats_.last_rtt_ns) ++stats_.rtt_samples_stalled;
   // The controller acts on the forward path only. Where the peer sends us
   // data too (every ring step of a collective), the reply waits behind that
@@ -335,7 +336,7 @@ void Flow::on_timing(const wire::Header& h, uint64_t now_ns) noexcept {
   uint64_t out = stats_.last_rtt_ns, gaps_out = gaps;
   if (data_rx_ns_ != 0 && now_ns - data_rx_ns_ < 1'000'000) {
     out = std::max(stats_.min_rtt_ns, out - std::min(out, stats_.rev_queue_ns));
-    gaps_out = h.remote;
+    gaps_out = peer_gap(h.remote);
   }
   if (pacer_.active()) pacer_->on_rtt_sample({now_ns, out, -1, gaps_out});
 }
