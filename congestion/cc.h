@@ -269,10 +269,9 @@ class Controller {
   virtual void on_nack(uint64_t now_ns) noexcept { (void)now_ns; }
   /// Data went unacknowledged past the retransmission timeout.
   virtual void on_timeout(uint64_t now_ns) noexcept { (void)now_ns; }
-  /// The latest timeout was spurious and the receiver's host made it: the
-  /// original packet arrived, late only by the time the receiver did not
-  /// read its ring. A controller that has not acted on that timeout yet may
-  /// forget it.
+  /// The latest timeout was the hosts' doing: the packet's lateness is
+  /// explained by the time the two ends did not read their rings. A
+  /// controller that has not acted on that timeout yet may forget it.
   virtual void on_spurious_timeout(uint64_t now_ns) noexcept { (void)now_ns; }
   /// The flow put `bytes` of data on the wire.
   virtual void on_bytes_sent(uint64_t now_ns, uint64_t bytes) noexcept {

@@ -77,10 +77,7 @@ class Rttcc final : public Controller {
     // (its state, the pending NACK and CNP included, stays as it was). A
     // host that stopped reading while it computed is not a queue to cut for.
     const uint64_t target = template_ ? p_.target_delay_ns : ztr_target();
-    if (s.host_gap_ns > 0 && s.rtt_ns > target && s.rtt_ns - std::min(s.host_gap_ns, s.rtt_ns) <= target) {
-      ++gap_samples_;
-      return;
-    }
+    if (s.host_gap_ns > 0 && s.rtt_ns > target && s.rtt_ns - std::min(s.host_gap_ns, s.rtt_ns) <= target) return;
     const uint64_t since_ns = s.now_ns > window_start_ns_ ? s.now_ns - window_start_ns_ : 0;  // previous sample
     const double sent_bps = sent_rate_bps(s.now_ns);
     if (template_)
@@ -333,7 +330,6 @@ class Rttcc final : public Controller {
   uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)
   uint64_t prev_rtt_ns_ = 0;  // ztr: the previous sample's RTT
   uint64_t target_ns_ = 0;    // ztr: the target of the latest sample (0: none yet)
-  uint64_t gap_samples_ = 0;  // samples skipped: the receiver's gap may explain their delay
   uint64_t last_calm_ns_;
   uint64_t last_hyper_ns_;
   uint64_t last_decrease_ns_ = 0;

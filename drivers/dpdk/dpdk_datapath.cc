@@ -485,12 +485,12 @@ size_t DpdkDevice::poll(std::span<Completion> out) noexcept {
   // ACKs for what we sent may wait in the receive ring, and an RTO now would
   // be spurious (and cut the congestion controller's rate).
   if (build_tx(now, false) > 0) flush_tx();
-  // A memif peer that vanished takes its shared memory with it; the PMD's
-  // control thread unmaps it while we might poll. Check the link first and
-  // never touch a dead memif port again: its flow fails now (peer gone).
   // How long the rings went unread: what arrives now may have waited that long.
   rx_gap_ns_ = rx_read_ns_ != 0 ? now - rx_read_ns_ : 0;
   bool drained = true;  // every ring read to its end: the timers may run
+  // A memif peer that vanished takes its shared memory with it; the PMD's
+  // control thread unmaps it while we might poll. Check the link first and
+  // never touch a dead memif port again: its flow fails now (peer gone).
   for (size_t i = 0; i < ports_.size(); ++i) {
     if (port_dead_[i]) continue;
     if (port_peer_[i] >= 0 && !ports_[i]->link_up() && connected_once(i)) {

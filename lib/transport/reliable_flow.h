@@ -124,8 +124,8 @@ class RegionTable {
 
 struct FlowStats {
   uint64_t data_sent = 0, retransmits = 0, fast_retransmits = 0, timeouts = 0;
-  /// Timeouts the receiver's host made: the original arrived, late by the
-  /// receiver's gap in reading its ring (the congestion controller forgets them).
+  /// Timeouts the hosts made: the lateness is explained by the two ends' gaps
+  /// in reading their rings (the congestion controller forgets them).
   uint64_t spurious_timeouts = 0;
   uint64_t acks_sent = 0, acks_received = 0, nacks_sent = 0, nacks_received = 0;
   uint64_t duplicates = 0, out_of_window = 0, bad_placement = 0, rx_backpressure = 0;
@@ -322,7 +322,7 @@ class Flow {
   // when the hosts' gaps in reading their rings account for the lateness).
   bool rto_open_ = false;
   uint32_t rto_psn_ = 0;
-  uint64_t rto_fired_ns_ = 0, rto_sent_ns_ = 0, rto_was_ns_ = 0;
+  uint64_t rto_sent_ns_ = 0, rto_was_ns_ = 0;
   void judge_timeout(const wire::Header& h, uint64_t now_ns) noexcept;
   uint32_t next_advert_seq_ = 0, next_write_id_ = 0;
   Ring<Completion> done_;  // completions not yet polled

@@ -460,7 +460,6 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns, bool timers) noex
     if (s.used && !s.acked && now_ns - s.sent_ns > rto_ns()) {
       rto_open_ = true;
       rto_psn_ = snd_una_;
-      rto_fired_ns_ = now_ns;
       rto_sent_ns_ = s.sent_ns;
       rto_was_ns_ = rto_ns();
       queue_retransmit(snd_una_);

@@ -123,21 +123,32 @@ TEST_P(DpdkAllreduce, DeadlineAllreduce) {
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
 
-// Every collective with each allreduce algorithm forced (fixed cost
-// constants: no calibration per communicator).
+// A communicator with each allreduce algorithm forced in turn (fixed cost
+// constants: no calibration per communicator), its options adjusted by
+// `tune`; `check` runs on each (non-zero: failed).
+template <class Tune, class Check>
+int each_algorithm(Rank& r, const std::string& name, Tune tune, Check check) {
+  for (const char* algo : {"ring", "rabenseifner", "recursive_doubling", "tree"}) {
+    CommOptions o = dpdk_options();
+    o.algo = algo;
+    o.cost = "5,5,5";
+    o.name = name + "-" + algo;
+    tune(o);
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    if (const int rc = check(*c); rc != 0) return rc;
+  }
+  return 0;
+}
+
+// Every collective with each allreduce algorithm forced.
 TEST_P(DpdkAllreduce, EveryCollectiveWithEachAlgorithm) {
   if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
-    for (const char* algo : {"ring", "rabenseifner", "recursive_doubling", "tree"}) {
-      CommOptions o = dpdk_options();
-      o.algo = algo;
-      o.cost = "5,5,5";
-      o.name = std::string("every-") + algo;
-      auto c = make_comm(r, o);
-      RANK_CHECK(c != nullptr);
-      RANK_CHECK(check_every_collective(*c) == 0);
-    }
-    return 0;
+    return each_algorithm(r, "every", [](CommOptions&) {}, [](Communicator& c) -> int {
+      RANK_CHECK(check_every_collective(c) == 0);
+      return 0;
+    });
   }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
@@ -151,23 +162,19 @@ TEST_P(DpdkAllreduce, EveryCollectiveWithEachAlgorithm) {
 TEST_P(DpdkAllreduce, EveryCollectiveUnderReceiverCredits) {
   if (!dpdk_built()) GTEST_SKIP() << kNoDpdk;
   auto res = run_ranks(GetParam(), [](Rank& r) -> int {
-    for (const char* algo : {"ring", "rabenseifner", "recursive_doubling", "tree"}) {
-      CommOptions o = dpdk_options();
-      o.algo = algo;
-      o.cost = "5,5,5";
-      o.name = std::string("credits-") + algo;
+    auto credits = [](CommOptions& o) {
       o.device.params["credits"] = "1";
       o.device.params["credit_mbps"] = "20000";
-      auto c = make_comm(r, o);
-      RANK_CHECK(c != nullptr);
-      RANK_CHECK(check_allreduce<float>(*c, size_t{1} << 20, DataType::kFloat32, ReduceOp::kSum, false) == 0);
-      RANK_CHECK(check_every_collective(*c) == 0);
+    };
+    return each_algorithm(r, "credits", credits, [&r](Communicator& c) -> int {
+      RANK_CHECK(check_allreduce<float>(c, size_t{1} << 20, DataType::kFloat32, ReduceOp::kSum, false) == 0);
+      RANK_CHECK(check_every_collective(c) == 0);
       uint64_t granted = 0;
       for (int p = 0; p < r.size; ++p)
-        if (p != r.rank) granted += device_counter(*c, "peer." + std::to_string(p) + ".credits_granted");
+        if (p != r.rank) granted += device_counter(c, "peer." + std::to_string(p) + ".credits_granted");
       RANK_CHECK(granted > 0);
-    }
-    return 0;
+      return 0;
+    });
   }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }

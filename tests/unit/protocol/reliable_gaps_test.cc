@@ -76,7 +76,9 @@ TEST(ReliableFlow, ATimeoutTheReceiversGapExplainsIsSpurious) {
       EXPECT_EQ(h.remote, 2'500'000u);  // the gap, as the receiver was told it
       ack = true;
     }
-    if (h.type == wire::Type::kTimingResp) EXPECT_EQ(h.remote, 2'500'000u);
+    if (h.type == wire::Type::kTimingResp) {
+      EXPECT_EQ(h.remote, 2'500'000u);
+    }
   }
   EXPECT_TRUE(ack);
   // The same lateness with no gap to explain it (the packets were held on

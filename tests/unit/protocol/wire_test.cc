@@ -153,7 +153,9 @@ TEST(Wire, RejectsEachMalformation) {
     const bool carries_gap = t == Type::kAck || t == Type::kTimingResp;
     EXPECT_EQ(decode(p.data(), p.size(), 9000, &d), carries_gap ? Reject::kNone : Reject::kBadLength)
         << static_cast<int>(t);
-    if (carries_gap) EXPECT_EQ(d.remote, 250'000u);
+    if (carries_gap) {
+      EXPECT_EQ(d.remote, 250'000u);
+    }
   }
 }
 
