@@ -6,8 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "deadline_check.h"
 
