@@ -71,13 +71,20 @@ class Rttcc final : public Controller {
         last_hyper_ns_(now_ns),
         window_start_ns_(now_ns) {}
 
-  void on_rtt_sample(const RttSample& s) noexcept override {
+  void on_rtt_sample(const RttSample& sample) noexcept override {
     // A late sample that the hosts' gaps alone may have made late says
     // nothing certain about the path: the controller waits for the next one
     // (its state, the pending NACK and CNP included, stays as it was). A
     // host that stopped reading while it computed is not a queue to cut for.
     const uint64_t target = template_ ? p_.target_delay_ns : ztr_target();
-    if (s.host_gap_ns > 0 && s.rtt_ns > target && s.rtt_ns - std::min(s.host_gap_ns, s.rtt_ns) <= target) return;
+    const uint64_t gap = std::min(sample.host_gap_ns, sample.rtt_ns);
+    if (sample.rtt_ns > target && sample.rtt_ns - gap <= target) return;
+    // Past the gaps, the controller acts on what they cannot explain: the
+    // RTT less the gaps (a 10 ms preemption and 0.5 ms of queue call for
+    // the cut of 0.5 ms of queue; cut for the whole RTT, a preempted
+    // sender came down to its floor and stayed there).
+    RttSample s = sample;
+    if (s.rtt_ns > target) s.rtt_ns -= gap;
     const uint64_t since_ns = s.now_ns > window_start_ns_ ? s.now_ns - window_start_ns_ : 0;  // previous sample
     const double sent_bps = sent_rate_bps(s.now_ns);
     if (template_)

@@ -189,7 +189,8 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
     uint64_t cap_bytes = 0;
     std::vector<Pkt> ring;        // fixed at init: no allocation on the data path
     size_t head = 0, n = 0;
-    uint64_t bytes = 0, busy_until_ns = 0;
+    uint64_t busy_until_ns = 0;   // when the link has sent what it holds
+    uint64_t read_ns = 0;         // the previous poll's read of the rings
     uint64_t packets = 0, drops = 0, max_bytes = 0;
     std::vector<uint32_t> delay_hist;  // 1 us bins; the last one collects the rest
   };
@@ -211,6 +212,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   /// Receives up to kRxRounds bursts; true when the port's ring ran dry.
   bool rx(size_t port_index, uint64_t now) noexcept;
   void deliver(Port* port, rte_mbuf* m, uint64_t now) noexcept;  // handle + free
+  void to_bottleneck(size_t port_index, rte_mbuf** bufs, size_t n, uint64_t now) noexcept;
   void drain_bottleneck(uint64_t now) noexcept;
   uint64_t bottleneck_delay_percentile_us(double q) const noexcept;
   void handle(Port* port, uint8_t* frame, size_t len, uint64_t now) noexcept;

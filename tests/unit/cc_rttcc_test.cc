@@ -365,6 +365,31 @@ TEST(RttccZtr, ASampleTheHostsGapsExplainIsSkipped) {
   }
 }
 
+// Past the gaps, a late sample cuts for the RTT less the gaps: 10 ms of
+// RTT, most of it a preempted host, cut as the queue the gaps leave does,
+// not as 10 ms would (in an incast under CPU contention, whole-RTT cuts took
+// RTTCC to its floor: 40-80 s against 0.5 s uncontrolled). The queue left:
+// 400 us for ztr (rising from 300), 120 us for the template (below its
+// 150 us max delay, where 10 ms is past it).
+TEST(RttccZtr, ALateSampleCutsForWhatTheGapsLeave) {
+  for (const char* name : {"rttcc", "rttcc-template"}) {
+    SCOPED_TRACE(name);
+    const uint64_t queue = std::string(name) == "rttcc" ? 400 * kUs : 120 * kUs;
+    Harness gapped(name, no_flow_scaling()), plain(name, no_flow_scaling()), whole(name, no_flow_scaling());
+    for (Harness* h : {&gapped, &plain, &whole}) {
+      h->rtt(5 * kUs, 5 * kUs);
+      h->rtt(1'000 * kUs, 300 * kUs);  // the first congestion (ztr halves)
+    }
+    const double before = plain.rate();
+    gapped.flow->on_rtt_sample({20'000 * kUs, 10'000 * kUs, -1, 10'000 * kUs - queue});
+    plain.flow->on_rtt_sample({20'000 * kUs, queue, -1, 0});
+    whole.flow->on_rtt_sample({20'000 * kUs, 10'000 * kUs, -1, 0});
+    EXPECT_LT(plain.rate(), before);
+    EXPECT_DOUBLE_EQ(gapped.rate(), plain.rate());
+    EXPECT_LT(whole.rate(), 0.95 * plain.rate());
+  }
+}
+
 // Slow start: one packet in flight until the first sample, the window
 // doubling per calm sample; at the first congested sample the rate becomes
 // what the window delivered over max(RTT, time since the previous sample),
