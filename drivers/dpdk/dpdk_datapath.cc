@@ -77,7 +77,7 @@ bool DpdkDevice::rx(size_t pi, uint64_t now) noexcept {
 // have arrived then. Taken to arrive at `now`, a spell unscheduled became a
 // queue of all the senders sent meanwhile, though they sent no faster than
 // the link, and RTTCC cut for it: with 3 busy loops beside a 3-to-1 incast
-// on 2 cores, 40-80 s against 0.4-0.6 s uncontrolled. (Spread evenly over
+// on 2 cores, 38-81 s against 0.37-0.66 s uncontrolled. (Spread evenly over
 // the spell instead, the later ones leave the queue at later polls, whose
 // gaps do not cover their wait: RTTCC came down as before.) The queue a
 // packet meets is the link's backlog at its arrival.

@@ -89,6 +89,15 @@ struct Outcome {
   uint64_t drops = 0;
 };
 
+// The run's closing barrier, with `poll` driving this side's devices while
+// it waits (a peer may still need answers from them).
+template <class Poll>
+Result<void> end_barrier_polling(Rank& r, const std::string& cc, Poll poll) {
+  auto end = std::async(std::launch::async, [&] { return r.bootstrap->barrier("incast/" + cc + "/end"); });
+  while (end.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) poll();
+  return end.get();
+}
+
 // Receiver: posts every receive, then waits for all of them; checks the bytes.
 int incast_receiver(Rank& r, const std::string& job, const std::string& cc, const std::string& out_path) {
   auto dev = Device::open(incast_opts(0, job, cc));
@@ -145,13 +154,11 @@ int incast_receiver(Rank& r, const std::string& job, const std::string& cc, cons
     fill(want.data(), kMsgBytes, m);
     RANK_CHECK(checksum(buf.data() + m * kMsgBytes, kMsgBytes) == checksum(want.data(), kMsgBytes));
   }
-  // Keep polling until the senders have every completion: an ACK a sender
-  // did not get is sent again only when it resends and this side reads it.
-  // Waiting here unpolled, with the data all in, a send failed under CPU
-  // contention (3 busy loops on the 2 cores).
-  auto end = std::async(std::launch::async, [&] { return r.bootstrap->barrier("incast/" + cc + "/end"); });
-  while (end.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) (*dev)->poll(cs);
-  RANK_OK(end.get());
+  // Until the senders have every completion: an ACK a sender did not get is
+  // sent again only when it resends and this side reads it. Waiting here
+  // unpolled, with the data all in, a send failed under CPU contention (3
+  // busy loops on the 2 cores).
+  RANK_OK(end_barrier_polling(r, cc, [&] { (*dev)->poll(cs); }));
   std::printf("incast cc %-6s %.1f ms for 3 x %d MiB (senders done %.1f .. %.1f ms), bottleneck p50 %llu us p99 %llu us, "
               "%llu drops\n",
               cc.c_str(), o.seconds * 1e3, static_cast<int>(kMsgs * kMsgBytes >> 20), o.first_done * 1e3,
@@ -224,12 +231,11 @@ int incast_senders(Rank& r, const std::string& job, const std::string& cc) {
       left -= static_cast<int>(n);
     }
   }
-  // Keep polling until the receiver has checked everything: its last ACKs
-  // and the CLOSE exchange need this side to answer.
-  auto end = std::async(std::launch::async, [&] { return r.bootstrap->barrier("incast/" + cc + "/end"); });
-  while (end.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready)
+  // Until the receiver has checked everything: its last ACKs and the CLOSE
+  // exchange need this side to answer.
+  RANK_OK(end_barrier_polling(r, cc, [&] {
     for (auto& d : devs) d->poll(cs);
-  RANK_OK(end.get());
+  }));
   for (int s = 0; s < kSenders; ++s) {
     Device& d = *devs[static_cast<size_t>(s)];
     std::printf("  %s sender %d: %llu RTT samples, last RTT %llu us, rate %.2f Gbit/s, %llu retransmits\n", cc.c_str(),
