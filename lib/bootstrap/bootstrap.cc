@@ -10,11 +10,14 @@
 #include <grex/bootstrap.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace grex {
 namespace {
 
 constexpr int64_t kShutdownGraceMs = 5'000;
+constexpr int64_t kJoinRetryMs = 50;  // between tries at a store that is not this job's
 
 // Timeouts beyond kForeverMs (35 years) are kForeverMs, "never", so deadlines
 // cannot overflow; a negative one (the store refuses those) is never too.
@@ -44,6 +47,46 @@ Bootstrap::~Bootstrap() {
   server_->stop();
 }
 
+// A store that rank 0 hosts serves one job. Ranks that run a next job with the
+// same address and token can reach it while rank 0 is still tearing the last
+// one down (its store waits for the others to leave): there they would read that
+// job's keys as this one's, and lose the store when it stops. So each rank counts
+// itself in; a rank that finds its number already counted has reached a store
+// that is not its job's, leaves, and tries again until the new store answers.
+// Rank 0 created its store, so it never waits. The same check names two
+// processes that claim one rank.
+Result<std::shared_ptr<Store>> Bootstrap::join(const std::string& host, const BootstrapConfig& cfg) {
+  const bool forever = cfg.timeout_ms > detail::store::kForeverMs;
+  Deadline deadline = forever ? Deadline::never() : Deadline::after_ms(cfg.timeout_ms);
+  const std::string key = "grex/joined/" + std::to_string(cfg.rank);
+  for (int tries = 1;; ++tries) {
+    int64_t left = forever ? cfg.timeout_ms : std::max<int64_t>(deadline.remaining_ms(), 1);
+    auto store = TcpStore::connect(host, cfg.store_port, cfg.job_token, left);
+    if (!store.ok()) return std::move(store).error().context("bootstrap").rank(cfg.rank);
+    if (!cfg.host_store) return std::shared_ptr<Store>(std::move(*store));
+    auto counted = (*store)->add(key, 1);
+    if (!counted.ok() && counted.error().code() != Errc::kConnectionFailed)
+      return std::move(counted).error().context("bootstrap").rank(cfg.rank);
+    if (counted.ok() && *counted == 1) {
+      if (tries > 1)
+        GREX_INFO("bootstrap", "rank %d joined on try %d (an earlier job's store was closing)", cfg.rank, tries);
+      return std::shared_ptr<Store>(std::move(*store));
+    }
+    if (deadline.expired()) {
+      if (!counted.ok()) return std::move(counted).error().context("bootstrap").rank(cfg.rank);
+      return Error(Errc::kMismatch, "bootstrap: for " + std::to_string(cfg.timeout_ms) + " ms the store at " +
+                                        detail::store::host_port(host, cfg.store_port) + " had already seen rank " +
+                                        std::to_string(cfg.rank) + " join")
+          .rank(cfg.rank)
+          .hint("two processes claim this rank, or an earlier job with the same GREX_JOB_TOKEN still holds this "
+                "store address; give each job its own token or port");
+    }
+    store->reset();  // not this job's store (or it stopped as we counted): leave it, wait for the next
+    int64_t nap = forever ? kJoinRetryMs : std::min<int64_t>(kJoinRetryMs, deadline.remaining_ms());
+    std::this_thread::sleep_for(std::chrono::milliseconds(nap));
+  }
+}
+
 Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const BootstrapConfig& cfg) {
   GREX_TRY(validate(cfg));
   log::set_rank(cfg.rank);
@@ -58,9 +101,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const BootstrapConfig& cfg)
     b->server_ = GREX_TRY_CTX(StoreServer::start(cfg.store_host, cfg.store_port, cfg.job_token), "bootstrap");
     host = connectable(cfg.store_host);
   }
-  auto store = TcpStore::connect(host, cfg.store_port, cfg.job_token, cfg.timeout_ms);
-  if (!store.ok()) return std::move(store).error().context("bootstrap").rank(cfg.rank);
-  b->store_ = std::shared_ptr<Store>(std::move(*store));
+  b->store_ = GREX_TRY(join(host, cfg));
   b->store_host_ = host;
   b->store_port_ = cfg.store_port;
   GREX_INFO("bootstrap", "rank %d of %d (launcher %s) joined %s", cfg.rank, cfg.world_size,

@@ -24,14 +24,35 @@ for suite in root.iter("testsuite"):
             skipped += 1
         else:
             passed += 1
+
+def why(out):
+    """A few lines that say why a test failed: GoogleTest's failure messages
+    (each with the lines after it), else the output's last lines. CI shows
+    only the tail of a run's output, so these go just above the closing line."""
+    lines = [l for l in (out or "").splitlines() if l.strip()]
+    picked = []
+    for i, l in enumerate(lines):
+        if l.endswith(": Failure"):
+            picked += lines[i:i + 4]
+            if len(picked) >= 12:
+                break
+    return (picked or lines[-12:])[:12]
+
+
+reasons = []
 with open(f"{build}/meson-logs/testlog.json") as f:
     for line in f:
         t = json.loads(line)
         if t.get("result") in ("FAIL", "TIMEOUT", "ERROR", "UNEXPECTEDPASS"):
             name = t.get("name", "?")
+            reasons.append((f"{name} ({t.get('result')}, {t.get('duration', 0):.0f} s)", why(t.get("stdout"))))
             if not any(s.endswith(name) or name in s for s in bad_suites):
                 failed += 1
                 failing.append(f"{name} ({t.get('result')})")
+for name, lines in reasons:
+    print(f"--- why {name}:")
+    for l in lines:
+        print(f"    {l[:200]}")
 for name in failing:
     print(f"FAILED: {name}")
 print(f"{passed} passed, {failed} failed, {skipped} skipped")

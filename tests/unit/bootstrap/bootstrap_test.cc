@@ -87,6 +87,49 @@ TEST(BootstrapTest, CreateRejectsBadConfigs) {
   EXPECT_EQ(b.error().code(), Errc::kAuthFailed);
 }
 
+// Job A's rank 0 is still tearing down, its store up, when job B's rank 1 starts
+// with the same address and token (CI's two-host test runs jobs back to back).
+// B's rank 1 must not join A's store (it would read A's keys and lose the store
+// when A's rank 0 stops it) but wait for B's rank 0 to start its own.
+TEST(BootstrapTest, ANextJobsRankWaitsForItsOwnStore) {
+  uint16_t port = free_port();
+  auto job_a = on_ranks(2, [&](int rank) { return Bootstrap::create(config(rank, 2, port, 5000)); });
+  ASSERT_TRUE(job_a[0].ok() && job_a[1].ok());
+  job_a[1]->reset();  // A's rank 1 has left; A's rank 0 (and its store) lingers
+  auto b1 = std::async(std::launch::async, [&]() -> std::string {
+    auto b = Bootstrap::create(config(1, 2, port, 10'000));
+    if (!b.ok()) return b.error().message();
+    auto all = (*b)->all_gather("addr", "b1");
+    if (!all.ok()) return all.error().message();
+    auto done = (*b)->barrier("done");
+    return !done.ok() ? done.error().message() : (*all)[0] + "," + (*all)[1];
+  });
+  EXPECT_EQ(b1.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout) << "B's rank 1 ran in A's store";
+  job_a[0]->reset();  // A's store stops
+  auto b0 = Bootstrap::create(config(0, 2, port, 10'000));
+  ASSERT_TRUE(b0.ok()) << b0.error().message();
+  auto all = (*b0)->all_gather("addr", "b0");
+  ASSERT_TRUE(all.ok()) << all.error().message();
+  EXPECT_EQ((*all)[1], "b1");
+  ASSERT_TRUE((*b0)->barrier("done").ok());
+  EXPECT_EQ(b1.get(), "b0,b1");
+}
+
+// Two processes that claim one rank: the second is refused, naming the rank.
+TEST(BootstrapTest, ASecondProcessWithTheSameRankIsRefused) {
+  uint16_t port = free_port();
+  auto r0 = Bootstrap::create(config(0, 3, port, 5000));
+  ASSERT_TRUE(r0.ok()) << r0.error().message();
+  auto first = Bootstrap::create(config(2, 3, port, 5000));
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  auto start = std::chrono::steady_clock::now();
+  auto second = Bootstrap::create(config(2, 3, port, 300));
+  ASSERT_FALSE(second.ok());
+  EXPECT_GE(ms_since(start), 250);
+  EXPECT_EQ(second.error().code(), Errc::kMismatch);
+  EXPECT_NE(second.error().message().find("already seen rank 2 join"), std::string::npos) << second.error().message();
+}
+
 TEST(BootstrapTest, CreateReportsPortInUse) {
   auto s = StoreServer::start("127.0.0.1", 0, kToken);
   ASSERT_TRUE(s.ok());
