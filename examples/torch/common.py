@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 IN_FEATURES = 256
 CLASSES = 10
+MOMENTUM = 0.9  # train()'s SGD
 
 
 def parse(description, **extra):
@@ -104,7 +105,7 @@ def train(model, args, rank, world, name, batch_seed, comm_ms=None, delay_ms=0):
     reporting as Report does; comm_ms() gives a step's communication time where
     the example measures it; the last rank sleeps delay_ms in every step (a
     straggler). Ends the process group."""
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=MOMENTUM)
     report = Report(rank, world, name, args)
     for step in range(args.steps):
         x, y = batch(batch_seed, step, args.batch)

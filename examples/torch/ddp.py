@@ -4,7 +4,7 @@ gradients allreduced in buckets while backward runs. --hook adds one of
 torch's DDP communication hooks (bf16 compression or PowerSGD), or grex's
 own (grex-bf16, grex-fp16, grex-int8, grex-topk: the buckets travel grex's
 ring as bf16, fp16 or int8, added in float32 at every hop, or as their top
-1 %, all with error feedback; grex_torch/hooks.py). --deadline-ms D
+1 %, all with error feedback and momentum correction; grex_torch/hooks.py). --deadline-ms D
 averages each bucket over the ranks in within D ms (grex's deadline hook),
 and --delay-ms T makes the last rank a straggler, T ms late every step.
 
@@ -56,7 +56,10 @@ def main():
                                                    "ranks in within this many ms (grex only; 0: off)"),
                                  "--delay-ms": (int, 0, "the last rank sleeps this long every step (a straggler)"),
                                  "--topk-fraction": (float, 0.01, "grex-topk: the share of each bucket's "
-                                                     "values each rank sends")})
+                                                     "values each rank sends"),
+                                 "--momentum-correction": (int, 1, "grex's compressed hooks: 1 compresses "
+                                                           "the velocity of train()'s momentum SGD (the "
+                                                           "default), 0 the gradient")})
     rank, world = common.init(a.backend)
     # PowerSGD's hook issues its second allreduce from the first one's
     # callback; with several buckets those callbacks may run in a different
@@ -78,8 +81,11 @@ def main():
         model.register_comm_hook(state, powersgd.powerSGD_hook)
     elif a.hook in ("grex-bf16", "grex-fp16", "grex-int8", "grex-topk"):  # grex's, with error feedback (grex only)
         import grex_torch.hooks
+        # common.train steps with SGD, momentum 0.9: the hook corrects for it.
+        momentum = common.MOMENTUM if a.momentum_correction else 0.0
         model.register_comm_hook(None, grex_torch.hooks.compressed_hook(a.hook[len("grex-"):],
-                                                                        topk_fraction=a.topk_fraction))
+                                                                        topk_fraction=a.topk_fraction,
+                                                                        momentum=momentum))
     elif a.hook == "none" and a.deadline_ms > 0:  # grex's deadline hook: a straggler's late gradient is dropped
         import grex_torch.hooks
         model.register_comm_hook(None, grex_torch.hooks.deadline_hook(a.deadline_ms))
