@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -82,7 +83,11 @@ const std::string& Recorder::dump_dir() {
 }
 
 Recorder::Recorder(size_t entries, int rank, std::string comm)
-    : ring_(new Entry[entries > 0 ? entries : 1]), n_(entries > 0 ? entries : 1), rank_(rank), comm_(std::move(comm)),
+    : ring_(new Entry[std::bit_ceil(std::max<size_t>(entries, 1))]),
+      n_(std::max<size_t>(entries, 1)),
+      mask_(std::bit_ceil(n_) - 1),
+      rank_(rank),
+      comm_(std::move(comm)),
       tsc0_(ticks()), ns0_(now_ns()) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_live == nullptr) g_live = new std::vector<const Recorder*>();
@@ -111,10 +116,8 @@ void Recorder::write_entry() noexcept {
   noted_ = false;
   const uint64_t t = ticks();
   constexpr auto r = std::memory_order_relaxed;
-  int dtype, op, root, peer;
-  unpack_args(note_args_.load(r), &dtype, &op, &root, &peer);
   const uint64_t i = next_.load(r);
-  Entry& e = ring_[i % n_];
+  Entry& e = ring_[i & mask_];
   const uint64_t v = e.version.load(r) + 1;  // odd: being written
   e.version.store(v, r);
   std::atomic_thread_fence(std::memory_order_release);
@@ -125,10 +128,7 @@ void Recorder::write_entry() noexcept {
   e.t1.store(0, r);
   e.bytes.store(0, r);
   e.what.store(note_what_.load(r), r);
-  e.root.store(root, r);
-  e.peer.store(peer, r);
-  e.dtype.store(static_cast<int8_t>(dtype), r);
-  e.op.store(static_cast<int8_t>(op), r);
+  e.args.store(note_args_.load(r), r);
   e.state.store(kRunning, r);
   e.version.store(v + 1, std::memory_order_release);
   next_.store(i + 1, std::memory_order_release);
@@ -212,7 +212,7 @@ Recorder::Snapshot Recorder::snapshot() const {
   for (uint64_t i = upto; i-- > oldest;) {
     bool got = false;
     for (int attempt = 0; attempt < 100 && !(got = take(i, &x)); ++attempt) {
-      if (ring_[i % n_].seq.load(std::memory_order_relaxed) > i) break;  // a newer lap: nothing older to find
+      if (ring_[i & mask_].seq.load(std::memory_order_relaxed) > i) break;  // a newer lap: nothing older to find
     }
     if (!got) break;
     if (!s.any) {
@@ -237,15 +237,17 @@ Recorder::Snapshot Recorder::snapshot() const {
 }
 
 bool Recorder::take(uint64_t i, Copy* x) const noexcept {
-  const Entry& e = ring_[i % n_];
+  const Entry& e = ring_[i & mask_];
   constexpr auto r = std::memory_order_relaxed;
   const uint64_t v0 = e.version.load(std::memory_order_acquire);
   if (v0 & 1) return false;
   // The state first: end() writes the end time and bytes before it, under no new version.
   const uint8_t state = e.state.load(std::memory_order_acquire);
   *x = Copy{e.seq.load(r), e.coll.load(r), e.count.load(r), e.t0.load(r), e.t1.load(r), e.bytes.load(r),
-            e.what.load(r), e.root.load(r), e.peer.load(r), e.dtype.load(r), e.op.load(r), state};
+            e.what.load(r), -1, -1, -1, -1, state};
+  const uint64_t args = e.args.load(r);
   std::atomic_thread_fence(std::memory_order_acquire);
+  unpack_args(args, &x->dtype, &x->op, &x->root, &x->peer);
   return e.version.load(r) == v0 && x->seq == i && x->what != nullptr;
 }
 

@@ -124,8 +124,7 @@ class Recorder {
     std::atomic<uint64_t> version{0};
     std::atomic<uint64_t> seq{0}, coll{0}, count{0}, t0{0}, t1{0}, bytes{0};
     std::atomic<const char*> what{nullptr};
-    std::atomic<int32_t> root{-1}, peer{-1};
-    std::atomic<int8_t> dtype{-1}, op{-1};
+    std::atomic<uint64_t> args{~uint64_t{0}};  // pack_args(): unpacked by readers, not by the writer
     std::atomic<uint8_t> state{0};
   };
   /// An entry's fields, read whole (take()).
@@ -141,7 +140,8 @@ class Recorder {
   /// The noted call, where it is not in the ring yet (next_ was `upto`).
   bool take_note(uint64_t upto, Copy* out) const noexcept;
   std::unique_ptr<Entry[]> ring_;
-  size_t n_;
+  size_t n_;     // the calls kept (GREX_TRACE_ENTRIES)
+  size_t mask_;  // the ring holds n_ rounded up to a power of two: call i is ring_[i & mask_]
   std::atomic<uint64_t> next_{0};  // entries written so far
   Entry* running_ = nullptr;  // the open call's entry, once settled
   uint64_t running_seq_ = 0;

@@ -61,6 +61,27 @@ TEST(Recorder, WrapsKeepingTheNewestWholeEntries) {
   EXPECT_TRUE(j["entries"][15]["started_ns_ago"].is_number());
 }
 
+// A ring of a size that is not a power of two (its storage is rounded up to
+// one) still keeps exactly the last N calls, each with its own arguments.
+TEST(Recorder, KeepsExactlyTheLastNForAnyN) {
+  for (size_t n : {1, 3, 5, 2000}) {
+    Recorder rec(n, 0, "n");
+    const uint64_t calls = 3 * n + 2;
+    for (uint64_t i = 0; i < calls; ++i) {
+      rec.start("broadcast", i + 1, i, 1, 0, static_cast<int>(i % 7), -1, 0);
+      rec.end(true, 0);
+    }
+    auto e = nlohmann::json::parse(rec.json())["entries"];
+    ASSERT_EQ(e.size(), n) << "n " << n;
+    for (size_t k = 0; k < n; ++k) {
+      const uint64_t i = calls - n + k;
+      EXPECT_EQ(e[k]["seq"], i) << "n " << n;
+      EXPECT_EQ(e[k]["count"], i) << "n " << n;
+      EXPECT_EQ(e[k]["root"], static_cast<int>(i % 7)) << "n " << n;
+    }
+  }
+}
+
 // The times: a call's start is when it first waited (settle()); its end is
 // where its last long wait ended (wait_ended()), or its start when it only
 // waited briefly. The job status counts from them.
