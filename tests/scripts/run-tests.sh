@@ -54,10 +54,14 @@ echo "run-tests: running ${total} meson tests, one line each as it ends (full lo
 set +e
 meson test -C "$dir" --print-errorlogs --num-processes 1 "${timeouts[@]}" "${suites[@]}" > "$dir/meson-test.out" 2>&1 &
 pid=$!
-# Progress: each test's result line, as meson writes it.
-tail -n +1 --pid="$pid" -f "$dir/meson-test.out" 2>/dev/null | grep --line-buffered -E "^ *[0-9]+/[0-9]+ "
+# Progress: each test's result line, as meson writes it. tail stops when meson
+# exits, possibly before it read the last lines: those are printed after.
+line='^ *[0-9]+/[0-9]+ '
+tail -n +1 --pid="$pid" -f "$dir/meson-test.out" 2>/dev/null | grep --line-buffered -E "$line" |
+  tee "$dir/progress.out"
 wait "$pid"
 rc=$?
+grep -E "$line" "$dir/meson-test.out" | tail -n +"$(( $(wc -l < "$dir/progress.out") + 1 ))" || true
 set -e
 if ((rc != 0)); then
   sed -n '/^Summary of Failures/,$p' "$dir/meson-test.out" | head -40

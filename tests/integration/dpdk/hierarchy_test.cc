@@ -393,6 +393,10 @@ TEST(HostsFailure, AHostDyingWholeIsNamedByTheOther) {
     std::vector<float> v(size_t{1} << 18, 1.0f);
     RANK_OK(c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum));
     RANK_OK(c->barrier());
+    // A rank's barrier may return before its last message has reached every
+    // peer: host B leaves only once host A's ranks are past the barrier too (a
+    // CI run caught rank 1's barrier failing on rank 3's exit).
+    RANK_OK(r.bootstrap->barrier("past-barrier"));
     if (r.rank >= 2) _exit(0);  // host B goes, both ranks together
     const auto t0 = std::chrono::steady_clock::now();
     auto e = c->allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
