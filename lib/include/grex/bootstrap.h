@@ -172,10 +172,10 @@ class Bootstrap {
 
  private:
   Bootstrap() = default;
-  /// all_gather and barrier: set this rank's key, wait for all, fetch values if asked.
   /// Connects to the store and counts this rank in (a rank-0-hosted store: retries while the
   /// store reached already counts this rank, being an earlier job's).
   static Result<std::shared_ptr<Store>> join(const std::string& host, const BootstrapConfig& cfg);
+  /// all_gather and barrier: set this rank's key, wait for all, fetch values if asked.
   Result<std::vector<std::string>> exchange(std::string_view kind, std::string_view name,
                                             std::string_view value, bool fetch);
   std::unique_ptr<StoreServer> server_;
