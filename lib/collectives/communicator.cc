@@ -513,6 +513,9 @@ const CommOptions& Communicator::options() const noexcept { return impl_->opts; 
 std::string Communicator::topology() const { return impl_->topology; }
 
 std::string Communicator::trace_json() const { return impl_->recorder ? impl_->recorder->json() : ""; }
+void Communicator::set_recording(bool on) noexcept {
+  if (impl_->recorder) impl_->recorder->set_paused(!on);
+}
 
 Result<void> Communicator::Impl::check_p2p(const char* what, const void* buf, size_t bytes, int peer) const {
   if (peer < 0 || peer >= size || peer == rank)

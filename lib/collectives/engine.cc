@@ -339,7 +339,7 @@ void Engine::warn_if_long(uint64_t t0, bool* warned, const char* what, int peer)
   // status reads it), again every 20 ms as the awaited set shrinks.
   if (recorder_ != nullptr && waited >= kPublishAfterNs && now - published_ns_ >= kRepublishNs) {
     published_ns_ = now;
-    recorder_->waiting(awaited_list(peer));
+    recorder_->waiting(awaited_list(peer), waited);
   }
   if (*warned || warn_after_ms_ <= 0 || waited < static_cast<uint64_t>(warn_after_ms_) * 1'000'000) return;
   // Once per wait: whom this rank still waits for, long before the timeout names them.

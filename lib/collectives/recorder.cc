@@ -89,6 +89,7 @@ Recorder::Recorder(size_t entries, int rank, std::string comm)
       rank_(rank),
       comm_(std::move(comm)),
       tsc0_(ticks()), ns0_(now_ns()) {
+  stamp_ = tsc0_ | 1;
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_live == nullptr) g_live = new std::vector<const Recorder*>();
   g_live->push_back(this);
@@ -114,7 +115,6 @@ void Recorder::unpack_args(uint64_t a, int* dtype, int* op, int* root, int* peer
 
 void Recorder::write_entry() noexcept {
   noted_ = false;
-  const uint64_t t = ticks();
   constexpr auto r = std::memory_order_relaxed;
   const uint64_t i = next_.load(r);
   Entry& e = ring_[i & mask_];
@@ -124,7 +124,12 @@ void Recorder::write_entry() noexcept {
   e.seq.store(i, r);
   e.coll.store(note_coll_.load(r), r);
   e.count.store(note_count_.load(r), r);
-  e.t0.store(t, r);
+  if (++since_ >= every_) [[unlikely]] {  // read the clock: this start is exact (odd)
+    read(ticks() | 1);
+    e.t0.store(stamp_, r);
+  } else {  // no earlier than the newest reading (even), no later than the next
+    e.t0.store(stamp_ & ~uint64_t{1}, r);
+  }
   e.t1.store(0, r);
   e.bytes.store(0, r);
   e.what.store(note_what_.load(r), r);
@@ -136,19 +141,45 @@ void Recorder::write_entry() noexcept {
   running_seq_ = i;
 }
 
-void Recorder::wait_ended() noexcept {
-  if (open_ && !noted_) end_ticks_ = ticks();
+void Recorder::read(uint64_t t) noexcept {
+  ++clock_reads_;
+  if (window_ticks_ == 0) {  // calibrates once a millisecond has passed (until then: all spaced)
+    if (const uint64_t ns = now_ns(); ns - ns0_ >= 1'000'000)
+      window_ticks_ = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(kWindowNs) *
+                                                                   static_cast<double>(t - tsc0_) /
+                                                                   static_cast<double>(ns - ns0_)));
+  }
+  // The span of the calls since the last reading: under half the window,
+  // read half as often; over the window (or none since), for every call.
+  const uint64_t span = t >= stamp_ ? t - stamp_ : ~uint64_t{0};
+  if (window_ticks_ == 0 || since_ == 0 || span > window_ticks_)
+    every_ = 1;
+  else if (span <= window_ticks_ / 2)
+    every_ = std::min(2 * every_, kMaxEvery);
+  since_ = 0;
+  stamp_ = t;
 }
 
-void Recorder::waiting(const std::vector<int>& peers) noexcept {
+void Recorder::wait_ended() noexcept {
+  if (open_ && !noted_) {
+    end_ticks_ = ticks();
+    read(end_ticks_ | 1);
+  }
+}
+
+void Recorder::waiting(const std::vector<int>& peers, uint64_t waited_ns) noexcept {
   if (!open_) return;
   settle();
+  // The call began before its wait did (the job status counts from there
+  // where the call's own start was not read).
+  const uint64_t now = ticks(), back = static_cast<uint64_t>(static_cast<double>(waited_ns) / ns_per_tick());
   constexpr auto r = std::memory_order_relaxed;
   wait_seq_.store(UINT64_MAX, r);
   std::atomic_thread_fence(std::memory_order_release);
   const size_t n = std::min(peers.size(), kWaitPeers);
   for (size_t i = 0; i < n; ++i) wait_peers_[i].store(peers[i], r);
   wait_n_.store(static_cast<uint32_t>(n), r);
+  wait_since_.store(now - std::min(back, now), r);
   wait_seq_.store(running_seq_, std::memory_order_release);
 }
 
@@ -216,17 +247,24 @@ Recorder::Snapshot Recorder::snapshot() const {
     }
     if (!got) break;
     if (!s.any) {
-      const uint64_t since = x.state == kRunning ? x.t0 : x.t1;
-      newest(x, tnow > since ? static_cast<double>(tnow - since) * npt / 1e6 : 0.0);
+      // Running: since its start, or where its start was not read, since
+      // its wait began (published once it waited long) or the reading before
+      // it. Ended: since its end, or its start where it ended about then.
+      uint64_t since = x.state == kRunning || x.t1 == 0 ? x.t0 : x.t1;
       if (x.state == kRunning) {
         constexpr auto r = std::memory_order_relaxed;
         const uint64_t w0 = wait_seq_.load(std::memory_order_acquire);
         const uint32_t wn = std::min<uint32_t>(wait_n_.load(r), kWaitPeers);
         std::vector<int> peers;
         for (uint32_t k = 0; k < wn; ++k) peers.push_back(wait_peers_[k].load(r));
+        const uint64_t wsince = wait_since_.load(r);
         std::atomic_thread_fence(std::memory_order_acquire);
-        if (w0 == i && wait_seq_.load(r) == w0) s.waiting_on = std::move(peers);
+        if (w0 == i && wait_seq_.load(r) == w0) {
+          s.waiting_on = std::move(peers);
+          if ((x.t0 & 1) == 0 && wsince > since) since = wsince;
+        }
       }
+      newest(x, tnow > since ? static_cast<double>(tnow - since) * npt / 1e6 : 0.0);
     }
     if (x.coll > 0) {
       collective(x);
@@ -266,24 +304,55 @@ std::string Recorder::json() const {
   // Oldest first. Copies taken under the entry's version; one written meanwhile is left out.
   // Then the call begun and not yet waiting, if any: its start time is not taken yet.
   const uint64_t upto = next_.load(std::memory_order_acquire);
-  for (uint64_t i = upto > n_ ? upto - n_ : 0; i <= upto; ++i) {
-    Copy x{};
-    const bool noted = i == upto;
-    if (noted ? !take_note(upto, &x) : !take(i, &x)) continue;
+  std::vector<Copy> xs;
+  for (uint64_t i = upto > n_ ? upto - n_ : 0; i < upto; ++i)
+    if (Copy x{}; take(i, &x)) xs.push_back(x);
+  Copy noted{};
+  const bool has_noted = take_note(upto, &noted);
+  // The running call's wait, where it published one.
+  constexpr auto r = std::memory_order_relaxed;
+  const uint64_t w0 = wait_seq_.load(std::memory_order_acquire), wsince = wait_since_.load(r);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const uint64_t wait_of = wait_seq_.load(r) == w0 ? w0 : UINT64_MAX;
+  for (size_t k = 0; k <= xs.size(); ++k) {
+    const bool is_noted = k == xs.size();
+    if (is_noted && !has_noted) break;
+    const Copy& x = is_noted ? noted : xs[k];
     const auto [seq, coll, count, t0, t1, bytes, what, root, peer, dtype, op, state] = x;
+    // The start: exact where its tick count is odd; else after the reading
+    // t0 and before the next one, the first later entry's start that differs
+    // (or its own end, or its wait's start, or now). Written as the middle,
+    // and how far it may be off.
+    const uint64_t lo = t0 & ~uint64_t{1};
+    uint64_t hi = lo;
+    if ((t0 & 1) == 0) {
+      hi = std::max(tnow, lo);
+      if (t1 != 0) hi = std::min(hi, t1);
+      if (seq == wait_of && wsince >= lo) hi = std::min(hi, wsince);
+      for (size_t j = k + 1; j < xs.size(); ++j)
+        if ((xs[j].t0 & ~uint64_t{1}) > lo || (xs[j].t0 & 1) != 0) {
+          hi = std::min(hi, xs[j].t0);
+          break;
+        }
+    }
+    const uint64_t mid = lo + (hi - lo) / 2;
     char ago[48] = "null";
-    if (!noted) std::snprintf(ago, sizeof ago, "%.0f", static_cast<double>(tnow - t0) * ns_per_tick);
+    if (!is_noted) std::snprintf(ago, sizeof ago, "%.0f", static_cast<double>(tnow - std::min(tnow, mid)) * ns_per_tick);
+    char within[64] = "";
+    if (!is_noted && hi != lo)
+      std::snprintf(within, sizeof within, ", \"started_within_ns\": %.0f", static_cast<double>(hi - mid) * ns_per_tick);
     char dur[48] = "null";
-    if (state != kRunning && t1 >= t0) std::snprintf(dur, sizeof dur, "%.0f", static_cast<double>(t1 - t0) * ns_per_tick);
+    if (state != kRunning)
+      std::snprintf(dur, sizeof dur, "%.0f", t1 > mid ? static_cast<double>(t1 - mid) * ns_per_tick : 0.0);
     const std::string dt = dtype >= 0 ? std::string(dtype_name(static_cast<DataType>(dtype))) : "";
     const std::string rop = op >= 0 ? std::string(reduce_op_name(static_cast<ReduceOp>(op))) : "";
     std::snprintf(buf, sizeof buf,
                   "%s\n  {\"seq\": %llu, \"coll\": %llu, \"op\": \"%s\", \"count\": %llu, \"dtype\": \"%s\", "
-                  "\"redop\": \"%s\", \"root\": %d, \"peer\": %d, \"state\": \"%s\", \"started_ns_ago\": %s, "
+                  "\"redop\": \"%s\", \"root\": %d, \"peer\": %d, \"state\": \"%s\", \"started_ns_ago\": %s%s, "
                   "\"duration_ns\": %s, \"bytes\": %llu}",
                   first ? "" : ",", static_cast<unsigned long long>(seq), static_cast<unsigned long long>(coll), what,
                   static_cast<unsigned long long>(count), dt.c_str(), rop.c_str(), root, peer, state_name(state), ago,
-                  dur, static_cast<unsigned long long>(bytes));
+                  within, dur, static_cast<unsigned long long>(bytes));
     out += buf;
     first = false;
   }

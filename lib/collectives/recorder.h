@@ -13,15 +13,33 @@
 // Times are TSC ticks, turned into nanoseconds when the ring is written out.
 //
 // The cost budget is 1 % of an 8-byte allreduce over shared memory, about
-// 1.3 ns, less than one TSC read (9 ns here). So a call is written in two
-// steps. start() only notes the call (a few stores, inline); the entry and
-// its start time are written by settle(), which the wait loops call before
-// their first look at the peers' data: this rank's part is out by then, so
-// it runs while the peers' data is on its way, off the critical path. A
-// call that never reaches a wait loop is settled by end().
+// 2.6 ns, less than one TSC read (7.4 ns in a loop here). Two things keep it:
+// - A call is written in two steps. start() only notes the call (a few
+//   stores, inline); the entry is written by settle(), which the wait loops
+//   call before their first look at the peers' data: this rank's part is
+//   out by then, so it runs while the peers' data is on its way. (Written
+//   in start(), before the data goes out, the entry cost 2.2 %, where the
+//   note and settle() cost 1.0 %.) A call that never reaches a wait loop is
+//   settled by end().
+// - The clock is not read for every call: a reading per call cost 2.5-4 %
+//   of the allreduce, one per 16 calls as little as none (bench/
+//   recorder_inproc, docs/benchmarks.md). An entry's start is either read
+//   for it (exact: its tick count is odd) or the newest reading before it
+//   (even): the call began no earlier, and no later than the next reading,
+//   which readers find in the entries after it (or at its own end), so the
+//   writer stores nothing more. settle() reads the clock for every call
+//   while calls are spaced; in a burst (the readings' span over the calls
+//   since under half of kWindowNs) for every 2nd, 4th, ... up to every
+//   kMaxEvery-th call; once a span exceeds kWindowNs (a long call, the
+//   application's time between two) for every call again. So a start is
+//   exact, or known to within kWindowNs, except where the application's
+//   time falls inside an interval: its calls (at most kMaxEvery - 1) get a
+//   wide one, which the JSON shows (started_within_ns). Long waits read the
+//   clock anyway (wait_ended()), and a published wait bounds the running
+//   call's start (waiting()).
 // end() stamps the end time where a long wait read the clock anyway
-// (wait_ended()); a call that only waited briefly ends at its start time
-// (it lasted less than a wait loop's first clock check, tens of µs).
+// (wait_ended()); a call that only waited briefly ends at its start (it
+// lasted less than a wait loop's first clock check, tens of µs).
 #pragma once
 
 #include <atomic>
@@ -44,11 +62,14 @@ class Recorder {
   /// A call begins: `what` must outlive the recorder (a string literal).
   /// A call still open (not ended) ends first, as done: it returned without
   /// a verdict. Notes the call only; settle() writes its entry.
+  /// Nothing while paused (set_paused()).
   void start(const char* what, uint64_t coll, uint64_t count, int dtype, int op, int root, int peer,
              uint64_t posted_bytes) noexcept {
+    constexpr auto r = std::memory_order_relaxed;
     if (open_) [[unlikely]]
       end(true, posted_bytes);
-    constexpr auto r = std::memory_order_relaxed;
+    if (paused_.load(r)) [[unlikely]]
+      return;
     const uint64_t v = note_version_.load(r) + 1;  // odd: being written
     note_version_.store(v, r);
     std::atomic_thread_fence(std::memory_order_release);
@@ -62,8 +83,11 @@ class Recorder {
     noted_ = true;
     start_bytes_ = posted_bytes;
   }
-  /// The noted call gets its entry and start time (the wait loops, as a
-  /// call begins to wait; end(); waiting()). Nothing where it has one.
+  /// Calls that start while paused are not recorded (from any thread; a
+  /// call already started is recorded whole). Communicator::set_recording.
+  void set_paused(bool paused) noexcept { paused_.store(paused, std::memory_order_relaxed); }
+  /// The noted call gets its entry (the wait loops, as a call begins to
+  /// wait; end(); waiting()). Nothing where it has one.
   void settle() noexcept {
     if (noted_) [[unlikely]]
       write_entry();
@@ -71,6 +95,12 @@ class Recorder {
   /// A long wait of the running call ended (its loop read the clock meanwhile):
   /// the call's end time is now, not its start.
   void wait_ended() noexcept;
+  /// Clock readings taken so far (tests: most fast calls take none).
+  uint64_t clock_reads() const noexcept { return clock_reads_; }
+  /// Where the clock is read for every call (1) or for every n-th call (tests).
+  uint32_t read_every() const noexcept { return every_; }
+  static constexpr uint32_t kMaxEvery = 16;
+  static constexpr uint64_t kWindowNs = 100'000;
   /// The open call ends.
   void end(bool ok, uint64_t posted_bytes) noexcept {
     if (!open_) return;
@@ -79,14 +109,16 @@ class Recorder {
     Entry* e = running_;
     constexpr auto r = std::memory_order_relaxed;
     // No new version: state goes last, and readers read it first (take()).
-    e->t1.store(end_ticks_ != 0 ? end_ticks_ : e->t0.load(r), r);
+    e->t1.store(end_ticks_, r);  // 0: it ended about when it started
     e->bytes.store(posted_bytes - start_bytes_, r);
     e->state.store(ok ? kDone : kFailed, std::memory_order_release);
     end_ticks_ = 0;
   }
-  /// The running call has waited a while for these ranks (at most 8 kept):
-  /// the wait loops publish it now and then, for snapshot() and the job status.
-  void waiting(const std::vector<int>& peers) noexcept;
+  /// The running call has waited `waited_ns` so far, for these ranks (at
+  /// most 8 kept): the wait loops publish it now and then, for snapshot() and
+  /// the job status. Its start is then known to within its interval's lo and
+  /// the wait's start.
+  void waiting(const std::vector<int>& peers, uint64_t waited_ns) noexcept;
 
   /// What this rank is doing, for the job status (status.h), from any thread.
   struct Snapshot {
@@ -122,6 +154,7 @@ class Recorder {
  private:
   struct Entry {
     std::atomic<uint64_t> version{0};
+    // t0: the start (odd: read for this call; even: the newest reading before it); t1: the end, if a long wait read it.
     std::atomic<uint64_t> seq{0}, coll{0}, count{0}, t0{0}, t1{0}, bytes{0};
     std::atomic<const char*> what{nullptr};
     std::atomic<uint64_t> args{~uint64_t{0}};  // pack_args(): unpacked by readers, not by the writer
@@ -150,6 +183,7 @@ class Recorder {
   std::atomic<const char*> note_what_{nullptr};
   std::atomic<uint64_t> note_coll_{0}, note_count_{0}, note_args_{0};
   std::atomic<uint64_t> note_seq_{UINT64_MAX};  // the index its entry will get (next_ at start())
+  std::atomic<bool> paused_{false};
   bool open_ = false;    // a call started and not ended
   bool noted_ = false;   // ... and its entry is not written yet
   uint64_t end_ticks_ = 0;  // wait_ended()'s stamp, for the open call
@@ -160,11 +194,21 @@ class Recorder {
            ((static_cast<uint64_t>(static_cast<uint32_t>(peer)) & 0xffffff) << 40);
   }
   static void unpack_args(uint64_t a, int* dtype, int* op, int* root, int* peer) noexcept;
-  /// settle()'s work: the noted call's entry, stamped now.
+  /// settle()'s work: the noted call's entry, its start's interval opened
+  /// at the newest reading (and read now, where one is due).
   void write_entry() noexcept;
+  /// A clock reading for the calls since the last: adapts every_ to how far
+  /// apart they were; t (odd) becomes stamp_.
+  void read(uint64_t t) noexcept;
+  uint64_t stamp_;             // the newest clock reading (odd): no later call starts before it
+  uint32_t every_ = 1;         // read the clock for every every_-th call (1 .. kMaxEvery)
+  uint32_t since_ = 0;         // calls since stamp_
+  uint64_t window_ticks_ = 0;  // kWindowNs in ticks (0: not calibrated yet)
+  uint64_t clock_reads_ = 0;
   static constexpr size_t kWaitPeers = 8;
   std::atomic<uint64_t> wait_seq_{UINT64_MAX};  // the entry waiting_ belongs to (UINT64_MAX: being written)
   std::atomic<uint32_t> wait_n_{0};
+  std::atomic<uint64_t> wait_since_{0};  // when that entry's wait began (ticks)
   std::atomic<int32_t> wait_peers_[kWaitPeers] = {};
   uint64_t start_bytes_ = 0;
   int rank_;

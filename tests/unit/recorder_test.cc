@@ -110,6 +110,54 @@ TEST(Recorder, TimesComeFromTheWaits) {
   EXPECT_LT(s.ms, 5000.0);
 }
 
+// Calls that follow each other closely read the clock for one call in up
+// to kMaxEvery (a TSC read costs more than the rest of an entry); each
+// entry's start is then an interval that holds the true start, and JSON
+// says how wide it is. Spaced calls (the application's time between them)
+// are read one by one again, each exact.
+TEST(Recorder, CloseCallsReadTheClockRarelyAndEveryStartHoldsTheTruth) {
+  using Steady = std::chrono::steady_clock;
+  Recorder rec(4096, 0, "stamps");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the TSC's rate is known after 1 ms
+  constexpr uint64_t kFast = 3000, kSpaced = 24;
+  std::vector<Steady::time_point> began;
+  for (uint64_t i = 0; i < kFast + kSpaced; ++i) {
+    if (i >= kFast) std::this_thread::sleep_for(std::chrono::microseconds(500));  // the application computes
+    began.push_back(Steady::now());
+    rec.start("allreduce", i + 1, 2, 0, 0, -1, -1, 0);
+    rec.settle();
+    rec.end(true, 8);
+    if (i == kFast - 1) {
+      EXPECT_EQ(rec.read_every(), Recorder::kMaxEvery);
+      // A preempted stretch brings back a reading per call for a while: a loose bound.
+      EXPECT_LT(rec.clock_reads(), kFast / 8) << "fast calls read the clock for most calls";
+    }
+  }
+  EXPECT_EQ(rec.read_every(), 1u);  // spaced calls: one reading each
+  const Steady::time_point before = Steady::now();
+  auto e = nlohmann::json::parse(rec.json())["entries"];
+  const Steady::time_point after = Steady::now();
+  ASSERT_EQ(e.size(), kFast + kSpaced);
+  size_t narrow = 0;
+  for (size_t k = 0; k < e.size(); ++k) {
+    const double within = e[k].contains("started_within_ns") ? e[k]["started_within_ns"].get<double>() : 0.0;
+    const double ago = e[k]["started_ns_ago"].get<double>();
+    // The truth, seen from json()'s reading somewhere in [before, after].
+    const double lo = std::chrono::duration<double, std::nano>(before - began[k]).count();
+    const double hi = std::chrono::duration<double, std::nano>(after - began[k]).count();
+    // Slack: the TSC's rate is measured over this recorder's life (0.5 %),
+    // and the test's clock is read beside start(), not in it.
+    const double slack = 20e3 + 0.005 * hi;
+    EXPECT_GE(ago + within + slack, lo) << "entry " << k;
+    EXPECT_LE(ago - within - slack, hi) << "entry " << k;
+    if (k < kFast - Recorder::kMaxEvery && within <= Recorder::kWindowNs / 2) ++narrow;
+  }
+  EXPECT_GE(narrow, (kFast - Recorder::kMaxEvery) * 9 / 10) << "most fast calls' starts are within 50 us";
+  // The calls after the burst: at most kMaxEvery - 1 wait for a reading, then each is read.
+  for (size_t k = kFast + Recorder::kMaxEvery; k < e.size(); ++k)
+    EXPECT_FALSE(e[k].contains("started_within_ns")) << "entry " << k;
+}
+
 TEST(Recorder, ReadersSeeAConsistentRingWhileItIsWritten) {
   Recorder rec(64, 0, "threads");
   std::atomic<bool> stop{false};

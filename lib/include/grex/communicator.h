@@ -255,6 +255,12 @@ class Communicator {
   /// The flight recorder's ring as JSON (what GREX_TRACE_DUMP writes): the
   /// last CommOptions::trace_entries calls, oldest first; "" where it is off.
   std::string trace_json() const;
+  /// Pauses (false) or resumes (true) the flight recorder, from any thread:
+  /// calls that begin while it is paused leave no entry, and the job status
+  /// shows the last call recorded. Where trace_entries is 0 there is no
+  /// recorder, and this does nothing. bench/recorder_inproc measures the
+  /// recorder's cost with it, in alternating blocks of one process.
+  void set_recording(bool on) noexcept;
 
   /// Sends `bytes` bytes to `peer`; returns when the buffer may be reused.
   Result<void> send(const void* buf, size_t bytes, int peer, uint32_t tag = 0);

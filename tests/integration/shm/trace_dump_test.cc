@@ -87,6 +87,32 @@ TEST(TraceDump, Sigusr1WritesEveryRanksRing) {
   fs::remove_all(dir);
 }
 
+// Communicator::set_recording: calls made while the recorder is paused
+// leave no entry; the ring goes on where it stopped once it resumes.
+TEST(TraceDump, APausedRecorderLeavesThoseCallsOut) {
+  auto res = run_ranks(2, [&](Rank& r) -> int {
+    CommOptions o;
+    o.backend = "shm";
+    o.name = "paused";
+    auto c = make_comm(r, o);
+    RANK_CHECK(c != nullptr);
+    float v[2] = {1, 2};
+    for (int i = 0; i < 3; ++i) RANK_OK(c->allreduce(v, 2, DataType::kFloat32, ReduceOp::kSum));  // colls 1-3
+    c->set_recording(false);
+    for (int i = 0; i < 4; ++i) RANK_OK(c->allreduce(v, 2, DataType::kFloat32, ReduceOp::kSum));  // 4-7
+    c->set_recording(true);
+    RANK_OK(c->broadcast(v, 2, DataType::kFloat32, 0));  // 8
+    auto j = nlohmann::json::parse(c->trace_json(), nullptr, false);
+    RANK_CHECK(!j.is_discarded());
+    const auto& e = j["entries"];
+    RANK_CHECK(e.size() == 4);
+    for (size_t k = 0; k < 3; ++k) RANK_CHECK(e[k]["op"] == "allreduce" && e[k]["coll"] == k + 1);
+    RANK_CHECK(e[3]["op"] == "broadcast" && e[3]["coll"] == 8 && e[3]["seq"] == 3);
+    return 0;
+  });
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
 TEST(TraceDump, ATimeoutWritesTheRingWithTheCallFailed) {
   const fs::path dir = scratch("timeout");
   auto res = run_ranks(2, [&](Rank& r) -> int {
