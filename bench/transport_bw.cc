@@ -298,6 +298,59 @@ int main(int argc, char** argv) {
   }
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (me == 0 && a.lat_iters > 0) std::printf("lat 8 %.2f\n", s / a.lat_iters / 2 * 1e6);
+  // 8-byte ping-pong with the receives posted ahead, as ib_send_lat does:
+  // two receives stay posted, each re-posted as soon as it completed, and a
+  // send's completion (the peer's ACK) is reaped by the next send but one.
+  // So neither the ACKs nor the adverts of the receives sit between a
+  // message and its answer: only the two messages do.
+  check(bs->barrier("tbw/plat"), "barrier");
+  {
+    static grex::Completion cs[64];
+    size_t recvs = 0, sends = 0, posted_recvs = 0;
+    bool repost = true;
+    auto post_recv = [&] {
+      grex::RecvRequest rr{mr, 256 + (posted_recvs % 2) * 8, 8, 4, posted_recvs};
+      if (auto pr = ep->post_recv({&rr, 1}); pr.count != 1)
+        die("post_recv (ahead): " + std::to_string(static_cast<int>(pr.error)) + " after " + std::to_string(posted_recvs));
+      ++posted_recvs;
+    };
+    auto poll_once = [&] {
+      const size_t n = dev->poll(cs);
+      for (size_t k = 0; k < n; ++k) {
+        if (cs[k].status != grex::Status::kSuccess) die("completion failed");
+        if (cs[k].op == grex::Op::kRecv) {
+          ++recvs;
+          if (repost) post_recv();
+        } else {
+          ++sends;
+        }
+      }
+    };
+    auto send = [&](size_t i) {
+      while (sends + 2 <= i) poll_once();  // at most two sends unacknowledged
+      grex::SendRequest sr{mr, 64, 8, 4, i};
+      if (ep->post_send({&sr, 1}).count != 1) die("post_send");
+    };
+    post_recv();
+    post_recv();
+    check(bs->barrier("tbw/plat2"), "barrier");
+    const auto n = static_cast<size_t>(a.lat_iters);
+    t0 = Clock::now();
+    for (size_t i = 0; i < n; ++i) {
+      if (me == 0) send(i);
+      while (recvs <= i) poll_once();
+      if (me == 1) send(i);
+    }
+    while (sends < n) poll_once();
+    s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (me == 0 && a.lat_iters > 0) std::printf("plat 8 %.2f\n", s / a.lat_iters / 2 * 1e6);
+    // The two receives still posted take two more messages each way (a
+    // receive left posted would hold the ones posted after it).
+    repost = false;
+    send(n);
+    send(n + 1);
+    while (recvs < n + 2 || sends < n + 2) poll_once();
+  }
   // 8-byte crossing exchange: both send at once and wait for the other's
   // message (a 2-rank allreduce's one step), time per exchange.
   check(bs->barrier("tbw/xlat"), "barrier");

@@ -172,7 +172,8 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
     GREX_TRACE("dpdk", "%s: packet type %d for unknown flow %u", port->name().c_str(), static_cast<int>(h.type), h.flow);
     return;
   }
-  if (!admit(ep, p, h)) return;
+  bool authentic = false;
+  if (!admit(ep, p, h, &authentic)) return;
   if (h.type == wire::Type::kConnect) {
     wire::Header a;
     a.type = wire::Type::kConnectAck;
@@ -191,9 +192,13 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
   // own batching is no path's queue).
   if (h.type == wire::Type::kAck && h.timestamp != 0 && h.timestamp <= now && h.tag < now - h.timestamp)
     ep->paths().rtt_sample(h.psn, now - h.timestamp - h.tag);
-  if (h.type == wire::Type::kAck || h.type == wire::Type::kNack || h.type == wire::Type::kData)
+  // An untagged data packet's ACK fields are the one thing in it a stranger
+  // could use to complete sends: they count where a tag vouched for them
+  // (or where nothing is authenticated at all).
+  const bool ack_trusted = authentic || dopts_.auth == wire::AuthMode::kOff;
+  if (h.type == wire::Type::kAck || h.type == wire::Type::kNack || (h.type == wire::Type::kData && ack_trusted))
     ep->paths().acked(h.ack);
-  ep->flow().on_packet(h, p.payload + wire::kHeaderBytes, now, rx_gap_ns_);
+  ep->flow().on_packet(h, p.payload + wire::kHeaderBytes, now, rx_gap_ns_, ack_trusted);
 }
 
 bool DpdkDevice::from_peer(const DpdkEndpoint* ep, const Parsed& p) const noexcept {
@@ -206,13 +211,17 @@ bool DpdkDevice::from_peer(const DpdkEndpoint* ep, const Parsed& p) const noexce
   return p.addr.src_ip == a.dst_ip && path < dopts_.paths && (!port_mode_ || p.addr.src_mac == a.dst_mac);
 }
 
-bool DpdkDevice::admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h) noexcept {
+bool DpdkDevice::admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h, bool* authentic) noexcept {
   if (!from_peer(ep, p)) {
     stats.rx_bad_source.add();
     return false;
   }
   ep->rx_paths() |= uint64_t{1} << static_cast<uint16_t>(p.addr.src_port - ep->addr().dst_port);
   if (dopts_.auth == wire::AuthMode::kOff) return true;
+  if (!wire::packet_tagged(h, dopts_.auth)) {  // control: a data packet, by CRC alone
+    stats.rx_untagged.add();
+    return true;
+  }
   auto* hdr = const_cast<uint8_t*>(p.payload);  // inside the frame handle() was given, writable
   uint8_t* payload = hdr + wire::kHeaderBytes;
   const bool covers = wire::tag_covers_payload(h, dopts_.auth);
@@ -227,12 +236,14 @@ bool DpdkDevice::admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h)
     stats.rx_replayed.add();
     return false;
   }
+  stats.rx_authenticated.add();
+  *authentic = true;
   return true;
 }
 
 bool DpdkDevice::seal(DpdkEndpoint* ep, uint8_t* hdr, const wire::Header& h, const uint8_t* payload,
                       uint8_t* enc) noexcept {
-  if (dopts_.auth == wire::AuthMode::kOff) return true;
+  if (!wire::packet_tagged(h, dopts_.auth)) return true;
   const bool covers = wire::tag_covers_payload(h, dopts_.auth);
   return ep->sealer().seal(h.seq, hdr, wire::kTaggedHeaderBytes, covers ? payload : nullptr,
                            covers ? h.payload_len : 0, enc, hdr + wire::kTagOffset);

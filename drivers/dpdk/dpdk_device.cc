@@ -491,6 +491,7 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
       {"rx_bad_frame", stats.rx_bad_frame.get()},     {"rx_bad_header", stats.rx_bad_header.get()},
       {"rx_unknown_flow", stats.rx_unknown_flow.get()}, {"rx_bad_source", stats.rx_bad_source.get()},
       {"rx_auth_failed", stats.rx_auth_failed.get()}, {"rx_replayed", stats.rx_replayed.get()},
+      {"rx_authenticated", stats.rx_authenticated.get()}, {"rx_untagged", stats.rx_untagged.get()},
       {"tx_ring_full", stats.tx_ring_full.get()},
       {"tx_no_mbuf", stats.tx_no_mbuf.get()},         {"zero_copy_tx", stats.zero_copy_tx.get()},
       {"copied_tx", stats.copied_tx.get()},           {"faults_dropped", stats.faults_dropped.get()},

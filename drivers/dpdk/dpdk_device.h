@@ -171,7 +171,7 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
 
   struct Stats {
     Counter rx_packets, tx_packets, rx_bad_frame, rx_bad_header, rx_unknown_flow, rx_bad_source, rx_auth_failed,
-        rx_replayed, tx_ring_full, tx_no_mbuf,
+        rx_replayed, rx_authenticated, rx_untagged, tx_ring_full, tx_no_mbuf,
         copied_tx, zero_copy_tx, faults_dropped, faults_duplicated, faults_reordered, faults_corrupted, faults_garbage;
   };
   Stats stats;
@@ -218,7 +218,10 @@ class DpdkDevice final : public Device, public reliable::RegionTable {
   void handle(Port* port, uint8_t* frame, size_t len, uint64_t now) noexcept;
   /// Checks a packet's source, tag and counter for `ep` and decrypts its
   /// payload in place; false (counted) when it is not from the peer.
-  bool admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h) noexcept;
+  /// *authentic: whether a tag vouched for h (false for every packet under
+  /// GREX_WIRE_AUTH=off, and for data packets under control, whose ACK
+  /// fields then count for nothing).
+  bool admit(DpdkEndpoint* ep, const Parsed& p, const wire::Header& h, bool* authentic) noexcept;
   /// Whether a frame comes from ep's peer: its IP and UDP port (and MAC on a shared port).
   bool from_peer(const DpdkEndpoint* ep, const Parsed& p) const noexcept;
   /// Writes the counter and tag into an encoded header (hdr: the grex header),

@@ -160,7 +160,10 @@ class Flow {
   /// the read that brought this packet (a compute phase, a preemption). The
   /// packet may have waited that long here; the ACKs and probe replies tell
   /// the peer, whose congestion control must not read it as a queue.
-  void on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns, uint64_t rx_gap_ns = 0) noexcept;
+  /// `ack_trusted` false: h's ACK fields are ignored (a data packet no tag
+  /// vouched for, GREX_WIRE_AUTH=control); its data is placed as any other's.
+  void on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns, uint64_t rx_gap_ns = 0,
+                 bool ack_trusted = true) noexcept;
   /// Packets to transmit now (control first, then retransmissions, then new data).
   /// `timers` false skips what fires on time alone (the RTO, the tail probe,
   /// keepalives, the peer-gone deadline): a caller that has not yet read what

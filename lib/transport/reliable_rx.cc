@@ -53,13 +53,14 @@ uint64_t Flow::sack_bits() const noexcept {
   return bits;
 }
 
-void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns, uint64_t rx_gap_ns) noexcept {
+void Flow::on_packet(const wire::Header& h, const uint8_t* payload, uint64_t now_ns, uint64_t rx_gap_ns,
+                     bool ack_trusted) noexcept {
   if (failed_) return;
   last_rx_ns_ = now_ns;
   rx_gap_ns_ = rx_gap_ns;
   switch (h.type) {
     case wire::Type::kData:
-      on_ack(h, false, now_ns);
+      if (ack_trusted) on_ack(h, false, now_ns);
       on_data(h, payload, now_ns);
       break;
     case wire::Type::kAck:

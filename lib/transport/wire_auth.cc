@@ -176,6 +176,7 @@ const char* auth_mode_name(AuthMode m) noexcept {
   switch (m) {
     case AuthMode::kOff: return "off";
     case AuthMode::kControl: return "control";
+    case AuthMode::kHeaders: return "headers";
     case AuthMode::kFull: return "full";
     case AuthMode::kEncrypt: return "aes-gcm";
   }
@@ -185,6 +186,7 @@ const char* auth_mode_name(AuthMode m) noexcept {
 bool parse_auth_mode(std::string_view s, AuthMode* out) noexcept {
   if (s == "off") *out = AuthMode::kOff;
   else if (s == "control") *out = AuthMode::kControl;
+  else if (s == "headers") *out = AuthMode::kHeaders;
   else if (s == "full") *out = AuthMode::kFull;
   else if (s == "aes-gcm") *out = AuthMode::kEncrypt;
   else return false;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Who may speak on a datagram flow: keys derived from the job's secret,
-// AES-128-GCM tags (and, by choice, encryption) on every packet, a replay
-// window. The CRC in wire.h catches accidents; this catches strangers.
+// AES-128-GCM tags (and, by choice, encryption) on every packet, or on the
+// control packets alone (GREX_WIRE_AUTH=control), and a replay window. The
+// CRC in wire.h catches accidents; this catches strangers.
 //
 // Keys (RFC 5869 HKDF-SHA256 throughout):
 //   job key   = HKDF(ikm = the job's secret, salt = the job id, "grex job key v1")
@@ -30,16 +31,25 @@ namespace grex::wire {
 /// What a packet's tag covers [GREX_WIRE_AUTH, GREX_WIRE_CRYPT].
 enum class AuthMode : uint8_t {
   kOff = 0,      ///< no tag: the CRC only (a stranger who sees one packet can forge)
-  kControl = 1,  ///< the header of every packet and an advert's entries; data payloads by CRC
-  kFull = 2,     ///< header and payload (the default)
-  kEncrypt = 3,  ///< kFull with the payload encrypted (AES-GCM)
+  kControl = 1,  ///< control packets (CONNECT, ACK/NACK, CLOSE, TIMING) and adverts, with their
+                 ///< entries; data packets (sends and writes) by CRC, their ACK fields ignored
+  kHeaders = 2,  ///< the header of every packet and an advert's entries; data payloads by CRC
+  kFull = 3,     ///< header and payload (the default)
+  kEncrypt = 4,  ///< kFull with the payload encrypted (AES-GCM)
 };
 const char* auth_mode_name(AuthMode m) noexcept;
-/// "off", "control", "full", "aes-gcm"; false for anything else.
+/// "off", "control", "headers", "full", "aes-gcm"; false for anything else.
 bool parse_auth_mode(std::string_view s, AuthMode* out) noexcept;
 
+/// Whether packets like h carry a tag in `mode` (and must have a valid one).
+/// kControl leaves data packets untagged, adverts aside: an advert tells the
+/// sender where to send, so a stranger must not make one.
+inline bool packet_tagged(const Header& h, AuthMode mode) noexcept {
+  if (mode == AuthMode::kOff) return false;
+  return mode != AuthMode::kControl || h.type != Type::kData || (h.flags & kFlagAdvert) != 0;
+}
 /// Whether a tag in `mode` covers h's payload: kFull and up always, kControl
-/// an advert's entries (control data) only.
+/// and kHeaders an advert's entries (control data) only.
 inline bool tag_covers_payload(const Header& h, AuthMode mode) noexcept {
   return mode >= AuthMode::kFull || (h.type == Type::kData && (h.flags & kFlagAdvert) != 0);
 }

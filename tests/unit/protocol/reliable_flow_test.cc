@@ -243,6 +243,32 @@ TEST(ReliableFlow, ForgedPlacementIsCountedNotTrusted) {
   for (uint8_t v : buf) EXPECT_EQ(v, 0);
 }
 
+// GREX_WIRE_AUTH=control leaves data packets untagged, so the driver hands
+// them over with ack_trusted false: a forged one must not complete a send
+// that never arrived (the same packet, trusted, does).
+TEST(ReliableFlow, AnUntrustedDataPacketsAckCompletesNothing) {
+  for (bool trusted : {false, true}) {
+    Net net(Config{});
+    std::vector<uint8_t> src(100, 7), dst(100, 0);
+    TestRegion rs(src.data(), src.size(), 1), rd(dst.data(), dst.size(), 2);
+    ASSERT_TRUE(net.b->post_recv({&rd, 0, 100, 1, 4}));
+    for (int i = 0; i < 50; ++i) net.step();  // the advert reaches a
+    ASSERT_TRUE(net.a->post_send({&rs, 0, 100, 1, 9}));
+    Net::pump(*net.a, net.ab, net.now);
+    ASSERT_FALSE(net.ab.wire.empty());
+    net.ab.wire.clear();  // the send's packet is lost on the way
+    wire::Header h;  // b's name, acknowledging it all the same
+    h.type = wire::Type::kData;
+    h.flow = 1;
+    h.psn = 1;  // after b's advert
+    h.ack = 1;  // a's data packet 0
+    h.msg_id = 777;
+    net.a->on_packet(h, nullptr, net.now, 0, trusted);
+    Completion c[4];
+    EXPECT_EQ(net.a->poll_completions(c), trusted ? 1u : 0u) << (trusted ? "trusted" : "untrusted");
+  }
+}
+
 }  // namespace
 }  // namespace grex::reliable
 

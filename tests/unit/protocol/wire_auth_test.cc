@@ -192,11 +192,35 @@ TEST(WireAuth, ReplayWindowAcceptsEachCounterOnce) {
 
 TEST(WireAuth, ModesParse) {
   AuthMode m;
-  for (auto s : {"off", "control", "full", "aes-gcm"}) {
+  for (auto s : {"off", "control", "headers", "full", "aes-gcm"}) {
     ASSERT_TRUE(parse_auth_mode(s, &m)) << s;
     EXPECT_STREQ(auth_mode_name(m), s);
   }
   EXPECT_FALSE(parse_auth_mode("on", &m));
+}
+
+// What each mode tags: control the control packets and adverts, not data
+// (sends and writes); headers and up every packet; off none.
+TEST(WireAuth, WhichPacketsCarryATag) {
+  Header ack, data, advert, write, close;
+  ack.type = Type::kAck;
+  close.type = Type::kClose;
+  data.type = advert.type = write.type = Type::kData;
+  advert.flags = kFlagAdvert;
+  write.flags = kFlagWrite;
+  for (const Header* h : {&ack, &close, &advert}) {
+    EXPECT_TRUE(packet_tagged(*h, AuthMode::kControl));
+    EXPECT_TRUE(packet_tagged(*h, AuthMode::kHeaders));
+    EXPECT_FALSE(packet_tagged(*h, AuthMode::kOff));
+  }
+  for (const Header* h : {&data, &write}) {
+    EXPECT_FALSE(packet_tagged(*h, AuthMode::kControl));
+    EXPECT_TRUE(packet_tagged(*h, AuthMode::kHeaders));
+    EXPECT_TRUE(packet_tagged(*h, AuthMode::kFull));
+    EXPECT_FALSE(tag_covers_payload(*h, AuthMode::kHeaders));
+    EXPECT_TRUE(tag_covers_payload(*h, AuthMode::kFull));
+  }
+  EXPECT_TRUE(tag_covers_payload(advert, AuthMode::kControl));
 }
 
 }  // namespace
