@@ -59,7 +59,9 @@ def main():
                                                      "values each rank sends"),
                                  "--momentum-correction": (int, 1, "grex's compressed hooks: 1 compresses "
                                                            "the velocity of train()'s momentum SGD (the "
-                                                           "default), 0 the gradient")})
+                                                           "default), 0 the gradient"),
+                                 "--topk-warmup": (int, 0, "grex-topk: the first this many steps send "
+                                                   "from a quarter of each bucket down to the fraction")})
     rank, world = common.init(a.backend)
     # PowerSGD's hook issues its second allreduce from the first one's
     # callback; with several buckets those callbacks may run in a different
@@ -85,7 +87,8 @@ def main():
         momentum = common.MOMENTUM if a.momentum_correction else 0.0
         model.register_comm_hook(None, grex_torch.hooks.compressed_hook(a.hook[len("grex-"):],
                                                                         topk_fraction=a.topk_fraction,
-                                                                        momentum=momentum))
+                                                                        momentum=momentum,
+                                                                        warmup_steps=a.topk_warmup))
     elif a.hook == "none" and a.deadline_ms > 0:  # grex's deadline hook: a straggler's late gradient is dropped
         import grex_torch.hooks
         model.register_comm_hook(None, grex_torch.hooks.deadline_hook(a.deadline_ms))

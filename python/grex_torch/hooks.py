@@ -24,23 +24,29 @@ import torch
 import torch.distributed as dist
 
 
-def compressed_hook(compression="bf16", error_feedback=True, topk_fraction=0.01, momentum=0.0):
+def compressed_hook(compression="bf16", error_feedback=True, topk_fraction=0.01, momentum=0.0, warmup_steps=0):
     """A hook for DistributedDataParallel.register_comm_hook. topk: each rank
     sends the largest topk_fraction of each bucket's values. momentum: the
     momentum of the SGD optimizer that steps the model (dampening 0, not
-    Nesterov), for momentum correction; 0 for plain SGD or any other optimizer."""
+    Nesterov), for momentum correction; 0 for plain SGD or any other optimizer.
+    warmup_steps (topk): the first steps send more, from a quarter of each
+    bucket down to topk_fraction, falling exponentially over that many steps
+    (as deep gradient compression's warm-up does)."""
     if compression not in ("bf16", "fp16", "int8", "topk"):
         raise ValueError(f"grex_torch.hooks: compression {compression!r}: bf16, fp16, int8 or topk")
     if not 0.0 < topk_fraction <= 1.0:
         raise ValueError(f"grex_torch.hooks: topk_fraction {topk_fraction}: not in (0, 1]")
     if not 0.0 <= momentum < 1.0:
         raise ValueError(f"grex_torch.hooks: momentum {momentum}: not in [0, 1)")
+    if warmup_steps < 0:
+        raise ValueError(f"grex_torch.hooks: warmup_steps {warmup_steps}: negative")
+    start_fraction = max(topk_fraction, 0.25)
     # Per bucket: this rank's velocity u and the averaged compressed velocity
     # d the optimizer's momentum buffer holds after the previous step. DDP
     # rebuilds its buckets after the first step (parameters regrouped or
     # reordered): a bucket is known by its parameters, and a new one gets a
     # new key, so neither this state nor grex's residual lands on other values.
-    velocity, applied, keys = {}, {}, {}
+    velocity, applied, keys, calls = {}, {}, {}, {}
 
     def hook(state, bucket):
         group = state if state is not None else dist.group.WORLD
@@ -58,7 +64,11 @@ def compressed_hook(compression="bf16", error_feedback=True, topk_fraction=0.01,
                 applied[key] = torch.zeros_like(buf)
             u.mul_(momentum).add_(buf)
             buf.copy_(u)
-        work = backend.compressed_allreduce(buf, compression, error_feedback, key, topk_fraction)
+        fraction = topk_fraction
+        step = calls[key] = calls.get(key, -1) + 1
+        if step < warmup_steps:  # the same schedule on every rank: each counts its own calls alike
+            fraction = start_fraction * (topk_fraction / start_fraction) ** (step / warmup_steps)
+        work = backend.compressed_allreduce(buf, compression, error_feedback, key, fraction)
         if momentum == 0:
             return work.get_future().then(lambda fut: fut.value()[0])
 
