@@ -370,23 +370,11 @@ bool Sealer::seal(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_
   return EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, kTagBytes, tag) == 1;
 }
 
-namespace {
-// Constant time: no branch on where the tags differ (as CRYPTO_memcmp, without its call).
-bool tags_equal(const uint8_t a[kTagBytes], const uint8_t b[kTagBytes]) noexcept {
-  uint64_t a0, a1, b0, b1;
-  std::memcpy(&a0, a, 8);
-  std::memcpy(&a1, a + 8, 8);
-  std::memcpy(&b0, b, 8);
-  std::memcpy(&b1, b + 8, 8);
-  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-}
-}  // namespace
-
 bool Sealer::open(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len, uint8_t* out,
                   const uint8_t tag[kTagBytes]) noexcept {
   if (ctx_ == nullptr || sealing_) return false;
   if (uint8_t want[kTagBytes]; out == nullptr && small_tag(seq, aad, aad_len, payload, len, want))
-    return tags_equal(want, tag);
+    return CRYPTO_memcmp(want, tag, kTagBytes) == 0;
   if (gcm_ != nullptr && out == nullptr)  // a tag only: the fast path (constant-time compare in finish)
     return hash_fast(seq, aad, aad_len, payload, len) && CRYPTO_gcm128_finish(gcm_, tag, kTagBytes) == 0;
   if (!start(seq)) return false;
