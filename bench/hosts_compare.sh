@@ -18,7 +18,8 @@
 # ratios of grex hier's median to the others'. Also prints, per rank, the
 # bytes grex sent across hosts in one call of each size (CommStats).
 #
-# Usage: bench/hosts_compare.sh      (env: BUILD=build, ROUNDS=3, SIZES="1M 4M 16M 64M 256M")
+# Usage: bench/hosts_compare.sh      (env: BUILD=build, ROUNDS=3, SIZES="1M 4M 16M 64M 256M",
+#                                   MTU=9000 or 64000 for every link)
 # COMPRESS=bf16|fp16|int8 instead compares grex hier with itself compressed
 # (grex-perf --compress: float32 sums inside a host, the format between hosts);
 # no peers run then.
@@ -30,6 +31,7 @@ BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 ROUNDS=${ROUNDS:-3}
 SIZES=${SIZES:-"1M 4M 16M 64M 256M"}
+MTU=${MTU:-9000}
 PERF=$BUILD/apps/grex-perf/grex-perf
 STORE=$BUILD/apps/grex-store/grex-store
 GLOO=$BUILD/bench/gloo_allreduce
@@ -40,6 +42,16 @@ die() { echo "hosts_compare.sh: $*" >&2; exit 1; }
 for f in "$PERF" "$STORE" "$GLOO"; do [[ -x $f ]] || die "$f is missing; build $BUILD first"; done
 command -v mpicc >/dev/null && command -v mpirun >/dev/null || die "mpicc/mpirun not found (apt-get install libopenmpi-dev openmpi-bin)"
 
+# Every link (grex's ports, Gloo's and Open MPI's TCP) at the same MTU. The
+# af_packet ring's frames must hold a frame; an MTU above 9000 (veths and
+# bridges take up to 65535; grex's mbufs hold 65258) needs 63 KiB frames (the PMD places frame i at i x framesz, so blocksz
+# must be a multiple of framesz).
+case $MTU in
+  9000) framing="framesz=10240,blocksz=20480,framecnt=512" ;;
+  64000) framing="framesz=64512,blocksz=258048,framecnt=256" ;;
+  *) die "MTU=$MTU: use 9000 or 64000" ;;
+esac
+export HOSTS_MTU=$MTU
 # shellcheck source=../tests/scripts/netns_hosts.sh
 source "$ROOT/tests/scripts/netns_hosts.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/grex-hosts-bench.XXXXXX")
@@ -87,8 +99,8 @@ grex() {
       GREX_RANK=$r GREX_WORLD_SIZE=$ranks GREX_JOB_TOKEN=$token GREX_STORE_ADDR=10.96.0.1:$port \
         GREX_STORE_EXTERNAL=1 GREX_BACKEND=$backend GREX_NET=dpdk GREX_DPDK_MODE=port \
         GREX_HOST_ID="$([[ $variant == flat ]] && echo "flat-rank-$r")" \
-        GREX_DPDK_PORT="net_af_packet$i,iface=d$i,framesz=10240,blocksz=20480,framecnt=512" \
-        GREX_DPDK_IP="10.97.$h.$((i + 1))" GREX_DPDK_MTU=9000 GREX_DPDK_LCORE=$((r % ncpu)) \
+        GREX_DPDK_PORT="net_af_packet$i,iface=d$i,$framing" \
+        GREX_DPDK_IP="10.97.$h.$((i + 1))" GREX_DPDK_MTU=$MTU GREX_DPDK_LCORE=$((r % ncpu)) \
         timeout 300 ip netns exec "$(host_ns "$h")" "$PERF" allreduce -b "$size" -e "$size" -n "$n" -w "$w" -c 0 \
         --inplace 0 "${extra[@]}" --json "$tmp/grex.r$r.json" >"$tmp/grex.r$r.log" 2>&1 &
       pids+=($!)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The DPDK driver's options: DeviceOptions::params and GREX_DPDK_* (dpdk.h),
 // the wire's authentication mode, the fault injector's spec.
+#include <algorithm>
 #include <arpa/inet.h>
 
 #include <string>
@@ -90,13 +91,19 @@ Result<void> DpdkDevice::parse_options() {
     d.via_gateway = true;
   }
   d.mtu = static_cast<uint16_t>(
-      GREX_TRY(detail::param_int(opts_, "mtu", "GREX_DPDK_MTU", 576, 9000, d.mode == "memif" ? 9000 : 1500)));
+      GREX_TRY(detail::param_int(opts_, "mtu", "GREX_DPDK_MTU", 576, 65258, d.mode == "memif" ? 9000 : 1500)));
   d.udp_port =
       static_cast<uint16_t>(GREX_TRY(detail::param_int(opts_, "udp_port", "GREX_DPDK_UDP_PORT", 1, 65535, 47000)));
   // memif opens a port (and a pool) per peer inside EAL's 512 MB heap: keep
-  // each pool small there (4095 x 9 KiB = 37 MB); one shared port gets more.
+  // each pool small there (4095 x 9 KiB = 37 MB); one shared port gets more
+  // (16383 x 9 KiB = 150 MB). Above MTU 9000 the count shrinks to stay in
+  // those budgets (MTU 65000, one port: 4095 x 64 KiB), at least 1023.
+  const uint64_t mbuf_budget = d.mode == "memif" ? (48u << 20) : (288u << 20);
+  uint64_t fit = mbuf_budget / (uint64_t{d.mtu} + 512u);
+  while ((fit & (fit - 1)) != 0) fit &= fit - 1;  // a power of two, then minus one: mempools like 2^k - 1
+  const int64_t mbufs_default = static_cast<int64_t>(std::clamp<uint64_t>(fit - 1, 1023, d.mode == "memif" ? 4095 : 16383));
   d.mbufs = static_cast<uint32_t>(
-      GREX_TRY(detail::param_int(opts_, "mbufs", "GREX_DPDK_MBUFS", 1023, 1 << 20, d.mode == "memif" ? 4095 : 16383)));
+      GREX_TRY(detail::param_int(opts_, "mbufs", "GREX_DPDK_MBUFS", 1023, 1 << 20, mbufs_default)));
   d.window = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "window", "GREX_DPDK_WINDOW", 16, 1 << 16, 1024)));
   if ((d.window & (d.window - 1)) != 0)
     return Error(Errc::kInvalidArgument, "GREX_DPDK_WINDOW=" + std::to_string(d.window) + " is not a power of two");

@@ -31,10 +31,13 @@ namespace grex::dpdk {
 namespace {
 
 constexpr uint16_t kMinMtu = 68;
-constexpr uint16_t kMaxMtu = 9000;
 constexpr uint32_t kMaxPoolCache = 256;
 /// Ethernet header + two VLAN tags: the most a frame adds to the MTU (no CRC in mbufs).
 constexpr uint32_t kFrameOverheadBytes = RTE_ETHER_HDR_LEN + 2 * RTE_VLAN_HLEN;
+/// The largest MTU whose frame fits one mbuf: a data room (headroom included,
+/// rounded to 128 B) is 16-bit. 65258: jumbo links that only software carries
+/// (veth, bridges) take it; a NIC's own limit is lower and applies.
+constexpr uint16_t kMaxMtu = static_cast<uint16_t>(UINT16_MAX / 128 * 128 - RTE_PKTMBUF_HEADROOM - kFrameOverheadBytes);
 /// memif's default buffer size when devargs have no bsize.
 constexpr uint32_t kMemifDefaultBsizeBytes = 2048;
 /// af_packet's default framesz; the frame data area is framesz minus this overhead.
@@ -122,7 +125,21 @@ Result<void> size_buffers(const PortOptions& opts, const std::string& name, uint
                                                " bytes, MTU " + std::to_string(opts.mtu) + " needs " +
                                                std::to_string(frame))
           .device(name)
-          .hint("for MTU 9000 use framesz=10240,blocksz=20480,framecnt=512");
+          .hint("for MTU 9000 use framesz=10240,blocksz=20480,framecnt=512; for MTU 64000, "
+                "framesz=64512,blocksz=258048,framecnt=256");
+    }
+    // The PMD (22.11) finds frame i at i x framesz in the ring, while the
+    // kernel starts every block afresh: frames past the first block's are
+    // misplaced unless framesz divides blocksz, and sends then stall for
+    // good waiting for a ring slot the kernel never frees (seen at
+    // framesz=17408,blocksz=20480).
+    const uint32_t blocksz = devarg_u32(opts.devargs, "blocksz", static_cast<uint32_t>(getpagesize()));
+    if (framesz == 0 || blocksz % framesz != 0) {
+      return Error(Errc::kInvalidArgument, "af_packet blocksz " + std::to_string(blocksz) +
+                                               " is not a multiple of framesz " + std::to_string(framesz))
+          .device(name)
+          .hint("the PMD places frames as if each block held whole frames: pick blocksz = k x framesz (e.g. "
+                "framesz=64512,blocksz=258048 for MTU 64000)");
     }
     // The PMD refuses an RX pool whose mbufs cannot hold a whole frame slot.
     need = std::max(need, round_up(framesz - kAfPacketFrameOverheadBytes + RTE_PKTMBUF_HEADROOM, 128));
@@ -173,7 +190,9 @@ Result<void> Port::setup(const PortOptions& opts) {
   name_ = opts.devargs.substr(0, opts.devargs.find(','));
   if (starts_with(name_, "net_af_packet") || starts_with(name_, "net_af_xdp")) iface_ = devarg(opts.devargs, "iface");
   if (opts.mtu < kMinMtu || opts.mtu > kMaxMtu)
-    return Error(Errc::kInvalidArgument, "MTU " + std::to_string(opts.mtu) + " out of range 68..9000").device(name_);
+    return Error(Errc::kInvalidArgument, "MTU " + std::to_string(opts.mtu) + " out of range " + std::to_string(kMinMtu) + ".." +
+                                                 std::to_string(kMaxMtu))
+        .device(name_);
   if (opts.mbufs < 64)
     return Error(Errc::kInvalidArgument, "mbufs " + std::to_string(opts.mbufs) + " < 64").device(name_);
   uint16_t mtu = 0;

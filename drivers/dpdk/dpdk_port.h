@@ -40,7 +40,7 @@ struct PortOptions {
   ///   net_af_packet0,iface=veth0,framesz=10240,blocksz=20480,framecnt=512
   ///   net_af_xdp0,iface=veth0
   std::string devargs;
-  uint16_t mtu = 1500;      ///< requested MTU, 68..9000; mtu() says what the PMD took
+  uint16_t mtu = 1500;      ///< requested MTU, 68..65258; mtu() says what the PMD took
   uint32_t mbufs = 8191;    ///< mempool size (2^n - 1 is optimal)
   uint16_t rx_desc = 1024;  ///< adjusted to the PMD's limits
   uint16_t tx_desc = 1024;

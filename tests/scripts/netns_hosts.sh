@@ -3,7 +3,7 @@
 # bench/hosts_compare.sh: "hosts" that are network namespaces on one bridge.
 #
 #   hosts_setup NHOSTS NPORTS [ROOT_ADDR]
-#     a switch namespace with bridge br0 (MTU 9000); hosts 0..NHOSTS-1, each
+#     a switch namespace with bridge br0 (MTU 9000, or env HOSTS_MTU); hosts 0..NHOSTS-1, each
 #     with a control veth "ctl" (10.96.0.<h+1>/24, for TCP: stores, Gloo, Open
 #     MPI) and NPORTS data veths d0.. (10.97.<h>.<i+1>/16 in the kernel too:
 #     one subnet, so the kernel's own traffic leaves a host through d0),
@@ -22,7 +22,7 @@
 hosts_sw="grexSw$$"
 hosts_root_veth="gxr$$"
 hosts_count=0
-readonly hosts_mtu=9000
+readonly hosts_mtu=${HOSTS_MTU:-9000}
 
 host_ns() { echo "grexH$1x$$"; }
 

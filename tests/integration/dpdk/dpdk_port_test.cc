@@ -529,7 +529,7 @@ TEST(DpdkEal, ArgumentsFromOptionsAndEnvironment) {
 TEST(DpdkPort, OptionErrorsBeforeProbing) {
   PortOptions o;
   o.devargs = "net_memif0,role=server,socket=/nonexistent/x.sock";
-  o.mtu = 9001;
+  o.mtu = 65259;  // a frame that no mbuf holds
   auto r = Port::open(o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Errc::kInvalidArgument);
@@ -542,6 +542,12 @@ TEST(DpdkPort, OptionErrorsBeforeProbing) {
   r = Port::open(o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("framesz"), std::string::npos) << r.error().message();
+  // Frames large enough, but a block that does not hold whole frames: the
+  // PMD would misplace every frame past the first block's.
+  o.devargs = "net_af_packet0,iface=lo,framesz=17408,blocksz=20480";
+  r = Port::open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("not a multiple of framesz"), std::string::npos) << r.error().message();
   EXPECT_FALSE(eal_initialized()) << "option errors must not start EAL";
 }
 
