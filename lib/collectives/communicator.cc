@@ -212,9 +212,12 @@ Communicator::~Communicator() {
   impl_->endpoints.clear();
   for (auto& d : impl_->deliveries) (void)impl_->device->free(d.copy);
   for (MemoryRegion* r : impl_->spare_copies) (void)impl_->device->free(r);
-  if (impl_->hier)
+  if (impl_->hier) {
     for (auto* b : {&impl_->hier->pack, &impl_->hier->mid})
       if (b->mr != nullptr) (void)impl_->device->free(b->mr);
+    if (impl_->hier->area && impl_->hier->area->region != nullptr) (void)impl_->device->free(impl_->hier->area->region);
+    impl_->hier->area.reset();
+  }
   impl_->bufs.reset();
   if (impl_->area && impl_->area->region != nullptr) (void)impl_->device->free(impl_->area->region);
   impl_->area.reset();
@@ -427,6 +430,12 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Boots
   GREX_TRY_CTX(detail::setup_shared_area(c.ctx, *c.world, local == c.size, *c.bootstrap, prefix + "/flat", &c.area),
                "communicator setup (flat allreduce)");
   c.ctx.area = c.area.get();
+  if (c.hier) {
+    GREX_TRY_CTX(detail::setup_shared_area(c.hier->local.ctx, *c.hier->local.group, true, *c.bootstrap,
+                                           prefix + "/local", &c.hier->area, true),
+                 "communicator setup (shared slots inside the host)");
+    c.hier->local.ctx.area = c.hier->area.get();
+  }
   c.barrier_algo = &detail::first_usable(detail::Coll::kBarrier, c.ctx, *c.world, detail::CollArgs{});
   if (c.opts.cost != "measure") {
     // "INTRA;INTER": a level each (the world's flat algorithms take INTER); one: both.

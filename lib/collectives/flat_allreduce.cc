@@ -53,15 +53,18 @@ std::atomic_ref<uint64_t> seq_of(uint8_t* slot) noexcept {
 }  // namespace
 
 Result<void> setup_shared_area(Context& c, const Group& g, bool all_local, Bootstrap& bs, const std::string& key,
-                               std::unique_ptr<SharedArea>* out) {
+                               std::unique_ptr<SharedArea>* out, bool every_rank_exchanges) {
   out->reset();
   const int size = g.size(), rank = g.rank();
   Device& device = *c.device;
   // Every member takes the same branches up to the exchanges below: size,
   // the backend's capability and where the members live are the same for all.
-  if (size < 2 || !all_local || !c.capabilities().load_store) return ok();
+  // Groups that differ by rank (each host's) all exchange, those that cannot
+  // use an area with an empty record.
+  const bool wanted = size >= 2 && all_local && c.capabilities().load_store;
+  if (!wanted && !every_rank_exchanges) return ok();
   // Each member reads (size - 1) slots per call: the option bounds that sum.
-  const uint64_t max = c.opts->flat_max_bytes / static_cast<uint64_t>(size - 1);
+  const uint64_t max = size > 1 ? c.opts->flat_max_bytes / static_cast<uint64_t>(size - 1) : 0;
   const size_t stride = slot_stride(max);
   // The staged direct allreduce (staged_allreduce.cc) shares the area: its
   // flags and slots follow the two flat slots.
@@ -69,7 +72,7 @@ Result<void> setup_shared_area(Context& c, const Group& g, bool all_local, Boots
   const uint64_t stage_bytes = c.stage != Stage::kNever ? staged_area_bytes(size) : 0;
   std::string mine(sizeof(RemoteRegion) + 2 * sizeof(uint64_t), '\0');
   MemoryRegion* region = nullptr;
-  if (flat_bytes + stage_bytes > 0) {
+  if (wanted && flat_bytes + stage_bytes > 0) {
     auto area = device.allocate(flat_bytes + stage_bytes);
     if (area) {
       region = *area;

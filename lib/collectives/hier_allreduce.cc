@@ -14,6 +14,7 @@
 #include "collectives/algorithm.h"
 #include "collectives/hierarchy.h"
 #include "collectives/reduce.h"
+#include "collectives/shared_area.h"
 
 namespace grex::detail {
 
@@ -74,6 +75,16 @@ Result<void> hierarchical_allreduce_via(Context& c, const CollArgs& a, const Rai
     if (a.op == ReduceOp::kAvg) scale_avg(p, n, a.type, world);
     return ok();
   };
+  // Through the host's shared slots where shm gives them: one copy less per
+  // byte than the ring's staged sends (staged_allreduce.cc). Member j then
+  // reduces shard j itself.
+  if (L > 1 && staged_segments_fit(loc.ctx, lg, a.count * es)) {
+    for (int j = 0; j < L; ++j) {
+      const auto u = static_cast<size_t>(j);
+      std::tie(off[u], cnt[u]) = j < h.rails ? h.shard(a.count, j) : std::pair<size_t, size_t>{0, 0};
+    }
+    return staged_allreduce_segments(loc.ctx, lg, la, off, cnt, 1, across);
+  }
   // Pairs of one host and pairs of one rail never coincide, so the phases
   // share the call's tag base.
   return ring_allreduce_segments(loc.ctx, lg, la, off, cnt, 1, across);

@@ -10,12 +10,14 @@
 #include <grex/transport.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "collectives/context.h"
 #include "collectives/group.h"
+#include "collectives/shared_area.h"
 #include "collectives/selector.h"
 
 namespace grex::detail {
@@ -42,6 +44,9 @@ struct Hierarchy {
     uint8_t* data() const noexcept { return mr != nullptr ? static_cast<uint8_t*>(mr->addr()) : nullptr; }
   };
   Buffer pack, mid;
+  /// The local level's shared area (staged slots between this host's
+  /// ranks), where shm offers load/store access; local.ctx.area points here.
+  std::unique_ptr<SharedArea> area;
   Level local;                // this host's ranks
   Level rail;                 // the ranks with this rank's local index, one per host that has one
   int host_count() const noexcept { return static_cast<int>(hosts.size()); }

@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "collectives/algorithm.h"
 #include "collectives/context.h"
 #include "collectives/group.h"
 
@@ -37,9 +39,12 @@ struct SharedArea {
 /// Sets up `g`'s shared area where it can be (every member must call it
 /// alike: it exchanges records through `bs` under `key`); leaves *out null
 /// where it cannot (members on several hosts, no load/store access, the
-/// allocation or a mapping failed on some member).
+/// allocation or a mapping failed on some member). With
+/// `every_rank_exchanges`, every rank of the communicator calls it, each for
+/// its own group (a host's ranks), and a group that cannot have an area
+/// (one member) still takes part in the exchanges.
 Result<void> setup_shared_area(Context& c, const Group& g, bool all_local, Bootstrap& bs, const std::string& key,
-                               std::unique_ptr<SharedArea>* out);
+                               std::unique_ptr<SharedArea>* out, bool every_rank_exchanges = false);
 
 // The staged algorithm's part of the area, for a group of n.
 size_t staged_flags_bytes(int n) noexcept;
@@ -50,6 +55,13 @@ size_t staged_area_bytes(int n) noexcept;
 bool staged_fits(const Context& c, const Group& g, size_t bytes, bool any_in_place) noexcept;
 /// Direct's division of the work with user memory copied through the slots.
 Result<void> staged_allreduce(Context& c, const Group& g, const CollArgs& a);
+/// Whether staged_allreduce_segments() serves `g` for a vector of `bytes`
+/// (the same answer on every member).
+bool staged_segments_fit(const Context& c, const Group& g, size_t bytes) noexcept;
+/// ring_allreduce_segments()'s contract through the slots, reduce-scatter,
+/// `between`, allgather as three phases; member r reduces segment r.
+Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArgs& a, std::span<const size_t> off,
+                                       std::span<const size_t> cnt, int avg_divisor, const RingBetween& between);
 
 /// Spins until the 64-bit sequence at the start of `line` (in member
 /// `peer`'s area) equals `want` (or is at least `want`), letting the engine

@@ -63,6 +63,9 @@ constexpr size_t kStreamOutMinBytes = 8u << 20;
 // cores) staging wins from 8 MiB out of place and 16 MiB in place.
 constexpr size_t kStagedMinBytes2 = 32u << 20, kStagedMinBytes2InPlace = 128u << 20;
 constexpr size_t kStagedMinBytesN = 8u << 20, kStagedMinBytesNInPlace = 16u << 20;
+// The three-phase form against the ring's staged sends inside a host, in the
+// hierarchical allreduce: from this size on.
+constexpr size_t kStagedSegmentsMinBytes = 1u << 20;
 
 // Flag lines in each rank's staging part: pub[j][slot] (with the call's
 // signature after the sequence: a slot's line holds its own block's, while
@@ -237,6 +240,152 @@ Result<void> staged_allreduce(Context& c, const Group& g, const CollArgs& a) {
   for (uint64_t i = 0; i < nblocks + 2; ++i) {
     GREX_TRY(publish_and_pull(i));
     if (i >= 1 && i <= nblocks) GREX_TRY(reduce_block(i - 1));
+  }
+  return ok();
+}
+
+bool staged_segments_fit(const Context& c, const Group& g, size_t bytes) noexcept {
+  if (c.area == nullptr || !c.area->staged_on || g.size() < 2 || !c.area->serves(g)) return false;
+  if (c.stage == Stage::kAlways) return true;
+  if (c.stage == Stage::kNever) return false;
+  return bytes >= kStagedSegmentsMinBytes;
+}
+
+// The same slots and flags in three phases rather than one pipeline, for the
+// hierarchical allreduce's two steps inside a host (issue 27): the vector's
+// reduced segments leave the host between them.
+//   1. Reduce-scatter. Block b (q = base + b + 1): publish block b of every
+//      peer's segment into its input slot, as above; then reduce block b - 1
+//      of the own segment straight into the output (no result slot: nobody
+//      reads it yet) and set consumed.
+//   2. `between` on the own reduced segment, in the output.
+//   3. Allgather. Block b under the same q: copy block b of the own segment
+//      from the output into the result slot (once every peer pulled the slot's
+//      last block) and set res; then pull block b - 1 of every peer's segment.
+// Every q of the range is used once by each kind of slot, as the pipelined
+// allreduce uses them, so the two algorithms can follow each other on one
+// area. Per byte of the vector a member pays one copy in (publish), one
+// reduction, one copy out of its segment and one of each other segment,
+// against the ring's staged sends, which copy each byte into the staging
+// ring and again out of the peer's ring into scratch before reducing it.
+Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArgs& a, std::span<const size_t> seg_off,
+                                       std::span<const size_t> seg_cnt, int avg_divisor, const RingBetween& between) {
+  const DataType type = a.type;
+  const ReduceOp op = a.op;
+  const size_t es = dtype_size(type);
+  const int n = g.size();
+  const int r = g.rank();
+  SharedArea& sa = *c.area;
+  size_t count = 0;
+  for (size_t s = 0; s < seg_off.size(); ++s) count = std::max(count, seg_off[s] + seg_cnt[s]);
+  const uint64_t sig = pack_sig(count, type, op);
+  auto area = [&](int p) { return sa.bases[static_cast<size_t>(p)] + sa.stage_off; };
+  auto line = [&](int p, size_t i) { return area(p) + i * kLine; };
+  const size_t slots_off = staged_flags_bytes(n);
+  const size_t slot_bytes = staged_slot_bytes(n);
+  auto in_slot = [&](int owner, int j, uint64_t q) {
+    return area(owner) + slots_off + (static_cast<size_t>(j) * kSlots + q % kSlots) * slot_bytes;
+  };
+  auto res_slot = [&](int owner, uint64_t q) {
+    return area(owner) + slots_off + (static_cast<size_t>(n) * kSlots + q % kSlots) * slot_bytes;
+  };
+  size_t seg_max = 0;
+  for (int j = 0; j < n; ++j) seg_max = std::max(seg_max, seg_cnt[static_cast<size_t>(j)] * es);
+  const size_t unit = es * kLine;
+  const size_t block =
+      std::clamp<size_t>((seg_max / 4 + unit - 1) / unit * unit, kMinBlock / unit * unit, slot_bytes / unit * unit);
+  const uint64_t nblocks = std::max<uint64_t>(1, (seg_max + block - 1) / block);
+  auto piece = [&](int j, uint64_t b) -> std::pair<size_t, size_t> {
+    const size_t seg = seg_cnt[static_cast<size_t>(j)] * es, off = std::min<size_t>(b * block, seg);
+    return {seg_off[static_cast<size_t>(j)] * es + off, std::min(block, seg - off)};
+  };
+  const bool stream_out = a.send != a.recv && count * es >= kStreamOutMinBytes;
+  const auto* in = static_cast<const uint8_t*>(a.send);
+  auto* out = static_cast<uint8_t*>(a.recv);
+  const char* what = "allreduce (staged, hierarchical)";
+
+  auto disagrees = [&](int p, uint64_t q) { return published_mismatch(c, g, p, line(p, pub_line(r, q)), sig); };
+  auto fail = [&](Error e, uint64_t q) -> Error {
+    for (int p = 0; p < n; ++p)
+      if (p != r && flag(line(p, pub_line(r, q))).load(std::memory_order_acquire) == q)
+        if (auto m = disagrees(p, q)) return std::move(*m);
+    return e;
+  };
+  auto wait = [&](int peer, size_t i, uint64_t want, uint64_t q) -> Result<void> {
+    if (want == 0) return ok();
+    if (auto w = wait_line(c, g, peer, line(peer, i), want, true, what); !w) return fail(std::move(w).error(), q);
+    return ok();
+  };
+  const uint64_t base = sa.stage_seq;
+  sa.stage_seq += nblocks;
+
+  // 1. Reduce-scatter.
+  auto publish = [&](uint64_t b) -> Result<void> {
+    const uint64_t q = base + b + 1;
+    for (int k = 1; k < n; ++k) {
+      const int j = (r + k) % n;
+      GREX_TRY(wait(j, consumed_line(n, r), q > kSlots ? q - kSlots : 0, q));
+      const auto [off, bytes] = piece(j, b);
+      if (bytes > 0) std::memcpy(in_slot(r, j, q), in + off, bytes);
+      std::memcpy(line(r, pub_line(j, q)) + 8, &sig, sizeof sig);
+      flag(line(r, pub_line(j, q))).store(q, std::memory_order_release);
+    }
+    return ok();
+  };
+  auto reduce_own = [&](uint64_t b) -> Result<void> {
+    const uint64_t q = base + b + 1;
+    const auto [off, bytes] = piece(r, b);
+    uint8_t* acc = out + off;
+    // The own input first (in place, the output is that input), then the
+    // peers' in rank order: a fixed order, so every call sums alike.
+    const uint8_t* first = in + off;
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      GREX_TRY(wait(p, pub_line(r, q), q, q));
+      if (auto m = disagrees(p, q)) return std::move(*m);
+      if (bytes > 0) detail::reduce(acc, first, in_slot(p, r, q), bytes / es, type, op);
+      first = acc;
+    }
+    if (n == 1 && bytes > 0 && out != in) std::memmove(acc, in + off, bytes);
+    for (int k = 1; k < n; ++k) flag(line(r, consumed_line(n, (r + k) % n))).store(q, std::memory_order_release);
+    return ok();
+  };
+  for (uint64_t i = 0; i < nblocks + 1; ++i) {
+    if (i < nblocks) GREX_TRY(publish(i));
+    if (i >= 1) GREX_TRY(reduce_own(i - 1));
+  }
+  const size_t mine_first = seg_off[static_cast<size_t>(r)], mine_len = seg_cnt[static_cast<size_t>(r)];
+  if (op == ReduceOp::kAvg) scale_avg(out + mine_first * es, mine_len, type, avg_divisor);
+
+  // 2. Between.
+  if (between) GREX_TRY(between(mine_first, mine_len));
+
+  // 3. Allgather.
+  auto offer = [&](uint64_t b) -> Result<void> {
+    const uint64_t q = base + b + 1;
+    for (int k = 1; k < n; ++k) GREX_TRY(wait((r + k) % n, pulled_line(n, r), q > kSlots ? q - kSlots : 0, q));
+    const auto [off, bytes] = piece(r, b);
+    if (bytes > 0) std::memcpy(res_slot(r, q), out + off, bytes);
+    flag(line(r, res_line(n))).store(q, std::memory_order_release);
+    return ok();
+  };
+  auto pull = [&](uint64_t b) -> Result<void> {
+    const uint64_t q = base + b + 1;
+    for (int k = 1; k < n; ++k) {
+      const int j = (r + k) % n;
+      GREX_TRY(wait(j, res_line(n), q, q));
+      const auto [off, bytes] = piece(j, b);
+      if (bytes > 0) {
+        const CopyJob job{out + off, res_slot(j, q), bytes, stream_out};
+        copy_together(&job, 1);
+      }
+      flag(line(r, pulled_line(n, j))).store(q, std::memory_order_release);
+    }
+    return ok();
+  };
+  for (uint64_t i = 0; i < nblocks + 1; ++i) {
+    if (i < nblocks) GREX_TRY(offer(i));
+    if (i >= 1) GREX_TRY(pull(i - 1));
   }
   return ok();
 }

@@ -6,7 +6,8 @@
 # bridge in a "switch" namespace. Checks, on rank 0's grex-perf output:
 #   - 2 hosts x 2 ranks, 3 hosts of 1, 2 and 3 ranks, 4 hosts x 1 rank:
 #     every collective mode with validation (-c 1), allreduce with the
-#     hierarchical and flat algorithms and every dtype; the topology line;
+#     hierarchical and flat algorithms and every dtype, inside a host through
+#     the ring and through the shared slots; the topology line;
 #     RTTCC on the inter-host flows by default;
 #   - every rank of one host killed at once: the survivors exit with an
 #     error naming a dead rank within twice GREX_TIMEOUT_MS;
@@ -188,6 +189,13 @@ check hosts123_allreduce 1,2,3 'topology: 3 hosts \(0 \| 1-2 \| 3-5\), intra-hos
   "$ok_line" -- allreduce -b 4 -e 2M -f 16 -n 2 -w 1 -c 1 -d all
 GREX_ALGO=hierarchical check hosts123_hierarchical 1,2,3 "$ok_line" -- allreduce -b 4 -e 1M -f 64 -n 2 -w 1 -c 1 -o all
 check hosts123_alltoall 1,2,3 "$ok_line" -- alltoall "${small[@]}"
+# The host's shared slots at every size (auto takes them from 1 MiB): every
+# dtype and op, in place, hosts of 2 and 3 ranks with one rail (the third
+# rank of a host reduces nothing) and of 2 ranks with two.
+for layout in 1,2,3 2,2; do
+  GREX_STAGE_SENDS=always GREX_ALGO=hierarchical check "hosts${layout//,/}_staged" "$layout" "$ok_line" -- \
+    allreduce -b 4 -e 2M -f 16 -n 2 -w 1 -c 1 -d all -o all --inplace 1
+done
 check hosts4x1_allreduce 1,1,1,1 'topology: 4 hosts \(0 \| 1 \| 2 \| 3\), dpdk between every pair' "$ok_line" -- \
   allreduce -b 8 -e 4M -f 8 -n 2 -w 1 -c 1
 # Flow ids are 32 random bits, so peers of a large job can draw the same one:
