@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # grex's DPDK port mode between two network namespaces joined by veth pairs:
-# allreduce (checked) and send_bw over af_packet, then allreduce over af_xdp.
+# allreduce (checked) and send_bw over af_packet, at MTU 9000 and 64000 (and
+# af_packet ring geometry the PMD would misplace, refused), then allreduce
+# over af_xdp.
 #
 # Usage: netns_test.sh GREX_PERF GREX_STORE DPDK_FOUND(1|0)
 #
@@ -19,6 +21,8 @@ set -u
 readonly kJobTimeoutS=60    # one grex-perf job (both ranks; about 1 s when healthy)
 readonly kStepTimeoutS=10   # one `ip` command, the store coming up
 readonly kAfPacketMtu=9000
+readonly kJumboMtu=64000  # links only software carries; grex's mbufs hold up to 65258
+readonly kJumboDevargs="framesz=64512,blocksz=258048,framecnt=256"
 readonly kAfPacketDevargs="framesz=10240,blocksz=20480,framecnt=512"
 readonly kAfXdpLinkMtu=3498  # veth peer MTU <= 3506 or XDP will not attach
 readonly kAfXdpMtu=3434      # af_xdp carries frames <= 3456 B (mbuf room 3840 - 384), less 22 B of L2
@@ -213,6 +217,28 @@ if ((noports1 - noports0 < 100 && noports2 - noports1 >= 1000)); then
   echo "PASS kernel IP stack bypassed: UDP NoPorts in B rose by $((noports1 - noports0)) with GREX_DPDK_MAC=auto, $((noports2 - noports1)) with port"
 else
   fail "UDP NoPorts in B rose by $((noports1 - noports0)) with GREX_DPDK_MAC=auto (want < 100) and $((noports2 - noports1)) with port (want >= 1000)"
+fi
+
+# (a2) af_packet at MTU 64000 (veths take up to 65535): 63 KiB frames in
+# blocks of four, every size up to 16 MiB exact; then frames that do not fit
+# their blocks whole, which DPDK 22.11's PMD would misplace (its sends then
+# stall for good), refused at once with a message naming the rule.
+if set_data_mtu "$kJumboMtu"; then
+  t0=$SECONDS
+  run_job af_packet_jumbo 2 "net_af_packet0,iface=@DEV@,$kJumboDevargs" "$kJumboMtu" -- "${allreduce[@]}"
+  check af_packet_jumbo $? "$kAllreduceOk" "$t0"
+  t0=$SECONDS
+  run_job af_packet_blocks 1 "net_af_packet0,iface=@DEV@,framesz=64512,blocksz=131072,framecnt=256" "$kJumboMtu" -- \
+    allreduce -b 8 -e 8 -n 1 -w 0 -c 1
+  st=$?
+  if ((st != 0)) && grep -q 'not a multiple of framesz' "$tmp/af_packet_blocks.r0.log"; then
+    echo "PASS af_packet_blocks ($((SECONDS - t0))s): refused, $(grep -o 'af_packet blocksz [^;]*' "$tmp/af_packet_blocks.r0.log" | head -1)"
+  else
+    fail "af_packet_blocks: exit $st, want a refusal naming blocksz and framesz"
+    show_logs af_packet_blocks
+  fi
+else
+  echo "SKIP af_packet_jumbo: cannot set the veth MTU to $kJumboMtu"
 fi
 
 # (b) af_xdp: probe the vdev with a one-rank job first; only a refusal by the
