@@ -126,9 +126,17 @@ class Sealer {
   uint64_t pads_first_ = 0;
   bool pads_valid_ = false;
   alignas(16) uint8_t pads_[8][16] = {};
-  struct alignas(16) RoundKeys {
+  /// A data packet's tag (a header and a long payload) with VPCLMULQDQ on
+  /// 512-bit registers: false where that path does not apply.
+  bool wide_tag(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len,
+                uint8_t tag[kTagBytes]) noexcept;
+  /// E_K(J0) of packet `seq` (from eight computed together).
+  const uint8_t* pad(uint64_t seq) noexcept;
+  static constexpr int kPowers = 32;
+  struct alignas(64) RoundKeys {
     uint8_t rk[11][16];
-    uint8_t hpow[8][16];  // H^1 .. H^8, byte-reversed (small_tag)
+    uint8_t hpow[kPowers][16];   // H^1 .. H^32, byte-reversed (small_tag, wide_tag)
+    alignas(64) uint8_t hdesc[kPowers][16];  // H^32 .. H^1: a 512-bit register's four lanes at once
   } keys_{};
   bool sealing_ = true;
   uint8_t salt_[4] = {};
