@@ -28,6 +28,9 @@ namespace grex::verbs {
 ///              a type 2 memory window bound to the posted receive, for that peer's
 ///              queue pair only, invalidated when the receive completes, where the
 ///              device has them; window: require that (kNotSupported elsewhere);
+///              register: a registration of the receive's bytes alone, made for
+///              its advert and dropped when it completes (the device checks its
+///              range; any queue pair of the protection domain may use it);
 ///              region: the whole registered region's rkey
 /// Errors: kNotFound when no RDMA device (or the named one) exists;
 /// kNotSupported for rate_limit=nic on a device without RC packet pacing, and for

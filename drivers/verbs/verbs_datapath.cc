@@ -137,7 +137,8 @@ uint32_t VerbsEndpoint::post_ctrls(const Ctrl* cs, uint32_t n) noexcept {
       Window& x = windows_[c.seq & (recvs_.size() - 1)];
       if (x.state == Window::kQueued && x.key == c.rkey) win = &x;
     }
-    if (w + (win != nullptr ? 2 : 1) > room) break;
+    const bool registered = win != nullptr && win->mw == nullptr;  // GREX_IB_CONFINE=register: nothing to bind
+    if (w + (win != nullptr && !registered ? 2 : 1) > room) break;
     auto next_wr = [&]() -> ibv_send_wr& {
       ibv_send_wr& wr = wrs[w];
       wr = ibv_send_wr{};
@@ -156,7 +157,9 @@ uint32_t VerbsEndpoint::post_ctrls(const Ctrl* cs, uint32_t n) noexcept {
       wr.invalidate_rkey = c.rkey;
       continue;
     }
-    if (win != nullptr) {
+    if (registered) {
+      bound[nb++] = win;
+    } else if (win != nullptr) {
       ibv_send_wr& wr = next_wr();
       wr.opcode = IBV_WR_BIND_MW;
       wr.bind_mw.mw = win->mw;
@@ -189,7 +192,7 @@ uint32_t VerbsEndpoint::post_ctrls(const Ctrl* cs, uint32_t n) noexcept {
   }
   // The provider names a window by its current rkey: from here on, the new one.
   for (uint32_t i = 0; i < nb; ++i) {
-    bound[i]->mw->rkey = bound[i]->key;
+    if (bound[i]->mw != nullptr) bound[i]->mw->rkey = bound[i]->key;
     bound[i]->state = Window::kBound;
   }
   sq_posted_ += w;

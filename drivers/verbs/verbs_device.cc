@@ -190,8 +190,9 @@ Result<void> VerbsDevice::parse_options() {
     if (v == "auto") vo_.confine = VerbsOptions::Confine::kAuto;
     else if (v == "window") vo_.confine = VerbsOptions::Confine::kWindow;
     else if (v == "region") vo_.confine = VerbsOptions::Confine::kRegion;
+    else if (v == "register") vo_.confine = VerbsOptions::Confine::kRegister;
     else
-      return Error(Errc::kInvalidArgument, "GREX_IB_CONFINE='" + v + "' is not one of auto, window, region");
+      return Error(Errc::kInvalidArgument, "GREX_IB_CONFINE='" + v + "' is not one of auto, window, register, region");
   }
   if (auto v = detail::param(opts_, "ip", "GREX_IB_IP"); !v.empty()) {
     in_addr a;
@@ -268,7 +269,8 @@ int VerbsDevice::region_access() const noexcept { return kRegionAccess | (window
 // by a work request) and one can be allocated; GREX_IB_CONFINE=window
 // insists, =region goes without.
 Result<void> VerbsDevice::choose_windows() {
-  if (vo_.confine == VerbsOptions::Confine::kRegion) return ok();
+  registers_ = vo_.confine == VerbsOptions::Confine::kRegister;
+  if (vo_.confine == VerbsOptions::Confine::kRegion || registers_) return ok();
   const bool type2 = (dev_attr_.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
   ibv_mw* probe = type2 && dev_attr_.max_mw > 0 ? ibv_alloc_mw(pd_, IBV_MW_TYPE_2) : nullptr;
   if (probe != nullptr) ibv_dealloc_mw(probe);
@@ -402,7 +404,7 @@ Result<void> VerbsDevice::init() {
             name().c_str(), vo_.port, port_state_name(port_attr_.state), caps_.mtu_bytes,
             static_cast<unsigned long long>(caps_.link_speed_mbps), vo_.gid_index, ip_str(vo_.ip).c_str(),
             ip_str(vo_.ip).c_str(), listen_port_, dmabuf_ ? "yes" : "no",
-            windows_ ? "a window on the receive" : "the whole region");
+            windows_ ? "a window on the receive" : registers_ ? "a registration of the receive" : "the whole region");
   return ok();
 }
 

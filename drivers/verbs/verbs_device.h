@@ -76,8 +76,11 @@ struct VerbsOptions {
   // What an advert's rkey opens to the peer (GREX_IB_CONFINE): a memory
   // window bound to the posted receive for that peer's queue pair only,
   // closed when the receive completes (kWindow; kAuto: where the device has
-  // type 2 windows), or the whole registered region (kRegion).
-  enum class Confine { kAuto, kWindow, kRegion } confine = Confine::kAuto;
+  // type 2 windows), a registration of the posted receive's bytes alone,
+  // deregistered when it completes (kRegister: the device checks the range
+  // where it does not check a window's, as Soft-RoCE; any queue pair of the
+  // protection domain may use the key), or the whole registered region (kRegion).
+  enum class Confine { kAuto, kWindow, kRegister, kRegion } confine = Confine::kAuto;
 };
 
 // wr_id: endpoint id (16 bits) | kind (4 bits) | value (44 bits).
@@ -264,8 +267,12 @@ class VerbsEndpoint final : public Endpoint {
   TagFifo<uint8_t> wants_;          // the peer asked for an advert of a receive not yet posted
   Ring<Ctrl> ctrl_out_;             // adverts and other control messages, in order, waiting for send-queue room
   // Memory windows (GREX_IB_CONFINE), per receive slot; empty: adverts carry the region's rkey.
+  // With GREX_IB_CONFINE=register the slot holds a registration of the
+  // receive's bytes instead (reg), made as the advert is queued and
+  // deregistered as the receive completes.
   struct Window {
     ibv_mw* mw = nullptr;
+    ibv_mr* reg = nullptr;
     ibv_mr* mr = nullptr;  // what its next bind binds into
     uint32_t key = 0;      // the rkey it was last given
     enum State : uint8_t { kIdle, kQueued, kBound } state = kIdle;  // kQueued: its advert waits in ctrl_out_
@@ -343,6 +350,8 @@ class VerbsDevice final : public Device {
   bool dmabuf_supported() const noexcept { return dmabuf_; }
   /// Whether adverts open memory windows on the posted receives (GREX_IB_CONFINE).
   bool windows() const noexcept { return windows_; }
+  /// Whether adverts carry a registration of the posted receive alone (GREX_IB_CONFINE=register).
+  bool registers() const noexcept { return registers_; }
   /// What registered memory grants: remote writes, and window binds where windows are on.
   int region_access() const noexcept;
   /// The NIC's per-QP rate limits for RC queue pairs (max_kbps 0: not offered).
@@ -387,6 +396,7 @@ class VerbsDevice final : public Device {
   ibv_packet_pacing_caps pacing_caps_{};  // from ibv_query_device_ex (zero where not offered)
   bool dmabuf_ = false;
   bool windows_ = false;
+  bool registers_ = false;
   std::vector<VerbsEndpoint*> eps_;                   // by endpoint id (never reused)
   std::unordered_map<uint32_t, VerbsEndpoint*> qps_;  // qp_num -> endpoint
   std::vector<std::pair<int, rdma_cm_event*>> requests_;  // connect requests not yet claimed, by rank

@@ -288,6 +288,22 @@ uint32_t VerbsEndpoint::open_window(Recv& r) noexcept {
   if (windows_.empty() || region->mr() == nullptr || r.req.length == 0)
     return windows_.empty() ? static_cast<uint32_t>(region->remote().rkey) : 0;  // zero bytes need no key
   Window& w = windows_[r.seq & (recvs_.size() - 1)];
+  if (dev_->registers()) {
+    // The receive's bytes alone, writable from afar. A slot's previous
+    // receive completed before this one took it, and dropped its registration.
+    if (w.reg != nullptr) ibv_dereg_mr(w.reg);
+    w.reg = ibv_reg_mr(dev_->pd(), static_cast<uint8_t*>(region->addr()) + r.req.offset, r.req.length,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (w.reg == nullptr) {
+      fail(Status::kLocalError, std::string("ibv_reg_mr (a receive's ") + std::to_string(r.req.length) +
+                                    " bytes, GREX_IB_CONFINE=register): " + std::strerror(errno));
+      return 0;
+    }
+    w.key = w.reg->rkey;
+    w.state = Window::kQueued;
+    r.window = w.key;
+    return w.key;
+  }
   w.key = ibv_inc_rkey(w.key);
   w.mr = region->mr();
   w.state = Window::kQueued;
@@ -302,6 +318,17 @@ uint32_t VerbsEndpoint::open_window(Recv& r) noexcept {
 void VerbsEndpoint::close_window(Recv& r) noexcept {
   if (r.window == 0) return;
   Window& w = windows_[r.seq & (recvs_.size() - 1)];
+  if (dev_->registers()) {
+    // Deregistered at once: a write with the key now fails at this device.
+    // An advert still queued goes without the key (post_ctrls).
+    if (w.key == r.window && w.reg != nullptr) {
+      ibv_dereg_mr(w.reg);
+      w.reg = nullptr;
+      w.state = Window::kIdle;
+    }
+    r.window = 0;
+    return;
+  }
   if (w.key == r.window && w.state == Window::kBound) {
     Ctrl c;
     c.type = kCloseWindow;

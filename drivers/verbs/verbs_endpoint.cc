@@ -50,8 +50,10 @@ VerbsEndpoint::VerbsEndpoint(VerbsDevice* dev, int peer, uint16_t id) : Endpoint
 VerbsEndpoint::~VerbsEndpoint() {
   if (cm_ != nullptr && connected_ && !failed_) rdma_disconnect(cm_);
   dev_->forget(this);
-  for (const Window& w : windows_)
+  for (const Window& w : windows_) {
     if (w.mw != nullptr) ibv_dealloc_mw(w.mw);
+    if (w.reg != nullptr) ibv_dereg_mr(w.reg);
+  }
   if (qp_ != nullptr) rdma_destroy_qp(cm_);
   if (rx_mr_ != nullptr) ibv_dereg_mr(rx_mr_);
   if (rx_eager_mr_ != nullptr) ibv_dereg_mr(rx_eager_mr_);
@@ -113,6 +115,8 @@ Result<void> VerbsEndpoint::setup_qp(rdma_cm_id* id) {
             .hint("GREX_IB_CONFINE=region goes without memory windows");
       w.key = w.mw->rkey;
     }
+  } else if (dev_->registers()) {
+    windows_.resize(recvs_.size());  // slots without windows: a registration each while advertised
   }
   sends_.reset(qd);
   adverts_.reset(2 * qd);

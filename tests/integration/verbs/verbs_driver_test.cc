@@ -509,6 +509,66 @@ TEST(VerbsDriver, AnAdvertOpensTheReceiveOnlyToItsPeerUntilItCompletes) {
 #endif
 }
 
+// GREX_IB_CONFINE=register: an advert's key is a registration of the
+// receive's bytes alone, so the device itself refuses a write that crosses
+// the receive's end (Soft-RoCE does not check a window's range; it checks a
+// registration's). The peer's raw write inside the receive lands; one that
+// starts inside and ends 32 bytes past it is refused and breaks the peer's
+// queue pair, and none of its bytes land, inside or out.
+TEST(VerbsDriver, ARegisteredReceiveRefusesAWriteOutsideIt) {
+  REQUIRE_VERBS();
+  if (!testing_verbs()) GTEST_SKIP() << "verbs-only checks; the driver under test is " << verbs_driver();
+#ifdef GREX_HAVE_VERBS
+  auto res = run_ranks(2, [](Rank& r) -> int {
+    DeviceOptions o = verbs_options();
+    o.params["confine"] = "register";
+    auto link = open_link(r, "vreg", o);
+    RANK_OK(link);
+    auto* vd = dynamic_cast<verbs::VerbsDevice*>(link->dev.get());
+    RANK_CHECK(vd != nullptr && vd->registers() && !vd->windows());
+    constexpr size_t kOff = 16384, kLen = 16384;  // larger than the eager size: advertised
+    std::vector<uint8_t> buf(65536, 0x11), local(4096, 0x5a);
+    auto mr = link->dev->register_memory(buf.data(), buf.size());
+    RANK_OK(mr);
+    ibv_mr* lmr = ibv_reg_mr(vd->pd(), local.data(), local.size(), IBV_ACCESS_LOCAL_WRITE);
+    RANK_CHECK(lmr != nullptr);
+    auto region_keys = r.bootstrap->all_gather("vreg/rkey", std::to_string((*mr)->remote().rkey));
+    RANK_OK(region_keys);
+    if (r.rank == 1) {  // the victim
+      RANK_CHECK(link->to(0).post_recv(std::vector<RecvRequest>{{*mr, kOff, kLen, 7, 1}}).count == 1);
+      auto keys = r.bootstrap->all_gather("vreg/advert", "");
+      RANK_OK(keys);
+      RANK_CHECK((*keys)[0] != (*region_keys)[1]);
+      RANK_OK(r.bootstrap->barrier("vreg/inside"));
+      RANK_CHECK(buf[kOff] == 0x5a && buf[kOff + 63] == 0x5a && buf[kOff + 64] == 0x11);
+      RANK_OK(r.bootstrap->barrier("vreg/checked"));
+      RANK_OK(r.bootstrap->barrier("vreg/across"));
+      for (size_t i = kOff + kLen - 32; i < kOff + kLen + 32; ++i) RANK_CHECK(buf[i] == 0x11);
+    } else {  // the hostile peer
+      std::optional<RemoteRegion> a;
+      Deadline dl = Deadline::after_ms(10'000);
+      Completion cs[4];
+      while (!(a = dynamic_cast<verbs::VerbsEndpoint&>(link->to(1)).advert_of(7)) && !dl.expired()) link->dev->poll(cs);
+      RANK_CHECK(a.has_value() && a->length == kLen);
+      RANK_OK(r.bootstrap->all_gather("vreg/advert", std::to_string(a->rkey)));
+      ibv_qp* qp = dynamic_cast<verbs::VerbsEndpoint&>(link->to(1)).qp();
+      RANK_CHECK(raw_write(qp, lmr, a->addr, static_cast<uint32_t>(a->rkey), 64));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      RANK_CHECK(!qp_in_error(qp, 0));
+      RANK_OK(r.bootstrap->barrier("vreg/inside"));
+      RANK_OK(r.bootstrap->barrier("vreg/checked"));
+      RANK_CHECK(raw_write(qp, lmr, a->addr + kLen - 32, static_cast<uint32_t>(a->rkey), 64));
+      RANK_CHECK(qp_in_error(qp, 10'000));  // refused: the responder's NAK broke our queue pair
+      std::fprintf(stderr, "a write crossing the receive's end by 32 bytes: refused\n");
+      RANK_OK(r.bootstrap->barrier("vreg/across"));
+    }
+    ibv_dereg_mr(lmr);
+    return 0;
+  }, 120);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+#endif
+}
+
 // GREX_IB_RATE_LIMIT: "nic" opens only where the device offers a per-QP rate
 // limit for RC (Soft-RoCE offers none; neither does upstream mlx5, which
 // offers it for raw packet QPs), and otherwise fails at once saying so; the
