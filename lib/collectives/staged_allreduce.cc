@@ -80,6 +80,68 @@ std::atomic_ref<uint64_t> flag(uint8_t* line) noexcept {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(line));
 }
 
+// One call's view of the group's staging parts: where each member's flags and
+// slots are, the block size, and the waits (a failed one names a peer that
+// published another call, where one did).
+class Staging {
+ public:
+  Staging(Context& c, const Group& g, uint64_t sig, size_t seg_max_bytes, size_t es, const char* what)
+      : c_(c), g_(g), sa_(*c.area), n_(g.size()), r_(g.rank()), sig_(sig), what_(what),
+        slots_off_(staged_flags_bytes(n_)), slot_bytes_(staged_slot_bytes(n_)) {
+    // Blocks: at least four per segment where the segment allows, whole
+    // elements and cache lines, within a slot.
+    const size_t unit = es * kLine;  // a multiple of both the element and the line
+    block_ = std::clamp<size_t>((seg_max_bytes / 4 + unit - 1) / unit * unit, kMinBlock / unit * unit,
+                                slot_bytes_ / unit * unit);
+    nblocks_ = std::max<uint64_t>(1, (seg_max_bytes + block_ - 1) / block_);
+    base_ = sa_.stage_seq;  // every member counts the blocks alike
+    sa_.stage_seq += nblocks_;
+  }
+  size_t block() const noexcept { return block_; }
+  uint64_t nblocks() const noexcept { return nblocks_; }
+  /// Block b's sequence number.
+  uint64_t seq(uint64_t b) const noexcept { return base_ + b + 1; }
+  uint8_t* area(int p) const noexcept { return sa_.bases[static_cast<size_t>(p)] + sa_.stage_off; }
+  uint8_t* line(int p, size_t i) const noexcept { return area(p) + i * kLine; }
+  /// `owner`'s slot of block q for reducer j.
+  uint8_t* in_slot(int owner, int j, uint64_t q) const noexcept {
+    return area(owner) + slots_off_ + (static_cast<size_t>(j) * kSlots + q % kSlots) * slot_bytes_;
+  }
+  uint8_t* res_slot(int owner, uint64_t q) const noexcept {
+    return area(owner) + slots_off_ + (static_cast<size_t>(n_) * kSlots + q % kSlots) * slot_bytes_;
+  }
+  /// Publishes (the signature, then q) this member's input slot of block q for j.
+  void publish(int j, uint64_t q) const noexcept {
+    std::memcpy(line(r_, pub_line(j, q)) + 8, &sig_, sizeof sig_);
+    flag(line(r_, pub_line(j, q))).store(q, std::memory_order_release);
+  }
+  /// A peer that published block q under another signature: kMismatch.
+  std::optional<Error> disagrees(int p, uint64_t q) const {
+    return published_mismatch(c_, g_, p, line(p, pub_line(r_, q)), sig_);
+  }
+  /// Until peer's flag line i reaches want (0: at once).
+  Result<void> wait(int peer, size_t i, uint64_t want, uint64_t q) const {
+    if (want == 0) return ok();
+    if (auto w = wait_line(c_, g_, peer, line(peer, i), want, true, what_); !w) {
+      for (int p = 0; p < n_; ++p)
+        if (p != r_ && flag(line(p, pub_line(r_, q))).load(std::memory_order_acquire) == q)
+          if (auto m = disagrees(p, q)) return std::move(*m);
+      return std::move(w).error();
+    }
+    return ok();
+  }
+
+ private:
+  Context& c_;
+  const Group& g_;
+  SharedArea& sa_;
+  int n_, r_;
+  uint64_t sig_;
+  const char* what_;
+  size_t slots_off_, slot_bytes_, block_ = 0;
+  uint64_t nblocks_ = 0, base_ = 0;
+};
+
 }  // namespace
 
 size_t staged_flags_bytes(int size) noexcept {
@@ -115,19 +177,6 @@ Result<void> staged_allreduce(Context& c, const Group& g, const CollArgs& a) {
   const size_t es = dtype_size(type);
   const int n = g.size();
   const int r = g.rank();
-  SharedArea& sa = *c.area;
-  const uint64_t sig = pack_sig(count, type, op);
-  auto area = [&](int p) { return sa.bases[static_cast<size_t>(p)] + sa.stage_off; };
-  auto line = [&](int p, size_t i) { return area(p) + i * kLine; };
-  const size_t slots_off = staged_flags_bytes(n);
-  const size_t slot_bytes = staged_slot_bytes(n);
-  auto in_slot = [&](int owner, int j, uint64_t q) {  // owner's slot of block q for reducer j
-    return area(owner) + slots_off + (static_cast<size_t>(j) * kSlots + q % kSlots) * slot_bytes;
-  };
-  auto res_slot = [&](int owner, uint64_t q) {
-    return area(owner) + slots_off + (static_cast<size_t>(n) * kSlots + q % kSlots) * slot_bytes;
-  };
-
   // Segment j: elements [first(j), first(j) + len(j)), as direct splits them.
   auto first = [&](int j) {
     const size_t u = static_cast<size_t>(j);
@@ -136,13 +185,9 @@ Result<void> staged_allreduce(Context& c, const Group& g, const CollArgs& a) {
   auto len = [&](int j) {
     return count / static_cast<size_t>(n) + (static_cast<size_t>(j) < count % static_cast<size_t>(n) ? 1 : 0);
   };
-  // Blocks: at least four per segment where the segment allows, whole
-  // elements and cache lines, within a slot.
-  const size_t seg_max = len(0) * es;
-  const size_t unit = es * kLine;  // a multiple of both the element and the line
-  const size_t block =
-      std::clamp<size_t>((seg_max / 4 + unit - 1) / unit * unit, kMinBlock / unit * unit, slot_bytes / unit * unit);
-  const uint64_t nblocks = std::max<uint64_t>(1, (seg_max + block - 1) / block);
+  const Staging st(c, g, pack_sig(count, type, op), len(0) * es, es, "allreduce (staged)");
+  const size_t block = st.block();
+  const uint64_t nblocks = st.nblocks();
   // Bytes of block b of segment j.
   auto piece = [&](int j, uint64_t b) -> std::pair<size_t, size_t> {
     const size_t seg = len(j) * es, off = std::min<size_t>(b * block, seg);
@@ -153,45 +198,27 @@ Result<void> staged_allreduce(Context& c, const Group& g, const CollArgs& a) {
   // outputs go out with streaming stores, unread.
   const bool stream_out = sendbuf != recvbuf && count * es >= kStreamOutMinBytes;
   const auto* in = static_cast<const uint8_t*>(sendbuf);
-  const char* what = "allreduce (staged)";
-
-  // A peer that published block q under another signature: kMismatch.
-  auto disagrees = [&](int p, uint64_t q) { return published_mismatch(c, g, p, line(p, pub_line(r, q)), sig); };
-  // A failed wait: name a disagreeing call if any peer published one.
-  auto fail = [&](Error e, uint64_t q) -> Error {
-    for (int p = 0; p < n; ++p)
-      if (p != r && flag(line(p, pub_line(r, q))).load(std::memory_order_acquire) == q)
-        if (auto m = disagrees(p, q)) return std::move(*m);
-    return e;
-  };
-  auto wait = [&](int peer, size_t i, uint64_t want, uint64_t q) -> Result<void> {
-    if (want == 0) return ok();
-    if (auto w = wait_line(c, g, peer, line(peer, i), want, true, what); !w) return fail(std::move(w).error(), q);
-    return ok();
-  };
 
   // Out of place: the own result of the block reduced last, still to be
   // copied out (its slot is rewritten only after the next reduce).
   CopyJob own{};
-  const uint64_t base = sa.stage_seq;
-  sa.stage_seq += nblocks;
   // 2. Reduce block b of segment r, in rank order, into the result slot.
   auto reduce_block = [&](uint64_t b) -> Result<void> {
-    const uint64_t q = base + b + 1;
-    for (int k = 1; k < n; ++k) GREX_TRY(wait((r + k) % n, pulled_line(n, r), q > kSlots ? q - kSlots : 0, q));
+    const uint64_t q = st.seq(b);
+    for (int k = 1; k < n; ++k) GREX_TRY(st.wait((r + k) % n, pulled_line(n, r), q > kSlots ? q - kSlots : 0, q));
     const auto [off, bytes] = piece(r, b);
-    uint8_t* acc = res_slot(r, q);
-    auto src = [&](int p) -> const uint8_t* { return p == r ? in + off : in_slot(p, r, q); };
+    uint8_t* acc = st.res_slot(r, q);
+    auto src = [&](int p) -> const uint8_t* { return p == r ? in + off : st.in_slot(p, r, q); };
     for (int p = 0; p < n; ++p) {
       if (p != r) {
-        GREX_TRY(wait(p, pub_line(r, q), q, q));
-        if (auto m = disagrees(p, q)) return std::move(*m);
+        GREX_TRY(st.wait(p, pub_line(r, q), q, q));
+        if (auto m = st.disagrees(p, q)) return std::move(*m);
       }
       if (p > 0 && bytes > 0) detail::reduce(acc, p == 1 ? src(0) : acc, src(p), bytes / es, type, op);
     }
     if (op == ReduceOp::kAvg && bytes > 0) scale_avg(acc, bytes / es, type, n);
-    for (int k = 1; k < n; ++k) flag(line(r, consumed_line(n, (r + k) % n))).store(q, std::memory_order_release);
-    flag(line(r, res_line(n))).store(q, std::memory_order_release);
+    for (int k = 1; k < n; ++k) flag(st.line(r, consumed_line(n, (r + k) % n))).store(q, std::memory_order_release);
+    flag(st.line(r, res_line(n))).store(q, std::memory_order_release);
     // Out of place, the own result goes out in the next pass, beside the
     // next blocks' copies; in place its lines were just read, and a plain
     // copy now is faster (docs/benchmarks.md).
@@ -209,28 +236,25 @@ Result<void> staged_allreduce(Context& c, const Group& g, const CollArgs& a) {
   // interleaved, their misses overlap (at 2 ranks and 256 MiB 44 against
   // 49-50 ms one copy after the other, docs/benchmarks.md).
   auto publish_and_pull = [&](uint64_t b) -> Result<void> {
-    const uint64_t qp = base + b + 1;  // the block published
-    const uint64_t ql = base + b - 1;  // the block pulled (b >= 2)
+    const uint64_t qp = st.seq(b);      // the block published
+    const uint64_t ql = st.seq(b) - 2;  // the block pulled (b >= 2)
     for (int k = 1; k < n; ++k) {
       const int j = (r + k) % n;
       CopyJob jobs[3] = {own, {}, {}};
       own = {};
       if (b < nblocks) {
-        GREX_TRY(wait(j, consumed_line(n, r), qp > kSlots ? qp - kSlots : 0, qp));
+        GREX_TRY(st.wait(j, consumed_line(n, r), qp > kSlots ? qp - kSlots : 0, qp));
         const auto [off, bytes] = piece(j, b);
-        jobs[1] = {in_slot(r, j, qp), in + off, bytes, false};
+        jobs[1] = {st.in_slot(r, j, qp), in + off, bytes, false};
       }
       if (b >= 2) {
-        GREX_TRY(wait(j, res_line(n), ql, ql));
+        GREX_TRY(st.wait(j, res_line(n), ql, ql));
         const auto [off, bytes] = piece(j, b - 2);
-        jobs[2] = {static_cast<uint8_t*>(recvbuf) + off, res_slot(j, ql), bytes, stream_out};
+        jobs[2] = {static_cast<uint8_t*>(recvbuf) + off, st.res_slot(j, ql), bytes, stream_out};
       }
       copy_together(jobs, 3);
-      if (b < nblocks) {
-        std::memcpy(line(r, pub_line(j, qp)) + 8, &sig, sizeof sig);
-        flag(line(r, pub_line(j, qp))).store(qp, std::memory_order_release);
-      }
-      if (b >= 2) flag(line(r, pulled_line(n, j))).store(ql, std::memory_order_release);
+      if (b < nblocks) st.publish(j, qp);
+      if (b >= 2) flag(st.line(r, pulled_line(n, j))).store(ql, std::memory_order_release);
     }
     return ok();
   };
@@ -275,26 +299,12 @@ Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArg
   const size_t es = dtype_size(type);
   const int n = g.size();
   const int r = g.rank();
-  SharedArea& sa = *c.area;
-  size_t count = 0;
+  size_t count = 0, seg_max = 0;
   for (size_t s = 0; s < seg_off.size(); ++s) count = std::max(count, seg_off[s] + seg_cnt[s]);
-  const uint64_t sig = pack_sig(count, type, op);
-  auto area = [&](int p) { return sa.bases[static_cast<size_t>(p)] + sa.stage_off; };
-  auto line = [&](int p, size_t i) { return area(p) + i * kLine; };
-  const size_t slots_off = staged_flags_bytes(n);
-  const size_t slot_bytes = staged_slot_bytes(n);
-  auto in_slot = [&](int owner, int j, uint64_t q) {
-    return area(owner) + slots_off + (static_cast<size_t>(j) * kSlots + q % kSlots) * slot_bytes;
-  };
-  auto res_slot = [&](int owner, uint64_t q) {
-    return area(owner) + slots_off + (static_cast<size_t>(n) * kSlots + q % kSlots) * slot_bytes;
-  };
-  size_t seg_max = 0;
   for (int j = 0; j < n; ++j) seg_max = std::max(seg_max, seg_cnt[static_cast<size_t>(j)] * es);
-  const size_t unit = es * kLine;
-  const size_t block =
-      std::clamp<size_t>((seg_max / 4 + unit - 1) / unit * unit, kMinBlock / unit * unit, slot_bytes / unit * unit);
-  const uint64_t nblocks = std::max<uint64_t>(1, (seg_max + block - 1) / block);
+  const Staging st(c, g, pack_sig(count, type, op), seg_max, es, "allreduce (staged, hierarchical)");
+  const size_t block = st.block();
+  const uint64_t nblocks = st.nblocks();
   auto piece = [&](int j, uint64_t b) -> std::pair<size_t, size_t> {
     const size_t seg = seg_cnt[static_cast<size_t>(j)] * es, off = std::min<size_t>(b * block, seg);
     return {seg_off[static_cast<size_t>(j)] * es + off, std::min(block, seg - off)};
@@ -302,38 +312,21 @@ Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArg
   const bool stream_out = a.send != a.recv && count * es >= kStreamOutMinBytes;
   const auto* in = static_cast<const uint8_t*>(a.send);
   auto* out = static_cast<uint8_t*>(a.recv);
-  const char* what = "allreduce (staged, hierarchical)";
-
-  auto disagrees = [&](int p, uint64_t q) { return published_mismatch(c, g, p, line(p, pub_line(r, q)), sig); };
-  auto fail = [&](Error e, uint64_t q) -> Error {
-    for (int p = 0; p < n; ++p)
-      if (p != r && flag(line(p, pub_line(r, q))).load(std::memory_order_acquire) == q)
-        if (auto m = disagrees(p, q)) return std::move(*m);
-    return e;
-  };
-  auto wait = [&](int peer, size_t i, uint64_t want, uint64_t q) -> Result<void> {
-    if (want == 0) return ok();
-    if (auto w = wait_line(c, g, peer, line(peer, i), want, true, what); !w) return fail(std::move(w).error(), q);
-    return ok();
-  };
-  const uint64_t base = sa.stage_seq;
-  sa.stage_seq += nblocks;
 
   // 1. Reduce-scatter.
   auto publish = [&](uint64_t b) -> Result<void> {
-    const uint64_t q = base + b + 1;
+    const uint64_t q = st.seq(b);
     for (int k = 1; k < n; ++k) {
       const int j = (r + k) % n;
-      GREX_TRY(wait(j, consumed_line(n, r), q > kSlots ? q - kSlots : 0, q));
+      GREX_TRY(st.wait(j, consumed_line(n, r), q > kSlots ? q - kSlots : 0, q));
       const auto [off, bytes] = piece(j, b);
-      if (bytes > 0) std::memcpy(in_slot(r, j, q), in + off, bytes);
-      std::memcpy(line(r, pub_line(j, q)) + 8, &sig, sizeof sig);
-      flag(line(r, pub_line(j, q))).store(q, std::memory_order_release);
+      if (bytes > 0) std::memcpy(st.in_slot(r, j, q), in + off, bytes);
+      st.publish(j, q);
     }
     return ok();
   };
   auto reduce_own = [&](uint64_t b) -> Result<void> {
-    const uint64_t q = base + b + 1;
+    const uint64_t q = st.seq(b);
     const auto [off, bytes] = piece(r, b);
     uint8_t* acc = out + off;
     // The own input first (in place, the output is that input), then the
@@ -341,13 +334,13 @@ Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArg
     const uint8_t* first = in + off;
     for (int p = 0; p < n; ++p) {
       if (p == r) continue;
-      GREX_TRY(wait(p, pub_line(r, q), q, q));
-      if (auto m = disagrees(p, q)) return std::move(*m);
-      if (bytes > 0) detail::reduce(acc, first, in_slot(p, r, q), bytes / es, type, op);
+      GREX_TRY(st.wait(p, pub_line(r, q), q, q));
+      if (auto m = st.disagrees(p, q)) return std::move(*m);
+      if (bytes > 0) detail::reduce(acc, first, st.in_slot(p, r, q), bytes / es, type, op);
       first = acc;
     }
     if (n == 1 && bytes > 0 && out != in) std::memmove(acc, in + off, bytes);
-    for (int k = 1; k < n; ++k) flag(line(r, consumed_line(n, (r + k) % n))).store(q, std::memory_order_release);
+    for (int k = 1; k < n; ++k) flag(st.line(r, consumed_line(n, (r + k) % n))).store(q, std::memory_order_release);
     return ok();
   };
   for (uint64_t i = 0; i < nblocks + 1; ++i) {
@@ -362,24 +355,24 @@ Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArg
 
   // 3. Allgather.
   auto offer = [&](uint64_t b) -> Result<void> {
-    const uint64_t q = base + b + 1;
-    for (int k = 1; k < n; ++k) GREX_TRY(wait((r + k) % n, pulled_line(n, r), q > kSlots ? q - kSlots : 0, q));
+    const uint64_t q = st.seq(b);
+    for (int k = 1; k < n; ++k) GREX_TRY(st.wait((r + k) % n, pulled_line(n, r), q > kSlots ? q - kSlots : 0, q));
     const auto [off, bytes] = piece(r, b);
-    if (bytes > 0) std::memcpy(res_slot(r, q), out + off, bytes);
-    flag(line(r, res_line(n))).store(q, std::memory_order_release);
+    if (bytes > 0) std::memcpy(st.res_slot(r, q), out + off, bytes);
+    flag(st.line(r, res_line(n))).store(q, std::memory_order_release);
     return ok();
   };
   auto pull = [&](uint64_t b) -> Result<void> {
-    const uint64_t q = base + b + 1;
+    const uint64_t q = st.seq(b);
     for (int k = 1; k < n; ++k) {
       const int j = (r + k) % n;
-      GREX_TRY(wait(j, res_line(n), q, q));
+      GREX_TRY(st.wait(j, res_line(n), q, q));
       const auto [off, bytes] = piece(j, b);
       if (bytes > 0) {
-        const CopyJob job{out + off, res_slot(j, q), bytes, stream_out};
+        const CopyJob job{out + off, st.res_slot(j, q), bytes, stream_out};
         copy_together(&job, 1);
       }
-      flag(line(r, pulled_line(n, j))).store(q, std::memory_order_release);
+      flag(st.line(r, pulled_line(n, j))).store(q, std::memory_order_release);
     }
     return ok();
   };
