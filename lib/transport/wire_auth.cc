@@ -10,20 +10,7 @@
 
 #include <cstring>
 
-#if defined(__x86_64__)
-// GCC 12 flags the _mm512_undefined_* inside some AVX-512 intrinsics as
-// uninitialised once inlined (bug 105593, as collectives/reduce_simd.h says):
-// silenced for the header only.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
-#endif
+#include "core/intrinsics.h"
 
 namespace grex::wire {
 
