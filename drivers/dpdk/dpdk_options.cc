@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The DPDK driver's options: DeviceOptions::params and GREX_DPDK_* (dpdk.h),
 // the wire's authentication mode, the fault injector's spec.
-#include <algorithm>
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/config.h"
@@ -101,7 +101,8 @@ Result<void> DpdkDevice::parse_options() {
   const uint64_t mbuf_budget = d.mode == "memif" ? (48u << 20) : (288u << 20);
   uint64_t fit = mbuf_budget / (uint64_t{d.mtu} + 512u);
   while ((fit & (fit - 1)) != 0) fit &= fit - 1;  // a power of two, then minus one: mempools like 2^k - 1
-  const int64_t mbufs_default = static_cast<int64_t>(std::clamp<uint64_t>(fit - 1, 1023, d.mode == "memif" ? 4095 : 16383));
+  const int64_t mbufs_default =
+      static_cast<int64_t>(std::clamp<uint64_t>(fit - 1, 1023, d.mode == "memif" ? 4095 : 16383));
   d.mbufs = static_cast<uint32_t>(
       GREX_TRY(detail::param_int(opts_, "mbufs", "GREX_DPDK_MBUFS", 1023, 1 << 20, mbufs_default)));
   d.window = static_cast<uint32_t>(GREX_TRY(detail::param_int(opts_, "window", "GREX_DPDK_WINDOW", 16, 1 << 16, 1024)));

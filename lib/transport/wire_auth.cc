@@ -198,7 +198,8 @@ bool have_wide_ghash() noexcept {
 // on the wire), reduced. Inlined into the 512-bit code, so it is encoded as
 // that code is: a call to legacy SSE code with the upper halves of the
 // registers dirty stalled each time (a third of a 1 KiB packet's tag).
-GREX_GHASH_TARGET __attribute__((always_inline)) inline __m128i ghash_run(__m128i y, const uint8_t* p, size_t k, const uint8_t (*hp)[16]) {
+GREX_GHASH_TARGET __attribute__((always_inline)) inline __m128i ghash_run(__m128i y, const uint8_t* p, size_t k,
+                                                                           const uint8_t (*hp)[16]) {
   if (k == 0) return y;
   Wide acc{_mm_setzero_si128(), _mm_setzero_si128()};
   for (size_t i = 0; i < k; ++i) {
