@@ -198,8 +198,9 @@ TEST(DpdkDriver, RepsUsesALossyPathLess) {
       if (reps) {
         // Used less, and re-probed now and then: 0.017-0.078 by loss alone;
         // 0.018-0.128 in 25 runs since REPS also drops paths whose RTT floor
-        // stands high, which on memif's one shared queue is noise.
-        RANK_CHECK(share > 0.0 && share < 0.15);
+        // stands high, which on memif's one shared queue is noise; 0.023-0.169
+        // in 17 runs on a later VM (two above 0.15). Round robin: 0.25.
+        RANK_CHECK(share > 0.0 && share < 0.2);
       } else {
         RANK_CHECK(share > 0.22 && share < 0.28);
       }
