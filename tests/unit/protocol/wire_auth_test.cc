@@ -73,6 +73,32 @@ struct Pair {
   }
 };
 
+// The reference: OpenSSL's EVP AES-128-GCM tag over aad then payload (both
+// as associated data), under a Pair's keys and nonce salt || seq.
+class EvpTag {
+ public:
+  explicit EvpTag(const DirectionKeys& k) : c_(EVP_CIPHER_CTX_new()) {
+    std::memcpy(iv_, k.salt, 4);
+    ok_ = c_ != nullptr && EVP_EncryptInit_ex(c_, EVP_aes_128_gcm(), nullptr, k.key, nullptr) == 1;
+  }
+  ~EvpTag() { EVP_CIPHER_CTX_free(c_); }
+  EvpTag(const EvpTag&) = delete;
+  EvpTag& operator=(const EvpTag&) = delete;
+  bool tag(uint64_t seq, const uint8_t* aad, size_t alen, const uint8_t* payload, size_t plen, uint8_t out[16]) {
+    for (int i = 0; i < 8; ++i) iv_[4 + i] = static_cast<uint8_t>(seq >> (8 * i));
+    int n = 0;
+    return ok_ && EVP_EncryptInit_ex(c_, nullptr, nullptr, nullptr, iv_) == 1 &&
+           (alen == 0 || EVP_EncryptUpdate(c_, nullptr, &n, aad, static_cast<int>(alen)) == 1) &&
+           (plen == 0 || EVP_EncryptUpdate(c_, nullptr, &n, payload, static_cast<int>(plen)) == 1) &&
+           EVP_EncryptFinal_ex(c_, out, &n) == 1 && EVP_CIPHER_CTX_ctrl(c_, EVP_CTRL_GCM_GET_TAG, 16, out) == 1;
+  }
+
+ private:
+  EVP_CIPHER_CTX* c_;
+  uint8_t iv_[12] = {};
+  bool ok_ = false;
+};
+
 TEST(WireAuth, EveryFlippedBitOfATaggedPacketIsRefused) {
   Pair p;
   Header h;
@@ -106,10 +132,7 @@ TEST(WireAuth, EveryFlippedBitOfATaggedPacketIsRefused) {
 // of header and payload lengths (GHASH carries partial blocks across them).
 TEST(WireAuth, TagOnlyPathMatchesEvpGcm) {
   Pair p;
-  uint8_t iv[12];
-  std::memcpy(iv, p.keys.salt, 4);
-  EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
-  ASSERT_TRUE(c != nullptr && EVP_EncryptInit_ex(c, EVP_aes_128_gcm(), nullptr, p.keys.key, nullptr) == 1);
+  EvpTag ref(p.keys);
   std::vector<uint8_t> bytes(9000);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
   uint64_t seq = 1;
@@ -125,24 +148,13 @@ TEST(WireAuth, TagOnlyPathMatchesEvpGcm) {
       // the precomputed E_K(J0) of the header path must follow either way.
       seq = k < splits.size() / 2 ? seq + 1 : 5000 + (k * 37) % 101;
       ++k;
-      for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(seq >> (8 * i));
       uint8_t want[16], got[16];
-      int n = 0;
-      ASSERT_EQ(EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv), 1);
-      if (alen > 0) {
-        ASSERT_EQ(EVP_EncryptUpdate(c, nullptr, &n, bytes.data(), static_cast<int>(alen)), 1);
-      }
-      if (plen > 0) {
-        ASSERT_EQ(EVP_EncryptUpdate(c, nullptr, &n, bytes.data() + 100, static_cast<int>(plen)), 1);
-      }
-      ASSERT_EQ(EVP_EncryptFinal_ex(c, want, &n), 1);
-      ASSERT_EQ(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, want), 1);
+      ASSERT_TRUE(ref.tag(seq, bytes.data(), alen, bytes.data() + 100, plen, want));
       ASSERT_TRUE(p.tx.seal(seq, bytes.data(), alen, bytes.data() + 100, plen, nullptr, got));
       EXPECT_EQ(to_hex(got, 16), to_hex(want, 16)) << "aad " << alen << " payload " << plen;
       EXPECT_TRUE(p.rx.open(seq, bytes.data(), alen, bytes.data() + 100, plen, nullptr, want));
     }
   }
-  EVP_CIPHER_CTX_free(c);
 }
 
 // Long payloads take the 512-bit GHASH where the CPU has VPCLMULQDQ and
@@ -157,10 +169,7 @@ TEST(WireAuth, WideTagPathMatchesEvpGcm) {
   std::printf("512-bit GHASH path: %s on this CPU\n", wide ? "taken" : "not available (OpenSSL's GCM128 instead)");
 #endif
   Pair p;
-  uint8_t iv[12];
-  std::memcpy(iv, p.keys.salt, 4);
-  EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
-  ASSERT_TRUE(c != nullptr && EVP_EncryptInit_ex(c, EVP_aes_128_gcm(), nullptr, p.keys.key, nullptr) == 1);
+  EvpTag ref(p.keys);
   std::vector<uint8_t> bytes(20000);
   uint32_t x = 12345;
   for (auto& b : bytes) b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
@@ -171,14 +180,8 @@ TEST(WireAuth, WideTagPathMatchesEvpGcm) {
       for (size_t at : {200, 201, 207, 215}) {
         seq = cases % 5 == 4 ? seq + 1000 : seq + 1;  // mostly in order, now and then a jump
         ++cases;
-        for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(seq >> (8 * i));
         uint8_t want[16], got[16];
-        int n = 0;
-        ASSERT_EQ(EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv), 1);
-        if (alen > 0) ASSERT_EQ(EVP_EncryptUpdate(c, nullptr, &n, bytes.data(), static_cast<int>(alen)), 1);
-        ASSERT_EQ(EVP_EncryptUpdate(c, nullptr, &n, bytes.data() + at, static_cast<int>(plen)), 1);
-        ASSERT_EQ(EVP_EncryptFinal_ex(c, want, &n), 1);
-        ASSERT_EQ(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, want), 1);
+        ASSERT_TRUE(ref.tag(seq, bytes.data(), alen, bytes.data() + at, plen, want));
         ASSERT_TRUE(p.tx.seal(seq, bytes.data(), alen, bytes.data() + at, plen, nullptr, got));
         ASSERT_EQ(to_hex(got, 16), to_hex(want, 16)) << "aad " << alen << " payload " << plen << " at " << at;
         EXPECT_TRUE(p.rx.open(seq, bytes.data(), alen, bytes.data() + at, plen, nullptr, want));
@@ -190,7 +193,6 @@ TEST(WireAuth, WideTagPathMatchesEvpGcm) {
           bytes[at + flip] ^= 0x10;
         }
       }
-  EVP_CIPHER_CTX_free(c);
 }
 
 TEST(WireAuth, EncryptionHidesAndRestoresThePayload) {
