@@ -180,7 +180,7 @@ bool have_aesni() noexcept {
 // aggregated over groups of kWideBlocks: Y' = (Y + X1) H^32 + X2 H^31 + ...
 // + X32 H, the products summed unreduced and reduced once per group, so the
 // only chain from group to group is one multiplication and one reduction.
-// About 2.5x OpenSSL 3.0's GHASH here (docs/security.md); every tag is the
+// A data packet's tag 2.2x faster than OpenSSL 3.0's here (docs/security.md); every tag is the
 // one GCM defines (wire_auth_test checks it against OpenSSL's at many lengths).
 #define GREX_GHASH_WIDE_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,vpclmulqdq,aes,pclmul,sse4.1,ssse3")))
@@ -217,11 +217,16 @@ GREX_GHASH_WIDE_TARGET inline __m128i fold_lanes(__m512i v) {
   return _mm_xor_si128(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
 }
 
-// Groups of kWideBlocks at p (n_groups of them); hz[i] = H^(32 - i).
-GREX_GHASH_WIDE_TARGET __m128i ghash_wide(__m128i y, const uint8_t* p, size_t n_groups, const uint8_t (*hz)[16]) {
+// Groups of kWideBlocks at p (n_groups of them); hp[i] = H^(i + 1).
+GREX_GHASH_WIDE_TARGET __m128i ghash_wide(__m128i y, const uint8_t* p, size_t n_groups, const uint8_t (*hp)[16]) {
   const __m512i rev = _mm512_broadcast_i32x4(_mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  // Register g multiplies blocks 4g .. 4g + 3 of a group by H^(32 - 4g) .. H^(29 - 4g):
+  // hp[28 - 4g .. 31 - 4g] with its four lanes in reverse order.
   __m512i h[kWideBlocks / 4];
-  for (int g = 0; g < kWideBlocks / 4; ++g) h[g] = _mm512_loadu_si512(hz[4 * g]);
+  for (int g = 0; g < kWideBlocks / 4; ++g) {
+    const __m512i v = _mm512_loadu_si512(hp[kWideBlocks - 4 - 4 * g]);
+    h[g] = _mm512_shuffle_i64x2(v, v, 0x1b);
+  }
   for (size_t q = 0; q < n_groups; ++q, p += 16 * kWideBlocks) {
     __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512(), mid = _mm512_setzero_si512();
     // The registers that do not wait for y first; the first, which does, last.
@@ -244,7 +249,7 @@ GREX_GHASH_WIDE_TARGET __m128i ghash_wide(__m128i y, const uint8_t* p, size_t n_
 // E_K(J0): aad (<= kWideMaxHead bytes) and the payload's first bytes up to a
 // block boundary, then the payload's whole groups wide, its last blocks, the
 // length block. False where the payload ends inside the first block.
-GREX_GHASH_WIDE_TARGET bool gmac_wide(const uint8_t (*hp)[16], const uint8_t (*hz)[16], const uint8_t ek_bytes[16],
+GREX_GHASH_WIDE_TARGET bool gmac_wide(const uint8_t (*hp)[16], const uint8_t ek_bytes[16],
                                       const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len,
                                       uint8_t tag[16]) {
   const size_t fill = (16 - aad_len % 16) % 16;
@@ -256,7 +261,7 @@ GREX_GHASH_WIDE_TARGET bool gmac_wide(const uint8_t (*hp)[16], const uint8_t (*h
   const uint8_t* p = payload + fill;
   size_t rest = len - fill;
   const size_t groups = rest / (16 * kWideBlocks);
-  y = ghash_wide(y, p, groups, hz);
+  y = ghash_wide(y, p, groups, hp);
   p += groups * 16 * kWideBlocks;
   rest -= groups * 16 * kWideBlocks;
   // Up to 31 whole blocks, then the last partial block (zero-padded) and the length block.
@@ -403,7 +408,6 @@ bool Sealer::init(const DirectionKeys& k, bool sealing) noexcept {
   if (have_aesni()) {
     aes128_schedule(k.key, keys_.rk);
     ghash_powers(keys_.rk, keys_.hpow, kPowers);
-    for (int i = 0; i < kPowers; ++i) std::memcpy(keys_.hdesc[i], keys_.hpow[kPowers - 1 - i], 16);
     gcm_ = CRYPTO_gcm128_new(keys_.rk, reinterpret_cast<block128_f>(aes128_block));  // nullptr: EVP only
   }
 #endif
@@ -447,8 +451,8 @@ const uint8_t* Sealer::pad(uint64_t seq) noexcept {
 bool Sealer::wide_tag(uint64_t seq, const uint8_t* aad, size_t aad_len, const uint8_t* payload, size_t len,
                       uint8_t tag[kTagBytes]) noexcept {
 #if defined(__x86_64__)
-  if (gcm_ == nullptr || len < kWideMinBytes || aad_len > kWideMaxHead || !have_wide_ghash()) return false;
-  return gmac_wide(keys_.hpow, keys_.hdesc, pad(seq), aad, aad_len, payload, len, tag);
+  if (gcm_ == nullptr || len < kWideMinBytes || !have_wide_ghash()) return false;
+  return gmac_wide(keys_.hpow, pad(seq), aad, aad_len, payload, len, tag);
 #else
   (void)seq, (void)aad, (void)aad_len, (void)payload, (void)len, (void)tag;
   return false;

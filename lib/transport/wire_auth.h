@@ -133,10 +133,9 @@ class Sealer {
   /// E_K(J0) of packet `seq` (from eight computed together).
   const uint8_t* pad(uint64_t seq) noexcept;
   static constexpr int kPowers = 32;
-  struct alignas(64) RoundKeys {
+  struct alignas(16) RoundKeys {
     uint8_t rk[11][16];
-    uint8_t hpow[kPowers][16];   // H^1 .. H^32, byte-reversed (small_tag, wide_tag)
-    alignas(64) uint8_t hdesc[kPowers][16];  // H^32 .. H^1: a 512-bit register's four lanes at once
+    uint8_t hpow[kPowers][16];  // H^1 .. H^32, byte-reversed (small_tag, wide_tag)
   } keys_{};
   bool sealing_ = true;
   uint8_t salt_[4] = {};
