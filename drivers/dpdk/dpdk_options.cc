@@ -91,7 +91,7 @@ Result<void> DpdkDevice::parse_options() {
     d.via_gateway = true;
   }
   d.mtu = static_cast<uint16_t>(
-      GREX_TRY(detail::param_int(opts_, "mtu", "GREX_DPDK_MTU", 576, 65258, d.mode == "memif" ? 9000 : 1500)));
+      GREX_TRY(detail::param_int(opts_, "mtu", "GREX_DPDK_MTU", 576, kMaxMtu, d.mode == "memif" ? 9000 : 1500)));
   d.udp_port =
       static_cast<uint16_t>(GREX_TRY(detail::param_int(opts_, "udp_port", "GREX_DPDK_UDP_PORT", 1, 65535, 47000)));
   // memif opens a port (and a pool) per peer inside EAL's 512 MB heap: keep

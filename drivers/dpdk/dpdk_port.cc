@@ -34,10 +34,7 @@ constexpr uint16_t kMinMtu = 68;
 constexpr uint32_t kMaxPoolCache = 256;
 /// Ethernet header + two VLAN tags: the most a frame adds to the MTU (no CRC in mbufs).
 constexpr uint32_t kFrameOverheadBytes = RTE_ETHER_HDR_LEN + 2 * RTE_VLAN_HLEN;
-/// The largest MTU whose frame fits one mbuf: a data room (headroom included,
-/// rounded to 128 B) is 16-bit. 65258: jumbo links that only software carries
-/// (veth, bridges) take it; a NIC's own limit is lower and applies.
-constexpr uint16_t kMaxMtu = static_cast<uint16_t>(UINT16_MAX / 128 * 128 - RTE_PKTMBUF_HEADROOM - kFrameOverheadBytes);
+static_assert(kMaxMtu == UINT16_MAX / 128 * 128 - RTE_PKTMBUF_HEADROOM - kFrameOverheadBytes);
 /// memif's default buffer size when devargs have no bsize.
 constexpr uint32_t kMemifDefaultBsizeBytes = 2048;
 /// af_packet's default framesz; the frame data area is framesz minus this overhead.

@@ -24,6 +24,7 @@
 #include <grex/result.h>
 
 #include <rte_ethdev.h>
+#include <rte_ether.h>
 #include <rte_mbuf.h>
 
 #include <array>
@@ -32,6 +33,13 @@
 #include <string>
 
 namespace grex::dpdk {
+
+/// The largest MTU whose frame (Ethernet header and two VLAN tags) fits one
+/// mbuf: a data room, headroom included and rounded to 128 B, is 16-bit.
+/// 65258: jumbo links that only software carries (veth, bridges) take it; a
+/// NIC's own limit is lower and applies.
+inline constexpr uint16_t kMaxMtu =
+    static_cast<uint16_t>(UINT16_MAX / 128 * 128 - RTE_PKTMBUF_HEADROOM - RTE_ETHER_HDR_LEN - 2 * RTE_VLAN_HLEN);
 
 /// How to open a port. The vdev's own arguments go in `devargs`.
 struct PortOptions {

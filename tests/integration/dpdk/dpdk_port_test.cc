@@ -529,7 +529,7 @@ TEST(DpdkEal, ArgumentsFromOptionsAndEnvironment) {
 TEST(DpdkPort, OptionErrorsBeforeProbing) {
   PortOptions o;
   o.devargs = "net_memif0,role=server,socket=/nonexistent/x.sock";
-  o.mtu = 65259;  // a frame that no mbuf holds
+  o.mtu = kMaxMtu + 1;  // a frame that no mbuf holds
   auto r = Port::open(o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Errc::kInvalidArgument);
