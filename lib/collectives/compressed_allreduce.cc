@@ -46,9 +46,9 @@ struct Format {
     const size_t rem = m % elems;
     return m / elems * bytes + (rem > 0 ? header + rem * per : 0);
   }
-  void narrow(const float* v, size_t m, uint8_t* w, float* res, float scale) const noexcept {
-    if (kind == Compression::kInt8) return int8_narrow(v, m, w, res, scale);
-    narrow_f32(kind, v, m, reinterpret_cast<uint16_t*>(w), res, scale);
+  void narrow(const float* v, size_t m, uint8_t* w, float* res, float scale, float* back = nullptr) const noexcept {
+    if (kind == Compression::kInt8) return int8_narrow(v, m, w, res, scale, back);
+    narrow_f32(kind, v, m, reinterpret_cast<uint16_t*>(w), res, scale, back);
   }
   void widen_add(const uint8_t* w, size_t m, const float* a, const float* b, float* out) const noexcept {
     if (kind == Compression::kInt8) return int8_widen_add(w, m, a, b, out);
@@ -129,7 +129,7 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     };
     // The last step finishes this rank's segment a chunk at a time: average
     // it, round it once for everyone (its rounding error, in sum units, is
-    // this rank's to carry) and keep the rounded value.
+    // this rank's to carry) and keep the rounded value (in the same pass).
     auto on_chunk = [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
       const auto [e, m] = span_of(rs, o);
       float* res = residual != nullptr ? residual + e : nullptr;
@@ -138,8 +138,7 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
       if (last) {
         if (avg) scale_avg(out + e, m, DataType::kFloat32, n);
         uint8_t* mine = w + wo[rs] + o;
-        fmt.narrow(out + e, m, mine, res, avg ? static_cast<float>(n) : 1.0f);
-        fmt.widen(mine, m, out + e);
+        fmt.narrow(out + e, m, mine, res, avg ? static_cast<float>(n) : 1.0f, out + e);
       }
     };
     StreamSide snd{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]};
