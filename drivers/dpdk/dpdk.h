@@ -21,6 +21,11 @@ namespace grex::dpdk {
 ///              entropy ECMP hashes [GREX_DPDK_PATHS], 1..64, default 1; every rank the same
 ///   spray      with paths > 1: rr (round robin, default) or reps (reuse the paths the
 ///              peer's ACKs covered, forget those whose packets were resent) [GREX_DPDK_SPRAY]
+///   path_cc    with paths > 1 and a controller: flow (default: one controller per flow,
+///              fed by its timing probes) or path (one per path, fed by the RTTs the
+///              ACKs echo for it and its losses; a packet goes on a path with room in
+///              its bucket and window, the flow paced at the paths' summed windows and
+///              rates) [GREX_DPDK_PATH_CC]
 ///   reorder    packets a late one may be overtaken by before it counts as lost, for
 ///              paths that reorder (ECMP spraying) [GREX_DPDK_REORDER], 0..63, default 0
 ///   give_up_ms a silent peer is declared gone after this [GREX_DPDK_GIVE_UP_MS], default 10000

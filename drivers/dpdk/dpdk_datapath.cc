@@ -190,8 +190,10 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
   // An ACK's echo (psn, send time) is an RTT sample of the path that packet took.
   // Less the packet's wait at the peer before the ACK left (the receiver's
   // own batching is no path's queue).
-  if (h.type == wire::Type::kAck && h.timestamp != 0 && h.timestamp <= now && h.tag < now - h.timestamp)
-    ep->paths().rtt_sample(h.psn, now - h.timestamp - h.tag);
+  if (h.type == wire::Type::kAck && h.timestamp != 0 && h.timestamp <= now && h.tag < now - h.timestamp) {
+    ep->paths().rtt_sample(h.psn, now - h.timestamp - h.tag, now, rx_gap_ns_);
+    if (ep->paths().path_cc()) ep->flow().pace_at(ep->paths().rate());
+  }
   // An untagged data packet's ACK fields are the one thing in it a stranger
   // could use to complete sends: they count where a tag vouched for them
   // (or where nothing is authenticated at all).
@@ -304,7 +306,11 @@ void DpdkDevice::transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcep
   // Spraying (GREX_DPDK_PATHS): each packet's UDP source port is the entropy
   // an ECMP hash sees, so consecutive packets may take different paths.
   FrameAddr a = ep->addr();
-  const uint32_t path = h.type == wire::Type::kData ? ep->paths().choose(h.psn) : 0;
+  const uint32_t path =
+      h.type == wire::Type::kData ? ep->paths().choose(h.psn, h.timestamp, wire::kHeaderBytes + len, len) : 0;
+  // With a controller per path, the flow's pace is their sum (a path's rate
+  // also moves as it sends: slow start).
+  if (h.type == wire::Type::kData && ep->paths().path_cc() && (h.psn & 7) == 0) ep->flow().pace_at(ep->paths().rate());
   a.src_port = static_cast<uint16_t>(a.src_port + path);
   frame::write_headers(hdr, a, wire::kHeaderBytes + len, !port->tx_ip_cksum());
   wire::encode(h, hdr + kHeadersBytes, p.payload);

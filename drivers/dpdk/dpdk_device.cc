@@ -393,6 +393,9 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   auto ep = std::make_unique<DpdkEndpoint>(this, peer, port, fa, cfg, tx, rx);
   ep->paths().reset(dopts_.paths, dopts_.reps, flow_cfg_.span != 0 ? flow_cfg_.span : 4 * flow_cfg_.window,
                     ep->tx_flow_id());
+  if (dopts_.path_cc)
+    ep->paths().use_path_cc(flow_cfg_.cc, flow_cfg_.cc_options, cc::PathInfo{flow_cfg_.line_rate_bps, flow_cfg_.max_payload},
+                            2.0 * (flow_cfg_.max_payload + wire::kHeaderBytes), flow_cfg_.pace_burst_ns);
   if (!ep->sealer().ready() || !ep->opener().ready()) return err(Errc::kInternal, "cannot key AES-GCM (libcrypto)");
   by_rank_[static_cast<size_t>(peer)] = ep.get();
   by_flow_.emplace(rx.flow_id, ep.get());
@@ -537,6 +540,8 @@ std::vector<std::pair<std::string, uint64_t>> DpdkDevice::counters() const {
       const std::string n = std::to_string(i);
       c.insert(c.end(), {{p + "tx_path." + n, ep->paths().sent_on(i)}, {p + "resent_path." + n, ep->paths().resent_on(i)},
                          {p + "rtt_path_ns." + n, ep->paths().srtt_ns(i)}, {p + "slow_path." + n, ep->paths().slow_marks(i)}});
+      if (ep->paths().path_cc())
+        c.push_back({p + "rate_path_kbps." + n, static_cast<uint64_t>(ep->paths().path_rate_bps(i) / 1e3)});
     }
     c.insert(c.end(), {{p + "rx_paths", static_cast<uint64_t>(std::popcount(ep->rx_paths()))},
                        {p + "data_sent", s.data_sent}, {p + "bytes_sent", s.bytes_sent}, {p + "retransmits", s.retransmits},

@@ -60,6 +60,7 @@ struct DpdkOptions {
   uint32_t reorder = 0;  // packets a late one may be overtaken by before it counts as lost
   uint32_t paths = 1;    // UDP source ports a flow's data packets spray over (ECMP entropy)
   bool reps = false;     // ... choosing them by REPS (dpdk_paths.h), not round robin
+  bool path_cc = false;  // a congestion controller per path, the flow paced at their sum (dpdk_paths.h)
   uint32_t adverts_per_packet = 32;  ///< receives advertised in one packet at most
   /// Packets a port's software TX queue may hold before flows wait (what
   /// one pass of the flows hands the PMD at most); 0: 32 [GREX_DPDK_TX_BACKLOG].

@@ -151,6 +151,14 @@ Result<void> DpdkDevice::parse_options() {
     d.cc = cc::find(def);
     if (d.cc == nullptr) return Error(Errc::kInvalidArgument, "cc_default '" + def + "' is not a congestion controller");
   }
+  if (auto v = detail::param(opts_, "path_cc", "GREX_DPDK_PATH_CC"); !v.empty()) {
+    if (v != "flow" && v != "path")
+      return Error(Errc::kInvalidArgument, "GREX_DPDK_PATH_CC='" + v + "' is not flow or path");
+    d.path_cc = v == "path" && d.paths > 1;
+    if (d.path_cc && d.cc == nullptr)
+      return Error(Errc::kInvalidArgument, "GREX_DPDK_PATH_CC=path needs a congestion controller")
+          .hint("name one with GREX_CC (rttcc, swift, ...)");
+  }
   d.line_gbps = static_cast<double>(GREX_TRY(detail::param_int(opts_, "line_gbps", "GREX_DPDK_LINE_GBPS", 0, 3200, 0)));
   // A port the kernel carries (af_packet, af_xdp) adds its per-packet work,
   // on cores the ranks share, to every RTT: at 50 us RTTCC read that as a

@@ -11,13 +11,22 @@
 // there: the delay-based form of REPS's ECN mark): under REPS
 // its packets are not given back for reuse, so it is used less, and
 // abandoned while it stays slow; a fresh draw tries it again now and then.
+//
+// With a controller per path (GREX_DPDK_PATH_CC=path), each path's RTTs
+// and losses drive its own rate, token bucket and window (its packets in
+// flight counted against it): a packet takes the path chosen above while that
+// path has room, else the next healthy path with room, and the flow is paced
+// at the paths' summed windows and rates (rate()). A path behind a queue is
+// then cut alone, where one controller for the flow cut every path for it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
 
 #include "congestion/multipath.h"
+#include "transport/pacer.h"
 
 namespace grex::dpdk {
 
@@ -40,12 +49,55 @@ class PathChooser {
     if (reps_) recycler_ = cc::EntropyRecycler(seed, static_cast<uint32_t>(path_of_.size()), paths_);
   }
 
-  /// The path of data packet `psn`, recorded until the ACK covers it.
-  uint32_t choose(uint32_t psn) noexcept {
+  /// A controller `algo` per path (after reset(), with more than one path;
+  /// nullptr: none), each starting at the first packet with `opts` and the
+  /// flow's `info`; `min_burst` and `burst_ns` as the flow's pacer.
+  void use_path_cc(const cc::Algorithm* algo, const cc::Options& opts, const cc::PathInfo& info, double min_burst,
+                   uint64_t burst_ns) {
+    cc_ = paths_ > 1 ? algo : nullptr;
+    cc_opts_ = opts;
+    cc_info_ = info;
+    min_burst_ = min_burst;
+    burst_ns_ = burst_ns;
+    pacers_ = std::vector<Pacer>(cc_ != nullptr ? paths_ : 0);
+    in_flight_.fill(0);
+  }
+  bool path_cc() const noexcept { return cc_ != nullptr; }
+  /// The flow's pace with a controller per path: the sum of the paths'
+  /// windows, and of their rates, each at most what its window delivers in
+  /// its smoothed RTT (a path whose packets come back late or not at all,
+  /// and so with few samples, adds no more than it delivers). Rate 0 before
+  /// the first packet, or without controllers per path.
+  cc::Decision rate() noexcept {
+    cc::Decision sum{0, 0};
+    if (cc_ == nullptr || !pacers_[0].active()) return sum;
+    for (uint32_t p = 0; p < paths_; ++p) {
+      const cc::Decision d = pacers_[p]->decision();
+      double r = d.rate_bps;
+      if (d.window_bytes > 0 && srtt_ns_[p] > 0) r = std::min(r, static_cast<double>(d.window_bytes) * 8e9 / srtt_ns_[p]);
+      sum.rate_bps += r;
+      sum.window_bytes += d.window_bytes;
+    }
+    return sum;
+  }
+  /// The rate of one path's controller (0: none).
+  double path_rate_bps(uint32_t path) noexcept {
+    return cc_ != nullptr && path < pacers_.size() && pacers_[path].active() ? pacers_[path]->decision().rate_bps : 0;
+  }
+
+  /// The path of data packet `psn`, recorded until the ACK covers it; with
+  /// controllers per path, `now_ns` and the packet's bytes feed its path's.
+  uint32_t choose(uint32_t psn, uint64_t now_ns = 0, uint32_t wire_bytes = 0, uint32_t payload_bytes = 0) noexcept {
     if (paths_ <= 1) return 0;
+    if (cc_ != nullptr && !pacers_[0].active())
+      for (Pacer& p : pacers_) p.start(*cc_, cc_opts_, cc_info_, now_ns, min_burst_, burst_ns_);
     uint8_t& slot = path_of_[psn % path_of_.size()];
     if (sent_any_ && static_cast<int32_t>(psn - high_) < 0) {  // a resend: its first copy's path lost it
       if (reps_) recycler_.on_congested(slot);
+      if (cc_ != nullptr) {
+        pacers_[slot]->on_nack(now_ns);
+        if (in_flight_[slot] > 0) --in_flight_[slot];  // that copy is lost
+      }
       ++resent_on_[slot];
     } else {
       high_ = psn + 1;
@@ -65,6 +117,20 @@ class PathChooser {
         break;
       }
     }
+    if (cc_ != nullptr) {
+      // The chosen path while its bucket and window have room, else the next
+      // healthy one with room (none: the chosen one all the same).
+      if (!room(path, now_ns, payload_bytes))
+        for (uint32_t i = 1; i < paths_; ++i) {
+          const uint32_t q = (path + i) % paths_;
+          if (!slow_[q] && room(q, now_ns, payload_bytes)) {
+            path = q;
+            break;
+          }
+        }
+      pacers_[path].sent(wire_bytes, payload_bytes, now_ns);
+      ++in_flight_[path];
+    }
     slot = static_cast<uint8_t>(path);
     ++sent_on_[path];
     return path;
@@ -72,26 +138,30 @@ class PathChooser {
 
   /// The peer's cumulative ACK: every psn below `ack` arrived, over a path that delivered.
   void acked(uint32_t ack) noexcept {
-    if (!reps_ || !sent_any_) {
+    if ((!reps_ && cc_ == nullptr) || !sent_any_) {
       acked_ = ack;
       return;
     }
     for (uint32_t n = 0; acked_ != ack && static_cast<int32_t>(ack - acked_) > 0 && n < path_of_.size(); ++n, ++acked_) {
       const uint8_t path = path_of_[acked_ % path_of_.size()];
-      if (slow_[path]) continue;
+      if (cc_ != nullptr && in_flight_[path] > 0) --in_flight_[path];
+      if (!reps_ || slow_[path]) continue;
       recycler_.on_clean(path);
       ++recycled_;
     }
     acked_ = ack;
   }
 
-  /// The RTT `rtt_ns` of data packet `psn`, which the peer's ACK echoed.
-  void rtt_sample(uint32_t psn, uint64_t rtt_ns) noexcept {
+  /// The RTT `rtt_ns` of data packet `psn`, which the peer's ACK echoed
+  /// (`now_ns`, and up to `host_gap_ns` of it the hosts' not reading their
+  /// rings: for a controller per path).
+  void rtt_sample(uint32_t psn, uint64_t rtt_ns, uint64_t now_ns = 0, uint64_t host_gap_ns = 0) noexcept {
     // Only a packet still tracked: its slot names the path it took.
     if (paths_ <= 1 || !sent_any_ || static_cast<int32_t>(psn - high_) >= 0 ||
         high_ - psn > static_cast<uint32_t>(path_of_.size()))
       return;
     const uint8_t path = path_of_[psn % path_of_.size()];
+    if (cc_ != nullptr && pacers_[path].active()) pacers_[path]->on_rtt_sample({now_ns, rtt_ns, -1, host_gap_ns});
     const auto r = static_cast<double>(rtt_ns);
     double& s = srtt_ns_[path];
     s = s == 0 ? r : 0.875 * s + 0.125 * r;
@@ -122,6 +192,10 @@ class PathChooser {
     ++slow_marks_[path];
     if (reps_) recycler_.on_congested(path);
   }
+
+  /// With controllers per path: packets of `path` sent and not yet covered
+  /// by the cumulative ACK (nor resent).
+  uint32_t in_flight(uint32_t path) const noexcept { return path < kMaxPaths ? in_flight_[path] : 0; }
 
   double lowest_floor() const noexcept {
     double best = 0;
@@ -167,6 +241,19 @@ class PathChooser {
   std::array<double, kMaxPaths> srtt_ns_{};
   std::array<double, kMaxPaths> floor_{};  // per path (0: no sample yet)
   std::array<bool, kMaxPaths> slow_{};
+  const cc::Algorithm* cc_ = nullptr;  // a controller per path (nullptr: the flow's alone)
+  cc::Options cc_opts_;
+  cc::PathInfo cc_info_;
+  double min_burst_ = 0;
+  uint64_t burst_ns_ = 0;
+  std::vector<Pacer> pacers_;
+  std::array<uint32_t, kMaxPaths> in_flight_{};
+
+  // A path may take a packet: its bucket has tokens and its controller's
+  // window (if it sets one) room for the packet.
+  bool room(uint32_t path, uint64_t now_ns, uint32_t payload_bytes) noexcept {
+    return pacers_[path].allows(now_ns, static_cast<uint64_t>(in_flight_[path]) * payload_bytes);
+  }
 };
 
 }  // namespace grex::dpdk

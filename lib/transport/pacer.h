@@ -31,7 +31,7 @@ class Pacer {
   /// no controller runs. Counts a refusal in waits().
   bool allows(uint64_t now_ns, uint64_t in_flight_bytes) noexcept {
     if (!flow_.active()) return true;
-    const cc::Decision d = flow_->decision();
+    const cc::Decision d = set_.rate_bps > 0 ? set_ : flow_->decision();
     rate_bps_ = d.rate_bps;
     bool ok = bucket_.allows(now_ns, d.rate_bps, min_burst_bytes_, burst_ns_);
     if (ok && d.window_bytes > 0) ok = in_flight_bytes < d.window_bytes;
@@ -45,6 +45,10 @@ class Pacer {
     bucket_.take(static_cast<double>(wire_bytes));
     flow_->on_bytes_sent(now_ns, payload_bytes);
   }
+  /// Paces at `d` instead of the controller's decision (rate 0: the
+  /// controller's again). A driver that runs a controller per path paces the
+  /// flow at their sum; this controller still hears everything.
+  void set_decision(const cc::Decision& d) noexcept { set_ = d; }
   /// The rate of the controller's last decision (0: none yet).
   double rate_bps() const noexcept { return rate_bps_; }
   /// How often allows() said no.
@@ -52,6 +56,7 @@ class Pacer {
 
  private:
   cc::Flow flow_;
+  cc::Decision set_{0, 0};
   cc::TokenBucket bucket_;
   double min_burst_bytes_ = 0, rate_bps_ = 0;
   uint64_t burst_ns_ = 0, waits_ = 0;

@@ -195,6 +195,10 @@ class Flow {
   /// Queues a kClose (with kFlagAbort and culprit when culprit >= 0).
   void close(int culprit) noexcept;
   const FlowStats& stats() const noexcept { return stats_; }
+  /// Paces this flow at `d` instead of its controller's decision (rate 0:
+  /// the controller's again): the dpdk driver's controllers per path
+  /// (GREX_DPDK_PATH_CC) set their sum. Only where a controller runs.
+  void pace_at(const cc::Decision& d) noexcept { pacer_.set_decision(d); }
   uint32_t local_flow() const noexcept { return local_flow_; }
 
  private:

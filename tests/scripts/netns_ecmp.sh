@@ -102,7 +102,7 @@ ecmp_forget() {
 # $perf, $store and $tmp, and adds what it starts to its pids array while it
 # runs): rank 0 (host A) sends MESSAGES x 1 MiB to rank 1 (host B) with
 # grex-perf send_bw, GREX_DPDK_PATHS=PATHS and GREX_DPDK_SPRAY=SPRAY, no
-# congestion control (or $ECMP_CC), a window of $ECMP_WINDOW packets (128). Sets gbps (rank
+# congestion control (or $ECMP_CC), a window of $ECMP_WINDOW packets (128), MTU $ECMP_MTU (9000). Sets gbps (rank
 # 0's average) and shares (each link's share of the bytes RA forwarded,
 # "0.05 0.48 0.47"); returns 1 (and shows the logs) when a rank failed.
 ecmp_stream() {
@@ -117,7 +117,7 @@ ecmp_stream() {
     ((r == 1)) && side=B
     GREX_RANK=$r GREX_WORLD_SIZE=2 GREX_JOB_TOKEN="$token" GREX_STORE_ADDR="10.96.0.1:$store_port" \
       GREX_STORE_EXTERNAL=1 GREX_BACKEND=dpdk GREX_DPDK_MODE=port \
-      GREX_DPDK_PORT="net_af_packet0,iface=d0,framesz=10240,blocksz=20480,framecnt=512" GREX_DPDK_IP="10.98.$r.2" GREX_DPDK_MTU=9000 \
+      GREX_DPDK_PORT="net_af_packet0,iface=d0,framesz=10240,blocksz=20480,framecnt=512" GREX_DPDK_IP="10.98.$r.2" GREX_DPDK_MTU="${ECMP_MTU:-9000}" \
       GREX_DPDK_MAC="$(ecmp_mac $side)" GREX_DPDK_GATEWAY="$(ecmp_gateway $side)" \
       GREX_DPDK_PATHS="$paths" GREX_DPDK_SPRAY="$spray" GREX_DPDK_REORDER=63 GREX_DPDK_WINDOW="${ECMP_WINDOW:-128}" GREX_CC="${ECMP_CC:-none}" \
       GREX_DPDK_LCORE=$r GREX_LOG_LEVEL="${GREX_LOG_LEVEL:-warn}" \
