@@ -13,11 +13,13 @@
 // abandoned while it stays slow; a fresh draw tries it again now and then.
 //
 // With a controller per path (GREX_DPDK_PATH_CC=path), each path's RTTs
-// and losses drive its own rate, token bucket and window (its packets in
-// flight counted against it): a packet takes the path chosen above while that
-// path has room, else the next healthy path with room, and the flow is paced
-// at the paths' summed windows and rates (rate()). A path behind a queue is
-// then cut alone, where one controller for the flow cut every path for it.
+// and losses drive its own rate, token bucket and window, and its losses a
+// cap on its packets in flight (counted until the cumulative ACK covers
+// them): a packet takes the path chosen above while that path has room, else
+// the next healthy path with room, and the flow is paced at the paths' summed
+// windows and rates (rate(); reliable::Flow::pace_at). A path behind a queue,
+// or one that drops, is then cut alone, where one controller for the flow
+// cut every path for it, or none.
 #pragma once
 
 #include <algorithm>
@@ -61,6 +63,10 @@ class PathChooser {
     burst_ns_ = burst_ns;
     pacers_ = std::vector<Pacer>(cc_ != nullptr ? paths_ : 0);
     in_flight_.fill(0);
+    first_copy_.assign(cc_ != nullptr ? path_of_.size() : 1, 0);
+    loss_cap_.fill(0);
+    last_loss_ns_.fill(0);
+    mss_ = info.mtu_bytes;
   }
   bool path_cc() const noexcept { return cc_ != nullptr; }
   /// The flow's pace with a controller per path: the sum of the paths'
@@ -72,7 +78,11 @@ class PathChooser {
     cc::Decision sum{0, 0};
     if (cc_ == nullptr || !pacers_[0].active()) return sum;
     for (uint32_t p = 0; p < paths_; ++p) {
-      const cc::Decision d = pacers_[p]->decision();
+      cc::Decision d = pacers_[p]->decision();
+      if (loss_cap_[p] > 0) {
+        const auto cap = static_cast<uint64_t>(loss_cap_[p] * mss_);
+        d.window_bytes = d.window_bytes > 0 ? std::min(d.window_bytes, cap) : cap;
+      }
       double r = d.rate_bps;
       if (d.window_bytes > 0 && srtt_ns_[p] > 0) r = std::min(r, static_cast<double>(d.window_bytes) * 8e9 / srtt_ns_[p]);
       sum.rate_bps += r;
@@ -96,7 +106,16 @@ class PathChooser {
       if (reps_) recycler_.on_congested(slot);
       if (cc_ != nullptr) {
         pacers_[slot]->on_nack(now_ns);
-        if (in_flight_[slot] > 0) --in_flight_[slot];  // that copy is lost
+        // The first copy may still be queued on its path (a slow path's
+        // packets are overtaken and declared lost while they wait): it counts
+        // there until the ACK covers the psn. A later copy declared lost too
+        // stops counting.
+        uint8_t& first = first_copy_[psn % first_copy_.size()];
+        if (first == 0)
+          first = static_cast<uint8_t>(slot + 1);
+        else if (in_flight_[slot] > 0)
+          --in_flight_[slot];
+        lost_on(slot, now_ns);
       }
       ++resent_on_[slot];
     } else {
@@ -118,16 +137,19 @@ class PathChooser {
       }
     }
     if (cc_ != nullptr) {
-      // The chosen path while its bucket and window have room, else the next
-      // healthy one with room (none: the chosen one all the same).
-      if (!room(path, now_ns, payload_bytes))
-        for (uint32_t i = 1; i < paths_; ++i) {
-          const uint32_t q = (path + i) % paths_;
-          if (!slow_[q] && room(q, now_ns, payload_bytes)) {
-            path = q;
-            break;
-          }
+      // The chosen path while it has room, else the next healthy one with
+      // room; where none has, the first whose bucket alone is empty, and
+      // only then one whose window or loss cap is full.
+      int best = readiness(path, now_ns, payload_bytes);
+      for (uint32_t i = 1; i < paths_ && best > 0; ++i) {
+        const uint32_t q = (path + i) % paths_;
+        if (slow_[q]) continue;
+        const int r = readiness(q, now_ns, payload_bytes);
+        if (r < best) {
+          best = r;
+          path = q;
         }
+      }
       pacers_[path].sent(wire_bytes, payload_bytes, now_ns);
       ++in_flight_[path];
     }
@@ -144,7 +166,13 @@ class PathChooser {
     }
     for (uint32_t n = 0; acked_ != ack && static_cast<int32_t>(ack - acked_) > 0 && n < path_of_.size(); ++n, ++acked_) {
       const uint8_t path = path_of_[acked_ % path_of_.size()];
-      if (cc_ != nullptr && in_flight_[path] > 0) --in_flight_[path];
+      if (cc_ != nullptr) {
+        if (in_flight_[path] > 0) --in_flight_[path];
+        if (loss_cap_[path] > 0) loss_cap_[path] += 1.0 / loss_cap_[path];  // a packet more per window delivered
+        uint8_t& first = first_copy_[acked_ % first_copy_.size()];
+        if (first != 0 && in_flight_[first - 1] > 0) --in_flight_[first - 1];
+        first = 0;
+      }
       if (!reps_ || slow_[path]) continue;
       recycler_.on_clean(path);
       ++recycled_;
@@ -197,6 +225,7 @@ class PathChooser {
   /// by the cumulative ACK (nor resent).
   uint32_t in_flight(uint32_t path) const noexcept { return path < kMaxPaths ? in_flight_[path] : 0; }
 
+
   double lowest_floor() const noexcept {
     double best = 0;
     for (uint32_t i = 0; i < paths_; ++i)
@@ -248,11 +277,31 @@ class PathChooser {
   uint64_t burst_ns_ = 0;
   std::vector<Pacer> pacers_;
   std::array<uint32_t, kMaxPaths> in_flight_{};
+  std::vector<uint8_t> first_copy_ = std::vector<uint8_t>(1, 0);  // per psn: path + 1 of a resent packet's first copy
+  // Losses, per path: RTTCC cuts for delay, and for a loss only where the
+  // RTT is also high, so a path that drops what it is sent (a policer, a
+  // short buffer: 99 % of a 40 Mbit/s link's packets lost on the routed
+  // test fabric) would be sent to at its controller's rate for ever. A loss
+  // halves the path's packets in flight (once per smoothed RTT) as a cap,
+  // which grows by a packet per cap's worth delivered, as TCP's window does.
+  std::array<double, kMaxPaths> loss_cap_{};  // packets in flight at most (0: no loss yet)
+  std::array<uint64_t, kMaxPaths> last_loss_ns_{};
+  uint32_t mss_ = 1;
 
-  // A path may take a packet: its bucket has tokens and its controller's
-  // window (if it sets one) room for the packet.
-  bool room(uint32_t path, uint64_t now_ns, uint32_t payload_bytes) noexcept {
-    return pacers_[path].allows(now_ns, static_cast<uint64_t>(in_flight_[path]) * payload_bytes);
+  void lost_on(uint32_t path, uint64_t now_ns) noexcept {
+    const auto rtt = static_cast<uint64_t>(srtt_ns_[path]);
+    if (loss_cap_[path] > 0 && now_ns - last_loss_ns_[path] < rtt) return;  // one cut per RTT
+    loss_cap_[path] = std::max(1.0, static_cast<double>(in_flight_[path]) / 2);
+    last_loss_ns_[path] = now_ns;
+  }
+
+  // How ready a path is for a packet: 0, room; 1, its bucket is empty; 2,
+  // its controller's window or its loss cap is full.
+  int readiness(uint32_t path, uint64_t now_ns, uint32_t payload_bytes) noexcept {
+    if (loss_cap_[path] > 0 && in_flight_[path] >= loss_cap_[path]) return 2;
+    const uint64_t window = pacers_[path]->decision().window_bytes;
+    if (window > 0 && static_cast<uint64_t>(in_flight_[path]) * payload_bytes >= window) return 2;
+    return pacers_[path].allows(now_ns, 0) ? 0 : 1;  // the bucket (the window is checked above)
   }
 };
 

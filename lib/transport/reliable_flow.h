@@ -198,7 +198,12 @@ class Flow {
   /// Paces this flow at `d` instead of its controller's decision (rate 0:
   /// the controller's again): the dpdk driver's controllers per path
   /// (GREX_DPDK_PATH_CC) set their sum. Only where a controller runs.
-  void pace_at(const cc::Decision& d) noexcept { pacer_.set_decision(d); }
+  /// Its window then counts every packet the cumulative ACK has not
+  /// covered, as the paths' windows do, not only those the peer lacks.
+  void pace_at(const cc::Decision& d) noexcept {
+    pacer_.set_decision(d);
+    pace_cumulative_ = d.rate_bps > 0;
+  }
   uint32_t local_flow() const noexcept { return local_flow_; }
 
  private:
@@ -390,9 +395,10 @@ class Flow {
   uint64_t keepalive_sent_ns_ = 0;
 
   // congestion control and pacing
-  bool pace_allows(uint64_t now_ns) noexcept;
+  bool pace_allows(uint64_t now_ns, bool resend = false) noexcept;
   void paced(uint32_t payload_len, uint64_t now_ns) noexcept;
   Pacer pacer_;
+  bool pace_cumulative_ = false;  // pace_at(): the window counts packets the peer holds above a hole too
 };
 
 }  // namespace grex::reliable

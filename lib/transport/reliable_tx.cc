@@ -382,14 +382,15 @@ bool Flow::pending_work() const noexcept {
   return tx_n_ > 0 || !sends_.empty() || !matched_.empty() || recv_next_ != recv_head_;
 }
 
-// The pacer: a token bucket filled at the controller's rate, holding at most
-// pace_burst_ns worth (and at least two packets); a packet may go while the
-// bucket is positive. With a window from the controller, the bytes in flight
-// are capped too.
-bool Flow::pace_allows(uint64_t now_ns) noexcept {
+// The pacer: a token bucket at the controller's rate, holding at most pace_burst_ns worth (and
+// two packets); a packet goes while it is positive, and within the controller's window if any.
+bool Flow::pace_allows(uint64_t now_ns, bool resend) noexcept {
   if (!pacer_.active()) return true;
   const uint32_t outstanding = snd_nxt_ - snd_una_;
-  const uint64_t in_flight = static_cast<uint64_t>(outstanding - std::min(peer_above_, outstanding)) * cfg_.max_payload;
+  // Paced per path (pace_at), new data counts what the peer holds above a hole, as the paths do;
+  // a resend does not (a full window must not hold back the packet that can empty it).
+  const uint32_t above = pace_cumulative_ && !resend ? 0 : std::min(peer_above_, outstanding);
+  const uint64_t in_flight = static_cast<uint64_t>(outstanding - above) * cfg_.max_payload;
   const bool ok = pacer_.allows(now_ns, in_flight);
   stats_.cc_rate_bps = pacer_.rate_bps();
   stats_.paced_waits = pacer_.waits();
@@ -468,7 +469,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns, bool timers) noex
       rto_backoff_ = std::min<uint64_t>(rto_backoff_ * 2, 1024);
     }
   }
-  while (n < out.size() && !retx_.empty() && pace_allows(now_ns)) {
+  while (n < out.size() && !retx_.empty() && pace_allows(now_ns, true)) {
     const uint32_t psn = retx_.front();
     retx_.pop();
     Slot& s = win_[psn % span_];
