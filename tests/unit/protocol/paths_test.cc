@@ -185,5 +185,28 @@ TEST(PathChooser, AControllerPerPathPacesASmallLinkAloneAndTheFlowAtTheSum) {
   for (uint32_t q = 0; q < 4; ++q) EXPECT_LT(r.worst_rtt_us[q], 1000u) << "path " << q << ": a queue stood";
 }
 
+// The bookkeeping behind the paths' windows: a packet declared lost keeps
+// counting on the path that carried it (it may only be waiting in a slow
+// queue) until the cumulative ACK covers it, and a second copy declared lost
+// stops counting.
+TEST(PathChooser, ALostCopyCountsOnItsPathUntilTheAckCoversIt) {
+  cc::Options o;
+  cc::use_software_timestamps(&o, 50'000);
+  PathChooser pc;
+  pc.reset(4, false, 1024, 5);
+  pc.use_path_cc(cc::find("rttcc"), o, cc::PathInfo{100e9, 8192}, 2.0 * 8256, 10'000);
+  for (uint32_t psn = 0; psn < 4; ++psn) EXPECT_EQ(pc.choose(psn, 1000, 8256, 8192), psn);
+  for (uint32_t p = 0; p < 4; ++p) EXPECT_EQ(pc.in_flight(p), 1u) << p;
+  const uint32_t again = pc.choose(2, 2000, 8256, 8192);  // psn 2 resent: its first copy stays on path 2
+  EXPECT_NE(again, 2u) << "round robin moves on";
+  EXPECT_EQ(pc.in_flight(2), 1u);
+  EXPECT_EQ(pc.in_flight(again), 2u);
+  const uint32_t third = pc.choose(2, 3000, 8256, 8192);  // the second copy lost too: it stops counting
+  EXPECT_EQ(pc.in_flight(again), 1u);
+  EXPECT_EQ(pc.in_flight(2), third == 2 ? 2u : 1u);
+  pc.acked(4);  // every psn arrived: nothing in flight anywhere
+  for (uint32_t p = 0; p < 4; ++p) EXPECT_EQ(pc.in_flight(p), 0u) << p;
+}
+
 }  // namespace
 }  // namespace grex::dpdk
