@@ -33,7 +33,7 @@ std::vector<float> values(size_t n, unsigned seed) {
 
 size_t wire_bytes(Compression kind, size_t m) {
   if (kind != Compression::kInt8) return 2 * m;
-  return m / detail::kInt8Block * (detail::kInt8Block + 4) + (m % detail::kInt8Block ? 4 + m % detail::kInt8Block : 0);
+  return detail::int8_bytes(m);
 }
 
 bool level_runs(benchmark::State& state, SimdLevel level) {

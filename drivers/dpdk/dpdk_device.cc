@@ -394,8 +394,8 @@ Result<std::unique_ptr<Endpoint>> DpdkDevice::connect(int peer, std::string_view
   ep->paths().reset(dopts_.paths, dopts_.reps, flow_cfg_.span != 0 ? flow_cfg_.span : 4 * flow_cfg_.window,
                     ep->tx_flow_id());
   if (dopts_.path_cc)
-    ep->paths().use_path_cc(flow_cfg_.cc, flow_cfg_.cc_options, cc::PathInfo{flow_cfg_.line_rate_bps, flow_cfg_.max_payload},
-                            2.0 * (flow_cfg_.max_payload + wire::kHeaderBytes), flow_cfg_.pace_burst_ns);
+    ep->paths().use_path_cc(flow_cfg_.cc, flow_cfg_.cc_options, flow_cfg_.cc_path(), flow_cfg_.pace_min_burst(),
+                            flow_cfg_.pace_burst_ns);
   if (!ep->sealer().ready() || !ep->opener().ready()) return err(Errc::kInternal, "cannot key AES-GCM (libcrypto)");
   by_rank_[static_cast<size_t>(peer)] = ep.get();
   by_flow_.emplace(rx.flow_id, ep.get());

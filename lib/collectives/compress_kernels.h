@@ -30,6 +30,10 @@ void widen(Compression kind, const uint16_t* h, size_t m, float* out) noexcept;
 /// a last block may be shorter. With `res`: res[i] += (v[i] - q * scale) * s;
 /// with `back`: back[i] = q * scale (back may be v).
 inline constexpr size_t kInt8Block = 256;
+/// Bytes that m values take in int8 blocks (a last, shorter block: its scale and values).
+inline constexpr size_t int8_bytes(size_t m) noexcept {
+  return m / kInt8Block * (kInt8Block + 4) + (m % kInt8Block != 0 ? 4 + m % kInt8Block : 0);
+}
 void int8_narrow(const float* v, size_t m, uint8_t* w, float* res, float s, float* back = nullptr) noexcept;
 /// out[i] = a[i] (+ b[i] where b) + value(i); out may be a.
 void int8_widen_add(const uint8_t* w, size_t m, const float* a, const float* b, float* out) noexcept;

@@ -49,6 +49,8 @@ class Pacer {
   /// controller's again). A driver that runs a controller per path paces the
   /// flow at their sum; this controller still hears everything.
   void set_decision(const cc::Decision& d) noexcept { set_ = d; }
+  /// Whether set_decision() paces now, not the controller.
+  bool decision_set() const noexcept { return set_.rate_bps > 0; }
   /// The rate of the controller's last decision (0: none yet).
   double rate_bps() const noexcept { return rate_bps_; }
   /// How often allows() said no.

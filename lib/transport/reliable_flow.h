@@ -99,6 +99,10 @@ struct Config {
   cc::Options cc_options;
   double line_rate_bps = 100e9;  ///< the port's rate: the controller's ceiling
   uint64_t pace_burst_ns = 10'000;  ///< tokens saved while idle, as time at the current rate
+  /// What a pacer of this flow's starts from (the flow's, or a path's): the
+  /// controller's path, and the burst the bucket always lets out (two packets).
+  cc::PathInfo cc_path() const noexcept { return cc::PathInfo{line_rate_bps, max_payload}; }
+  double pace_min_burst() const noexcept { return 2.0 * (max_payload + wire::kHeaderBytes); }
 };
 
 /// poll_tx() emits at most this many packets per call.
@@ -200,10 +204,7 @@ class Flow {
   /// (GREX_DPDK_PATH_CC) set their sum. Only where a controller runs.
   /// Its window then counts every packet the cumulative ACK has not
   /// covered, as the paths' windows do, not only those the peer lacks.
-  void pace_at(const cc::Decision& d) noexcept {
-    pacer_.set_decision(d);
-    pace_cumulative_ = d.rate_bps > 0;
-  }
+  void pace_at(const cc::Decision& d) noexcept { pacer_.set_decision(d); }
   uint32_t local_flow() const noexcept { return local_flow_; }
 
  private:
@@ -398,7 +399,6 @@ class Flow {
   bool pace_allows(uint64_t now_ns, bool resend = false) noexcept;
   void paced(uint32_t payload_len, uint64_t now_ns) noexcept;
   Pacer pacer_;
-  bool pace_cumulative_ = false;  // pace_at(): the window counts packets the peer holds above a hole too
 };
 
 }  // namespace grex::reliable

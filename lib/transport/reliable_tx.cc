@@ -389,7 +389,7 @@ bool Flow::pace_allows(uint64_t now_ns, bool resend) noexcept {
   const uint32_t outstanding = snd_nxt_ - snd_una_;
   // Paced per path (pace_at), new data counts what the peer holds above a hole, as the paths do;
   // a resend does not (a full window must not hold back the packet that can empty it).
-  const uint32_t above = pace_cumulative_ && !resend ? 0 : std::min(peer_above_, outstanding);
+  const uint32_t above = pacer_.decision_set() && !resend ? 0 : std::min(peer_above_, outstanding);
   const uint64_t in_flight = static_cast<uint64_t>(outstanding - above) * cfg_.max_payload;
   const bool ok = pacer_.allows(now_ns, in_flight);
   stats_.cc_rate_bps = pacer_.rate_bps();
@@ -405,8 +405,7 @@ size_t Flow::poll_tx(std::span<TxPacket> out, uint64_t now_ns, bool timers) noex
   out = out.first(std::min(out.size(), kMaxTxPerPoll));  // advert_wire_ has a slice for each
   tx_out_ = out.data();
   if (cfg_.cc != nullptr && !pacer_.active())  // the controller starts with the flow's first poll
-    pacer_.start(*cfg_.cc, cfg_.cc_options, cc::PathInfo{cfg_.line_rate_bps, cfg_.max_payload}, now_ns,
-                 2.0 * (cfg_.max_payload + wire::kHeaderBytes), cfg_.pace_burst_ns);
+    pacer_.start(*cfg_.cc, cfg_.cc_options, cfg_.cc_path(), now_ns, cfg_.pace_min_burst(), cfg_.pace_burst_ns);
   // A matched send may wait for a free message entry: retry.
   if (!matched_.empty()) match_sends();
   size_t n = 0;

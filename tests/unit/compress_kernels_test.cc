@@ -122,7 +122,7 @@ TEST(CompressKernels, Int8VectorFormGivesTheScalarBits) {
       std::vector<float> v(m), a(m), b(m);
       for (size_t i = 0; i < m; ++i) v[i] = normal(gen), a[i] = normal(gen), b[i] = normal(gen);
       if (m > 300) std::fill(v.begin() + 256, v.begin() + 512, 0.f);  // an all-zero block: scale 0
-      const size_t bytes = m / kInt8Block * (kInt8Block + 4) + (m % kInt8Block ? 4 + m % kInt8Block : 0);
+      const size_t bytes = int8_bytes(m);
       std::vector<uint8_t> ws(bytes), wv(bytes), wi(bytes);
       std::vector<float> rs(m, 0.5f), rv(m, 0.5f), bs(m), bv(m);
       int8_narrow_at(SimdLevel::kScalar, v.data(), m, ws.data(), rs.data(), 2.f, bs.data());
