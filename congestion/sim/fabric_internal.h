@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ccsim's leaf-spine fabric, its state: events, packets, ports, flows, hosts
-// (the engine that moves them is in fabric.cc).
+// (the engine that moves them is in fabric_engine.h).
 #pragma once
 
 #include <cstdint>
