@@ -53,6 +53,9 @@ struct RttSample {
   /// probe, plus the same gap at the sender before the reply was read (a
   /// compute phase, a preemption). 0: none, or not known.
   uint64_t host_gap_ns = 0;
+  /// Switch hops the probe crossed on its way out (0: not known, counted as
+  /// one): a delay target that allows queueing at each switch grows with them.
+  uint32_t hops = 0;
 };
 
 // ---------------------------------------------------------------- parameters
@@ -67,6 +70,12 @@ enum class RttccSet : uint8_t {
 struct RttccParams {
   RttccSet set = RttccSet::kZtr;
   uint64_t target_delay_ns = 13'000;  ///< base RTT / target: below it, increase
+  /// ztr: added to the target for every switch hop past the first that a
+  /// sample's probe crossed (RttSample::hops), as Swift scales its fabric
+  /// target with the hop count. The 13 us target is one switch's queue;
+  /// across a leaf-spine fabric a probe meets three, and sprayed packets
+  /// find a short transient queue at each (docs/congestion.md).
+  uint64_t hop_target_ns = 3'000;
   /// ztr: the target is at least this multiple of the smallest RTT seen
   /// (within [target, max delay / 2]), so a path whose unloaded RTT exceeds
   /// the target is not read as congested forever. 0 (the default): the
@@ -210,7 +219,7 @@ struct TimelyParams {
 /// (SIGCOMM 2020).
 struct SwiftParams {
   uint64_t base_target_ns = 25'000;    ///< fabric base target delay
-  uint64_t hop_target_ns = 0;          ///< per-hop addition (one hop here)
+  uint64_t hop_target_ns = 0;          ///< per-hop addition, times the sample's hops (at least one)
   double fs_range_ns = 50'000;         ///< flow-scaling range: extra target at tiny windows
   double fs_min_cwnd_packets = 0.1;    ///< flow scaling saturates here...
   double fs_max_cwnd_packets = 100;    ///< ... and vanishes here
@@ -233,6 +242,7 @@ inline RttccParams rttcc_params(RttccSet set) noexcept {
     // utilisation (HIGH_UTIL_THRESHOLD).
     d.set = RttccSet::kTemplate;
     d.target_delay_ns = 13'000;
+    d.hop_target_ns = 0;  // the template's base RTT is one fixed number
     d.max_delay_ns = 150'000;
     d.ai_fraction = 0.05;
     d.update_factor = 0.1;

@@ -76,6 +76,7 @@ class Rttcc final : public Controller {
     // nothing certain about the path: the controller waits for the next one
     // (its state, the pending NACK and CNP included, stays as it was). A
     // host that stopped reading while it computed is not a queue to cut for.
+    if (sample.hops > 0) hops_ = std::min<uint32_t>(sample.hops, kMaxHops);
     const uint64_t target = template_ ? p_.target_delay_ns : ztr_target();
     const uint64_t gap = std::min(sample.host_gap_ns, sample.rtt_ns);
     if (sample.rtt_ns > target && sample.rtt_ns - gap <= target) return;
@@ -219,7 +220,8 @@ class Rttcc final : public Controller {
 
   // The ztr target: 1.25 x the smallest RTT seen, within [target, max delay /
   // 2] (capped at the max delay: the first samples of a flow that starts
-  // into a full queue must still read as congested), plus flow scaling (as
+  // into a full queue must still read as congested), plus a hop target for
+  // each switch hop past the first (hop_target_ns), plus flow scaling (as
   // Swift's): a flow far below line rate tolerates more delay, so among
   // flows sharing a queue the slower ones keep increasing while the faster
   // ones cut: fairness that does not depend on how often each flow samples.
@@ -227,6 +229,7 @@ class Rttcc final : public Controller {
     uint64_t target = std::clamp<uint64_t>(
         static_cast<uint64_t>(p_.min_rtt_target_factor * static_cast<double>(min_rtt_ns_)), p_.target_delay_ns,
         std::max(p_.target_delay_ns, p_.max_delay_ns / 2));
+    target += (hops_ - 1) * p_.hop_target_ns;
     if (p_.fs_range_ns > 0) {
       const double f = std::max(rate_bps_ / line_bps_, 1e-9);
       const double a = p_.fs_range_ns / (1 / std::sqrt(p_.fs_min_fraction) - 1);
@@ -337,6 +340,8 @@ class Rttcc final : public Controller {
   uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)
   uint64_t prev_rtt_ns_ = 0;  // ztr: the previous sample's RTT
   uint64_t target_ns_ = 0;    // ztr: the target of the latest sample (0: none yet)
+  static constexpr uint32_t kMaxHops = 16;
+  uint32_t hops_ = 1;         // switch hops of the latest sample that knew them
   uint64_t last_calm_ns_;
   uint64_t last_hyper_ns_;
   uint64_t last_decrease_ns_ = 0;

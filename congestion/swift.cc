@@ -33,7 +33,8 @@ class Swift final : public Controller {
   void on_rtt_sample(const RttSample& s) noexcept override {
     const double rtt = static_cast<double>(std::max<uint64_t>(s.rtt_ns, 1));
     srtt_ns_ = 0.875 * srtt_ns_ + 0.125 * rtt;
-    const double target = static_cast<double>(p_.base_target_ns + p_.hop_target_ns) +
+    if (s.hops > 0) hops_ = std::min<uint32_t>(s.hops, 16);
+    const double target = static_cast<double>(p_.base_target_ns + hops_ * p_.hop_target_ns) +
                           std::clamp(fs_a_ / std::sqrt(cwnd_) + fs_b_, 0.0, p_.fs_range_ns);
     if (rtt < target) {
       const double share = std::min(1.0, static_cast<double>(s.now_ns - last_sample_ns_) / rtt);
@@ -73,6 +74,7 @@ class Swift final : public Controller {
   double mtu_;
   double srtt_ns_;
   double cwnd_ = 1;
+  uint32_t hops_ = 1;  // of the latest sample that knew them
   double fs_a_ = 0;
   double fs_b_ = 0;
   uint64_t last_sample_ns_;

@@ -46,6 +46,7 @@ Fabric::Fabric(const FabricConfig& cfg, const cc::Algorithm& algo) : cfg_(cfg), 
     rt->target_delay_ns = cfg.rttcc_target_us > 0 ? us_to_ns(cfg.rttcc_target_us)
                                                   : std::max(rt->target_delay_ns,
                                                              static_cast<uint64_t>(1.25 * idle_rtt_ns_));
+    if (cfg.rttcc_hop_target_us >= 0) rt->hop_target_ns = us_to_ns(cfg.rttcc_hop_target_us);
     rt->max_delay_ns = std::max(rt->max_delay_ns, 4 * rt->target_delay_ns);
     target_ns_ = rt->target_delay_ns;
   }

@@ -77,6 +77,9 @@ struct FabricConfig {
   int slow_spine = -1;       ///< this spine's links run at slow_factor of spine_gbps (-1: none)
   double slow_factor = 0.25;
   double rttcc_target_us = 0;  ///< 0: the larger of cc_options' and 1.25 x the idle cross-leaf RTT
+  /// RTTCC's target grows by this for every switch hop past the first (a
+  /// flow across leaves crosses three); < 0: cc_options' (3 us).
+  double rttcc_hop_target_us = -1;
   uint64_t seed = 1;
 };
 
@@ -84,7 +87,8 @@ struct FabricResult {
   uint32_t hosts = 0;
   uint32_t flows = 0;
   double idle_rtt_us = 0;       ///< a probe's RTT across leaves on an empty fabric
-  double rttcc_target_us = 0;
+  double rttcc_target_us = 0;      ///< one switch hop's (a flow inside a leaf)
+  double rttcc_hop_target_us = 0;  ///< added per hop past the first (across leaves: + 2 x this)
   // Finite flows.
   uint32_t flows_done = 0;
   double completion_ms = -1;    ///< when the last flow delivered its last byte (-1: not all did)

@@ -34,6 +34,7 @@ std::string check(const FabricConfig& c) {
     return "failed and slow spines must name a spine (0..spines-1)";
   if (c.failed_spine >= 0 && c.spines < 2) return "a failed spine needs another one";
   if (!(c.slow_factor > 0 && c.slow_factor <= 1)) return "slow factor must be in (0, 1]";
+  if (!(c.rttcc_hop_target_us < 1e6)) return "hop target must be below 1 s";
   if (c.ecn && !(c.kmin_kb < c.kmax_kb && c.pmax > 0 && c.pmax <= 1)) return "ECN needs kmin < kmax and 0 < pmax <= 1";
   return "";
 }

@@ -66,6 +66,13 @@ class Fabric {
   void start_port(uint32_t id);
   void port_done(uint32_t id);
 
+  // Switch hops a flow's packets cross: the leaf's, or leaf, spine and leaf.
+  uint32_t hops(const FFlow& x) const { return x.src / H_ == x.dst / H_ ? 1 : 3; }
+  // RTTCC's target over `switch_hops` (the REPS lateness bar too).
+  uint64_t target_ns(uint32_t switch_hops) const {
+    return target_ns_ + (switch_hops > 0 ? switch_hops - 1 : 0) * opts_.rttcc.hop_target_ns;
+  }
+
   // What is left of the path (forward hops not yet taken and the way back).
   uint64_t back_ns(const FPacket& pk) const {
     return static_cast<uint64_t>(pk.hops + 1 - pk.hop) * hop_ns_ + static_cast<uint64_t>(pk.hops + 1) * hop_ns_;

@@ -20,7 +20,7 @@ void Fabric::deliver(uint32_t p) {
   const uint64_t back = static_cast<uint64_t>(pk.hops + 2) * hop_ns_;
   // A delay-based controller's path signal: this packet's round trip (its
   // ACK's arrival, as the sender will time it) passed the target.
-  const bool late = algo_.wants_rtt_probes && now_ + back - pk.sent_ns > target_ns_;
+  const bool late = algo_.wants_rtt_probes && now_ + back - pk.sent_ns > target_ns(pk.hops);
   push(now_ + back, Fv::kAck, pk.flow, pk.probe ? pk.probe_seq : UINT32_MAX,
        pk.payload | (pk.ce ? kCeBit : 0) | (late ? kLateBit : 0),
        pk.entropy);
@@ -44,6 +44,7 @@ void Fabric::on_ack(uint32_t f, uint32_t probe_seq, uint32_t payload_ce, uint32_
     FHost& h = hosts_[x.src];
     h.util.advance(now_, std::max(idle_rtt_ns_, 1.0));
     s.port_utilization = h.util.value;
+    s.hops = hops(x);
     rtt_.add(s.rtt_ns);
     x.ctl->on_rtt_sample(s);
   }
@@ -135,6 +136,7 @@ void Fabric::finish(FabricResult* r) {
   r->flows = nflows_;
   r->idle_rtt_us = idle_rtt_ns_ / 1e3;
   r->rttcc_target_us = static_cast<double>(target_ns_) / 1e3;
+  r->rttcc_hop_target_us = static_cast<double>(opts_.rttcc.hop_target_ns) / 1e3;
   r->flows_done = done_;
   uint64_t t0 = warmup_ns_, t1 = now_;
   double sum_done = 0;

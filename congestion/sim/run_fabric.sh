@@ -102,7 +102,7 @@ for cc in rttcc dcqcn; do
     python3 - "$tmp/r.json" "$cc${ecn:+ + ECN}" "$paths" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-rec = f"{d['recovery_ms']:.2f}" if d['recovery_ms'] >= 0 else "not in the run"
+rec = f"{d['recovery_ms']:.2f}" if d['recovery_ms'] > 0 else "never below the bar" if d['recovery_ms'] == 0 else "not in the run"
 print(f"| | {sys.argv[2]} | {sys.argv[3]} | {d['before_fail_gbps']:.0f} | {d['dip_gbps']:.0f} | {d['after_fail_gbps']:.0f} | "
       f"{rec} | {d['trimmed']} |")
 PY

@@ -184,6 +184,7 @@ std::string fabric_usage() {
          "  --fail-spine S --fail-at-ms T   spine S fails at T\n"
          "  --slow-spine S --slow-factor F  spine S's links run at F x --spine-gbps (F default 0.25)\n"
          "  --rttcc-target-us T    RTTCC's target (default max(13, 1.25 x the idle cross-leaf RTT))\n"
+         "  --rttcc-hop-target-us H  added to it per switch hop past the first (default 3; 0: none)\n"
          "  --seed S               permutation, entropies, ECN (default 1)\n"
          "  --json FILE            write the JSON summary there (default: stdout)\n";
 }
@@ -231,6 +232,8 @@ bool parse_fabric_args(int argc, const char* const* argv, FabricCli* out, std::s
       app.add_option_function<std::string>("--slow-factor", number("--slow-factor", &c.slow_factor)),
       app.add_option_function<std::string>("--rttcc-target-us",
                                            number("--rttcc-target-us", &c.rttcc_target_us, true)),
+      app.add_option_function<std::string>("--rttcc-hop-target-us",
+                                           number("--rttcc-hop-target-us", &c.rttcc_hop_target_us)),
       app.add_option_function<std::string>("--seed", number("--seed", &c.seed)),
       app.add_option("--json", out->json_path),
   };

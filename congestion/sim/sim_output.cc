@@ -159,6 +159,7 @@ std::string to_json(const FabricConfig& c, const FabricResult& r, bool with_wall
               {"fail_at_ms", num(c.fail_at_ms)},
               {"slow_spine", c.slow_spine},
               {"slow_factor", num(c.slow_factor)},
+              {"rttcc_hop_target_us", num(c.rttcc_hop_target_us)},
               {"seed", c.seed}};
   Json util = Json::array();
   for (double u : r.spine_utilization) util.push_back(num(u));
@@ -167,6 +168,7 @@ std::string to_json(const FabricConfig& c, const FabricResult& r, bool with_wall
             {"flows", r.flows},
             {"idle_rtt_us", num(r.idle_rtt_us)},
             {"rttcc_target_us", num(r.rttcc_target_us)},
+            {"rttcc_hop_target_us", num(r.rttcc_hop_target_us)},
             {"flows_done", r.flows_done},
             {"completion_ms", num(r.completion_ms)},
             {"mean_flow_ms", num(r.mean_flow_ms)},

@@ -303,6 +303,35 @@ TEST(RttccZtr, FlowScalingRaisesTheTargetOfSlowFlows) {
   EXPECT_LT(slow.rate(), s0);
 }
 
+// The target counts the switches a probe crossed: 13 us for the first,
+// hop_target_ns (3 us) for each one more. A 17 us sample is congestion for a
+// flow inside one switch and calm for one across three (a leaf-spine
+// fabric's leaf, spine and leaf); a sample that does not know its hops counts
+// as the latest one that did. The template's base RTT is one fixed number.
+TEST(RttccZtr, TheTargetGrowsWithTheSwitchHopsAProbeCrossed) {
+  Options o = rate_rules();
+  o.rttcc.start_rate_fraction = 0.9;  // flow scaling adds 0.03 us
+  ASSERT_EQ(o.rttcc.hop_target_ns, 3'000u);
+  Harness one("rttcc", o), three("rttcc", o), unknown("rttcc", o);
+  one.flow->on_rtt_sample({10 * kUs, 17 * kUs, -1, 0, 1});
+  three.flow->on_rtt_sample({10 * kUs, 17 * kUs, -1, 0, 3});
+  unknown.rtt(10 * kUs, 17 * kUs);
+  EXPECT_LT(one.rate(), 0.9 * kLine);    // above 13 us: its first congestion
+  EXPECT_GT(three.rate(), 0.9 * kLine);  // within 19 us: it grew
+  EXPECT_EQ(unknown.rate(), one.rate());
+  // Later samples without hops keep the three: 18 us is still calm, 20 us is not.
+  double r = three.rate();
+  three.rtt(20 * kUs, 18 * kUs);
+  EXPECT_GT(three.rate(), r);
+  r = three.rate();
+  three.rtt(40 * kUs, 20 * kUs);
+  EXPECT_LT(three.rate(), r);
+  // The template reads 17 us as above its 13 us base, whatever the hops.
+  Harness tmpl("rttcc-template");
+  tmpl.flow->on_rtt_sample({10 * kUs, 17 * kUs, -1, 0, 3});
+  EXPECT_NEAR(tmpl.rate(), 0.9 * kLine, 1);
+}
+
 TEST(RttccZtr, DecreaseStartsFromWhatTheFlowActuallySent) {
   Harness h("rttcc", rate_rules());
   uint64_t t = 0;

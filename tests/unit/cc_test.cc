@@ -137,6 +137,20 @@ TEST(Swift, WindowFollowsTheDelayTarget) {
   EXPECT_EQ(h.flow->decision().window_bytes, w);
 }
 
+// Swift's fabric target is base + hops x per-hop (Algorithm 1's target
+// scaling): with 5 us a hop, a 40 us RTT is above the 30 us target of one
+// hop and below the 45 us of four.
+TEST(Swift, TheTargetScalesWithTheHops) {
+  Options o;
+  o.swift.start_cwnd_packets = 10;
+  o.swift.hop_target_ns = 5'000;
+  Harness near("swift", o), far("swift", o);
+  near.flow->on_rtt_sample({20 * kUs, 40 * kUs, -1, 0, 1});
+  far.flow->on_rtt_sample({20 * kUs, 40 * kUs, -1, 0, 4});
+  EXPECT_LT(near.flow->decision().window_bytes, 10u * 4096);
+  EXPECT_GT(far.flow->decision().window_bytes, 10u * 4096);
+}
+
 TEST(Swift, BelowOnePacketItPaces) {
   Options o;
   o.swift.start_cwnd_packets = 0.5;
