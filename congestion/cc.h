@@ -147,6 +147,11 @@ struct RttccParams {
   /// delay of window, slow start ends without a cut. 0: start at
   /// start_rate_fraction with no window.
   double start_window_packets = 1;
+  /// ztr: start as a flow that has met congestion already: no slow start's
+  /// window, and its first congestion is cut as any later one (not halved).
+  /// For a controller that takes over from another (the simulator's
+  /// controllers per path take over from the flow's once it met congestion).
+  bool start_past_congestion = false;
   /// ztr: after slow start, the bytes in flight stay within this many
   /// targets' worth of the rate (rate x target x window_targets, at least
   /// one packet), so a flow's own share of a queue is bounded before its

@@ -66,7 +66,10 @@ class Rttcc final : public Controller {
         rate_bps_(std::clamp(path.line_rate_bps * opts.rttcc.start_rate_fraction, min_bps_, path.line_rate_bps)),
         template_(opts.rttcc.set == RttccSet::kTemplate),
         mtu_bytes_(path.mtu_bytes > 0 ? path.mtu_bytes : 4096),
-        cwnd_bytes_(template_ ? 0.0 : std::max(0.0, opts.rttcc.start_window_packets) * mtu_bytes_),
+        cwnd_bytes_(template_ || opts.rttcc.start_past_congestion
+                        ? 0.0
+                        : std::max(0.0, opts.rttcc.start_window_packets) * mtu_bytes_),
+        congested_(opts.rttcc.start_past_congestion),
         last_calm_ns_(now_ns),
         last_hyper_ns_(now_ns),
         window_start_ns_(now_ns) {}
@@ -334,7 +337,7 @@ class Rttcc final : public Controller {
   bool was_nack_ = false;     // a NACK or a timeout since the previous sample
   bool nack_pending_ = false;  // a NACK (not a timeout) since the previous sample
   uint32_t timeouts_pending_ = 0;  // timeouts since the previous sample, not found spurious
-  bool congested_ = false;  // ztr: the flow has met congestion (its first one halves)
+  bool congested_;  // ztr: the flow has met congestion (its first one halves)
   uint32_t hyper_steps_ = 0;  // consecutive hyper-increase periods
   uint32_t calm_run_ = 0;     // linear rule: samples in a row that called for an increase
   uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)

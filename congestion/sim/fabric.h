@@ -6,7 +6,8 @@
 // the spine's downlink to the destination leaf, then that leaf's port to the
 // host. Flows send under the same congestion controllers as the single-switch
 // simulator (cc::Flow, cc::ProbeScheduler, cc::CnpPacer). A flow sprays over
-// `paths` entropies, round robin per packet (1: one path, plain ECMP).
+// `paths` entropies, round robin per packet (1: one path, plain ECMP), under
+// one controller for the flow or one per path (path_cc).
 //
 // Ports are output queues over a per-port buffer, with RED-style ECN marking
 // where asked. A packet that finds its port's buffer full is trimmed (the
@@ -61,6 +62,13 @@ struct FabricConfig {
   double pmax = 0.2;
   uint32_t paths = 1;        ///< kOblivious: entropies each flow sprays over, round robin per packet
   Spray spray = Spray::kOblivious;
+  /// A controller per path (rttcc, kOblivious, paths 2..256), as the dpdk
+  /// driver's GREX_DPDK_PATH_CC=path: once the flow's own controller met
+  /// congestion, each entropy's controller takes over (its own probes, rate
+  /// and window, from an equal share of the flow's rate); a packet takes the
+  /// round robin's next path that may send now, and the flow is paced at the
+  /// sum of its paths' rates.
+  bool path_cc = false;
   /// Receiver credits (as EQDS and Ultra Ethernet's RCCC): a flow sends a
   /// first window unscheduled, then only what its receiver credits; each
   /// receiver grants one MTU at a time, round robin over its senders, paced at

@@ -33,17 +33,34 @@ class Fabric {
 
   uint64_t cnp_interval_ns() const;
 
-  void refresh(uint32_t f);
+  void refresh(FPace& pc);
 
   // ------------------------------------------------------------ hosts
 
+  // A flow whose paths have their own controllers: across leaves (inside a
+  // leaf there is one path), once its own controller met congestion.
+  bool per_path(const FFlow& x) const { return x.paths != nullptr; }
+  // What paced a packet of entropy `e` (with kOwnPace: the flow's own).
+  FPace& pace(FFlow& x, uint32_t e) { return per_path(x) && (e & kOwnPace) == 0 ? x.paths[e] : x.own; }
+  // path_cc: the flow's controller met congestion (a sample past its target,
+  // a NACK, a CNP): its paths' controllers take over.
+  void hand_over(FFlow& x);
+
+  // The payload of a flow's next packet.
+  uint32_t next_bytes(const FFlow& x) const {
+    return static_cast<uint32_t>(std::min<uint64_t>(mtu_, x.retx > 0 ? x.retx : x.to_send));
+  }
+  // Whether a pace's window takes `bytes` more (one packet always goes).
+  static bool room(const FPace& pc, uint64_t bytes) {
+    return pc.window == 0 || pc.inflight + bytes <= pc.window || pc.inflight == 0;
+  }
+  // Data to send, and credit for it where credits are on (windows: next_send).
   bool sendable(const FFlow& x) const {
     if (x.retx == 0 && x.to_send == 0) return false;
-    if (x.allowance != kUnlimited && x.allowance < std::min<uint64_t>(mtu_, x.retx > 0 ? x.retx : x.to_send))
-      return false;
-    return x.window == 0 || x.inflight + std::min<uint64_t>(mtu_, x.retx > 0 ? x.retx : x.to_send) <= x.window ||
-           x.inflight == 0;
+    return x.allowance == kUnlimited || x.allowance >= next_bytes(x);
   }
+  // When the flow may send next and on which path (kNever: no window has room).
+  uint64_t next_send(const FFlow& x, uint32_t* path) const;
 
   void schedule_wake(uint32_t h, uint64_t t);
   void on_wake(uint32_t h);
@@ -54,7 +71,7 @@ class Fabric {
     return alive_[k % alive_.size()];
   }
 
-  void send(uint32_t h, uint32_t f);
+  void send(uint32_t h, uint32_t f, uint32_t path);
 
   // ------------------------------------------------------------ switches
 

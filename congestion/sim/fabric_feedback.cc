@@ -24,7 +24,7 @@ void Fabric::deliver(uint32_t p) {
   push(now_ + back, Fv::kAck, pk.flow, pk.probe ? pk.probe_seq : UINT32_MAX,
        pk.payload | (pk.ce ? kCeBit : 0) | (late ? kLateBit : 0),
        pk.entropy);
-  if (pk.ce && algo_.wants_cnp && x.cnp.on_marked(now_)) push(now_ + back, Fv::kCnp, pk.flow);
+  if (pk.ce && algo_.wants_cnp && x.cnp.on_marked(now_)) push(now_ + back, Fv::kCnp, pk.flow, pk.entropy);
 }
 
 void Fabric::on_ack(uint32_t f, uint32_t probe_seq, uint32_t payload_ce, uint32_t entropy) {
@@ -36,29 +36,35 @@ void Fabric::on_ack(uint32_t f, uint32_t probe_seq, uint32_t payload_ce, uint32_
     else
       x.reps.on_clean(entropy);
   }
-  x.inflight -= std::min<uint64_t>(x.inflight, payload);
-  if (probe_seq != UINT32_MAX && x.probes.on_reply(probe_seq)) {
+  FPace& pc = pace(x, entropy);
+  pc.inflight -= std::min<uint64_t>(pc.inflight, payload);
+  if (probe_seq != UINT32_MAX && pc.probes.on_reply(probe_seq)) {
     cc::RttSample s;
     s.now_ns = now_;
-    s.rtt_ns = static_cast<uint64_t>(static_cast<double>(now_) - x.probe_sent[probe_seq % 8]);
+    s.rtt_ns = static_cast<uint64_t>(static_cast<double>(now_) - pc.probe_sent[probe_seq % 8]);
     FHost& h = hosts_[x.src];
     h.util.advance(now_, std::max(idle_rtt_ns_, 1.0));
     s.port_utilization = h.util.value;
     s.hops = hops(x);
     rtt_.add(s.rtt_ns);
-    x.ctl->on_rtt_sample(s);
+    pc.ctl->on_rtt_sample(s);
+    refresh(pc);
+    if (cfg_.path_cc && !per_path(x) && s.hops == 3 && (x.own_nacked || s.rtt_ns > target_ns(s.hops))) hand_over(x);
+  } else {
+    refresh(pc);
   }
-  refresh(f);
   schedule_wake(x.src, now_);
 }
 
 void Fabric::on_nack(uint32_t f, uint32_t payload, uint32_t entropy) {
   FFlow& x = flows_[f];
   if (cfg_.spray == Spray::kReps) x.reps.on_congested(entropy);
-  x.inflight -= std::min<uint64_t>(x.inflight, payload);
+  FPace& pc = pace(x, entropy);
+  pc.inflight -= std::min<uint64_t>(pc.inflight, payload);
   x.retx += payload;
-  x.ctl->on_nack(now_);
-  refresh(f);
+  if (&pc == &x.own) x.own_nacked = true;
+  pc.ctl->on_nack(now_);
+  refresh(pc);
   schedule_wake(x.src, now_);
 }
 
@@ -69,12 +75,14 @@ void Fabric::dispatch(const FEvent& e) {
     case Fv::kPortDone: port_done(e.a); break;
     case Fv::kAck: on_ack(e.a, e.b, e.c, e.d); break;
     case Fv::kNack: on_nack(e.a, e.b, e.d); break;
-    case Fv::kCnp:
+    case Fv::kCnp: {
       ++cnps_;
-      flows_[e.a].ctl->on_cnp(now_);
-      refresh(e.a);
+      FPace& pc = pace(flows_[e.a], e.b);
+      pc.ctl->on_cnp(now_);
+      refresh(pc);
       schedule_wake(flows_[e.a].src, now_);
       break;
+    }
     case Fv::kFail: fail_spine(e.a); break;
     case Fv::kRequest: on_request(e.a, e.b, e.c != 0); break;
     case Fv::kCreditTick: credit_tick(e.a); break;

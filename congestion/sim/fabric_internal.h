@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "congestion/multipath.h"
@@ -15,6 +16,7 @@ namespace grex::ccsim::detail {
 
 constexpr uint32_t kCeBit = 0x80000000u;    // in an ACK's payload word: the packet was ECN-marked
 constexpr uint32_t kLateBit = 0x40000000u;  // ... its one-way delay left no room for the RTT target
+constexpr uint32_t kOwnPace = 0x80000000u;  // in a feedback event's entropy: the flow's own pace sent the packet
 
 enum class Fv : uint8_t { kWake, kArrive, kPortDone, kAck, kNack, kCnp, kFail, kRequest, kCreditTick, kCredit };
 
@@ -59,31 +61,40 @@ struct Port {
   bool busy = false;
 };
 
-struct FFlow {
+// What paces packets: a controller and its probes, the bytes it has in
+// flight, and when it may send next. A flow has one; with a controller per
+// path (FabricConfig::path_cc) each of its paths has its own instead.
+struct FPace {
   cc::Flow ctl;
   cc::ProbeScheduler probes;
-  cc::CnpPacer cnp;
-  cc::EntropyRecycler reps{1, 1};
-  uint32_t src = 0, dst = 0;
-  uint64_t entropy = 0;   // the flow's base entropy (its source port)
-  uint64_t packets = 0;   // sent, for the round robin over paths
-  uint64_t total = 0;     // bytes to deliver (kUnlimited: long-lived)
-  uint64_t to_send = 0;
-  uint64_t retx = 0;
+  double probe_sent[8] = {};
   uint64_t inflight = 0;
-  uint64_t delivered = 0;
-  uint64_t delivered_at_warmup = 0;
   double rate_bps = 0;
   uint64_t window = 0;
   double eligible_exact = 0;
   uint64_t eligible_ns = 0;
+};
+
+struct FFlow {
+  FPace own;                       // the flow's pace (unused with a controller per path)
+  std::unique_ptr<FPace[]> paths;  // path_cc: one per entropy, the entropy its index, once handed over
+  cc::CnpPacer cnp;
+  cc::EntropyRecycler reps{1, 1};
+  uint32_t src = 0, dst = 0;
+  uint64_t entropy = 0;   // the flow's base entropy (its source port)
+  uint64_t packets = 0;   // the round robin over paths: sent (path_cc: the next path to try)
+  uint64_t total = 0;     // bytes to deliver (kUnlimited: long-lived)
+  uint64_t to_send = 0;
+  uint64_t retx = 0;
+  uint64_t delivered = 0;
+  uint64_t delivered_at_warmup = 0;
   uint64_t done_ns = kNever;
   uint64_t allowance = kUnlimited;  // credits on: bytes it may still send
   uint64_t demand = 0;              // credits on: bytes its receiver still owes credit for
   uint64_t first_window = 0;        // credits on: the bytes it may send before any credit
   uint64_t unscheduled = 0;         // ... of which still unsent
   bool pulling = false;             // in its receiver's pull queue
-  double probe_sent[8] = {};
+  bool own_nacked = false;          // path_cc: a NACK came back for a packet of the flow's own pace
 };
 
 struct FHost {

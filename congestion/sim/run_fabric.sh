@@ -108,3 +108,46 @@ print(f"| | {sys.argv[2]} | {sys.argv[3]} | {d['before_fail_gbps']:.0f} | {d['di
 PY
   done
 done
+
+echo
+echo "| RTTCC, sprayed over $PATHS entropies (4 x 4 x 4 unless shown) | controller | completion (ms) | goodput (Gbit/s) | of capacity | queue delay p99 (us) | trimmed |"
+echo "|---|---|---:|---:|---:|---:|---:|"
+scen=("ring, 16 MB a flow|${fabric[*]} --pattern ring --flow-kb $FLOW_KB|1575"
+  "ring, 16 MB a flow, spine 1 fails at 0.1 ms|${fabric[*]} --pattern ring --flow-kb $FLOW_KB --fail-spine 1 --fail-at-ms 0.1|1181"
+  "ring, long-lived, 20 ms|--topology leaf-spine --leaves 4 --spines 4 --hosts-per-leaf 4 --pattern ring --duration-ms 20|1575"
+  "alltoall, 1 MB a pair|${fabric[*]} --pattern alltoall --flow-kb $((FLOW_KB / 16))|1575"
+  "incast, 15 x 2 MB into one host|${fabric[*]} --pattern incast --flow-kb 2000|98.5"
+  "ring, 2 x 4 x 4, spine 0 at 25 of 100 Gbit/s, 10 ms|--topology leaf-spine --leaves 2 --spines 4 --hosts-per-leaf 4 --pattern ring --slow-spine 0 --slow-factor 0.25 --duration-ms 10|640")
+for s in "${scen[@]}"; do
+  IFS='|' read -r name args cap <<< "$s"
+  for ctl in flow path; do
+    flag=()
+    [[ $ctl == path ]] && flag=(--path-cc)
+    # shellcheck disable=SC2086  # the scenario's arguments split on purpose
+    "$SIM" $args --cc rttcc --paths "$PATHS" "${flag[@]}" --json "$tmp/r.json" > /dev/null
+    python3 - "$tmp/r.json" "$name" "$ctl" "$cap" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+done = "" if d['config']['flow_kb'] == 0 else f"{d['completion_ms']:.3f}" if d['flows_done'] == d['flows'] else "not done"
+print(f"| {sys.argv[2]} | {'one per path' if sys.argv[3] == 'path' else 'the flow'} | {done} | {d['goodput_gbps']:.0f} | "
+      f"{d['goodput_gbps'] / float(sys.argv[4]):.2f} | {d['queue_delay_us']['p99']:.2f} | {d['trimmed']} |")
+PY
+  done
+done
+
+echo
+echo "| spine 1 fails at 2 ms (ring, long-lived, 4 x 4 x 4, RTTCC sprayed) | controller | before (Gbit/s) | lowest 50 us after | level after | recovered in (ms) | trimmed |"
+echo "|---|---|---:|---:|---:|---:|---:|"
+for ctl in flow path; do
+  flag=()
+  [[ $ctl == path ]] && flag=(--path-cc)
+  "$SIM" --topology leaf-spine --leaves 4 --spines 4 --hosts-per-leaf 4 --pattern ring --cc rttcc --paths "$PATHS" \
+    "${flag[@]}" --duration-ms 10 --warmup-ms 0.5 --fail-spine 1 --fail-at-ms 2 --json "$tmp/r.json" > /dev/null
+  python3 - "$tmp/r.json" "$ctl" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rec = f"{d['recovery_ms']:.2f}" if d['recovery_ms'] > 0 else "never below the bar" if d['recovery_ms'] == 0 else "not in the run"
+print(f"| | {'one per path' if sys.argv[2] == 'path' else 'the flow'} | {d['before_fail_gbps']:.0f} | {d['dip_gbps']:.0f} | "
+      f"{d['after_fail_gbps']:.0f} | {rec} | {d['trimmed']} |")
+PY
+done

@@ -173,6 +173,7 @@ std::string fabric_usage() {
          "  --paths P              entropies a flow sprays over, round robin (default 1: ECMP, one path)\n"
          "  --spray oblivious|reps oblivious: round robin over --paths; reps: reuse the entropies whose\n"
          "                         packets came back unmarked (needs --ecn to see busy paths)\n"
+         "  --path-cc              a controller per path (oblivious spraying over --paths 2 or more)\n"
          "  --pattern P            permutation | ring | incast | alltoall (default permutation)\n"
          "  --credits              receiver credits: a first window unscheduled, then what the receiver\n"
          "                         grants, an MTU per packet time of its link (EQDS-like)\n"
@@ -199,6 +200,7 @@ bool parse_fabric_args(int argc, const char* const* argv, FabricCli* out, std::s
       app.add_flag("-h,--help", out->help),
       app.add_flag("--ecn", c.ecn),
       app.add_flag("--credits", c.credits),
+      app.add_flag("--path-cc", c.path_cc),
       app.add_option("--topology", topology),
       app.add_option("--cc", c.cc),
       app.add_option_function<std::string>("--leaves", number("--leaves", &c.leaves)),

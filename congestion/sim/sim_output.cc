@@ -152,6 +152,7 @@ std::string to_json(const FabricConfig& c, const FabricResult& r, bool with_wall
               {"paths", c.paths},
               {"spray", c.spray == Spray::kReps ? "reps" : "oblivious"},
               {"credits", c.credits},
+              {"path_cc", c.path_cc},
               {"pattern", pattern_name(c.pattern)},
               {"flow_kb", num(c.flow_kb)},
               {"duration_ms", num(c.duration_ms)},

@@ -332,6 +332,28 @@ TEST(RttccZtr, TheTargetGrowsWithTheSwitchHopsAProbeCrossed) {
   EXPECT_NEAR(tmpl.rate(), 0.9 * kLine, 1);
 }
 
+// A controller that takes over from another past its slow start (the
+// simulator's controllers per path): no slow-start window, its start rate
+// at once, and its first congestion cut as any later one (within
+// min_change), not halved.
+TEST(RttccZtr, OneStartedPastCongestionHasNoSlowStartAndNoFirstHalving) {
+  Options o;
+  o.rttcc.linear_gain = 0;
+  o.rttcc.start_rate_fraction = 0.2;
+  Harness fresh("rttcc", o);
+  o.rttcc.start_past_congestion = true;
+  Harness taken("rttcc", o);
+  EXPECT_GT(fresh.flow->decision().window_bytes, 0u);  // slow start: one packet
+  EXPECT_EQ(fresh.flow->decision().window_bytes, 4096u);
+  EXPECT_NEAR(taken.rate(), 0.2 * kLine, 1);
+  taken.rtt(100 * kUs, 20 * kUs);  // congested (an RTT after its start: a cut may come)
+  EXPECT_GE(taken.rate(), 0.2 * kLine * o.rttcc.min_change - 1);
+  EXPECT_LT(taken.rate(), 0.2 * kLine);
+  Harness past_start("rttcc", rate_rules());  // for contrast: a fresh flow past slow start halves
+  past_start.rtt(10 * kUs, 20 * kUs);
+  EXPECT_NEAR(past_start.rate(), 0.5 * kLine, 1);
+}
+
 TEST(RttccZtr, DecreaseStartsFromWhatTheFlowActuallySent) {
   Harness h("rttcc", rate_rules());
   uint64_t t = 0;

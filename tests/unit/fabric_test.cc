@@ -290,6 +290,69 @@ TEST(Fabric, RecycledEntropiesAvoidASlowSpine) {
   EXPECT_LT(rtt_reps.spine_utilization[0], 0.5);  // the slow spine is left mostly alone
 }
 
+// RTTCC with a controller per path, on the same slow spine: once the flow's
+// controller meets congestion, each entropy's own controller takes over at a
+// share of its rate. The paths through the slow spine are cut alone and the
+// others carry the rest: the healthy links full and the slow spine at its
+// pace, where the flow's one controller is held to the slow spine's pace on
+// every path. Oblivious spraying still (no REPS), so it is the controllers
+// alone that move the bytes.
+TEST(Fabric, AControllerPerPathLeavesASlowSpineAtItsPaceAndFillsTheOthers) {
+  FabricConfig c;
+  c.cc = "rttcc";
+  c.leaves = 2;
+  c.spines = 4;
+  c.hosts_per_leaf = 4;
+  c.pattern = Pattern::kRing;
+  c.slow_spine = 0;
+  c.slow_factor = 0.25;
+  c.duration_ms = 5;
+  c.paths = 64;
+  const FabricResult flow = simulate(c);
+  c.path_cc = true;
+  const FabricResult path = simulate(c);
+  const double healthy = 2 * (3 * 100 + 25) * kPayloadShare;
+  std::printf("one controller %.0f Gbit/s, one per path %.0f (healthy links' sum %.0f)\n", flow.goodput_gbps,
+              path.goodput_gbps, healthy);
+  EXPECT_LT(flow.goodput_gbps, 0.4 * healthy);
+  EXPECT_GE(path.goodput_gbps, 0.9 * healthy);
+  for (double u : path.spine_utilization) EXPECT_GE(u, 0.9);  // the slow spine busy too, at its pace
+}
+
+// The long-lived ring across 4 leaves: 64 entropies hash unevenly over the 4
+// spines, and the flow's one controller cuts for the busiest spine it sprays
+// over. Controllers per path fill the spines, with the p99 queue within the
+// target across leaves. Traffic that never meets congestion never hands
+// over: an alltoall that RTTCC keeps under its target runs as with one
+// controller, to the same numbers.
+TEST(Fabric, ControllersPerPathFillEverySpineUnderALongLivedRing) {
+  FabricConfig c;
+  c.cc = "rttcc";
+  c.leaves = 4;
+  c.spines = 4;
+  c.hosts_per_leaf = 4;
+  c.pattern = Pattern::kRing;
+  c.duration_ms = 10;
+  c.paths = 64;
+  const FabricResult flow = simulate(c);
+  c.path_cc = true;
+  const FabricResult path = simulate(c);
+  const double capacity = 16 * 100 * kPayloadShare;
+  std::printf("one controller %.0f Gbit/s, one per path %.0f (p99 queue %.2f us) of %.0f\n", flow.goodput_gbps,
+              path.goodput_gbps, path.queue_delay_us.p99, capacity);
+  EXPECT_LT(flow.goodput_gbps, 0.85 * capacity);
+  EXPECT_GE(path.goodput_gbps, 0.95 * capacity);
+  EXPECT_LT(path.queue_delay_us.p99, path.rttcc_target_us + 2 * path.rttcc_hop_target_us);
+  c.pattern = Pattern::kAlltoall;
+  c.flow_kb = 500;
+  c.duration_ms = 50;
+  const FabricResult a2a_path = simulate(c);
+  c.path_cc = false;
+  const FabricResult a2a_flow = simulate(c);
+  EXPECT_EQ(a2a_path.completion_ms, a2a_flow.completion_ms);
+  EXPECT_EQ(a2a_path.probes, a2a_flow.probes);
+}
+
 // 15 senders into one host. Uncontrolled, they fill its port's buffer and
 // lose what overflows. With receiver credits, after the unscheduled first
 // windows the receiver's grants pace the arrivals at its link's rate, and the
@@ -335,6 +398,16 @@ TEST(Fabric, BadConfigurationsAreRefused) {
   EXPECT_NE(check(c), "");
   c = FabricConfig{};
   c.cc = "nope";
+  EXPECT_NE(check(c), "");
+  c = FabricConfig{};  // a controller per path: RTTCC over 2..256 paths sprayed obliviously
+  c.path_cc = true;
+  EXPECT_NE(check(c), "");  // one path
+  c.paths = 4;
+  EXPECT_EQ(check(c), "");
+  c.spray = Spray::kReps;
+  EXPECT_NE(check(c), "");
+  c.spray = Spray::kOblivious;
+  c.cc = "dcqcn";
   EXPECT_NE(check(c), "");
   EXPECT_EQ(check(FabricConfig{}), "");
 }
