@@ -38,6 +38,7 @@ int fabric_main(int argc, char** argv) {
     return 2;
   }
   const std::string json = to_json(cli.cfg, r);
+  if (!cli.csv_path.empty() && !write_file(cli.csv_path, series_csv(r))) return 1;
   if (cli.json_path.empty()) {
     std::fputs(json.c_str(), stdout);
     return 0;

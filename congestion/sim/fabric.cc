@@ -22,6 +22,11 @@ Fabric::Fabric(const FabricConfig& cfg, const cc::Algorithm& algo) : cfg_(cfg), 
   kmax_ = cfg.kmax_kb * 1000;
   end_ns_ = us_to_ns(cfg.duration_ms * 1000);
   if (cfg.failed_spine >= 0) bins_.assign(end_ns_ / kBinNs + 1, 0);
+  if (cfg.sample_us > 0) {
+    sample_ns_ = std::max<uint64_t>(1, us_to_ns(cfg.sample_us));
+    sample_bytes_.assign(end_ns_ / sample_ns_ + 1, 0);
+    sample_queue_.assign(end_ns_ / sample_ns_ + 1, 0);
+  }
   warmup_ns_ = cfg.flow_kb > 0 ? 0 : us_to_ns((cfg.warmup_ms < 0 ? cfg.duration_ms / 10 : cfg.warmup_ms) * 1000);
   // Ports: leaf l's uplink to spine s, spine s's downlink to leaf l, leaf's port to host h.
   ports_.resize(2 * static_cast<size_t>(L_) * S_ + N_);
@@ -287,6 +292,8 @@ void Fabric::arrive(uint32_t p) {
   pk.enq_ns = now_;
   port.fifo.push_back(p);
   port.bytes += pk.wire;
+  if (const size_t i = sample_ns_ > 0 ? now_ / sample_ns_ : SIZE_MAX; i < sample_queue_.size())
+    sample_queue_[i] = std::max(sample_queue_[i], port.bytes);
   if (!port.busy) start_port(pk.route[pk.hop]);
 }
 

@@ -88,6 +88,7 @@ struct FabricConfig {
   /// RTTCC's target grows by this for every switch hop past the first (a
   /// flow across leaves crosses three); < 0: cc_options' (3 us).
   double rttcc_hop_target_us = -1;
+  double sample_us = 0;        ///< > 0: FabricResult::series, one point per this much simulated time
   uint64_t seed = 1;
 };
 
@@ -126,6 +127,12 @@ struct FabricResult {
   uint64_t explored = 0;         ///< kReps: fresh entropies drawn
   uint64_t credits = 0;          ///< credits granted
   uint64_t invalid_decisions = 0;
+  /// With FabricConfig::sample_us: per interval, its end, the payload
+  /// delivered over it, and the largest queue any switch port held in it.
+  struct Point {
+    double t_us = 0, goodput_gbps = 0, max_queue_kb = 0;
+  };
+  std::vector<Point> series;
   uint64_t events = 0;
   double wall_seconds = 0;
 };
@@ -141,10 +148,14 @@ bool run_fabric(const FabricConfig& cfg, FabricResult* out, std::string* error);
 
 std::string to_json(const FabricConfig& cfg, const FabricResult& r, bool with_wall_time = true);
 
+/// The series as CSV: t_us,goodput_gbps,max_queue_kb, a header line first.
+std::string series_csv(const FabricResult& r);
+
 /// grex-ccsim --topology leaf-spine: parses argv[1..argc).
 struct FabricCli {
   FabricConfig cfg;
   std::string json_path;
+  std::string csv_path;  ///< --csv: the series (sample_us defaults to 50 with it)
   bool help = false;
 };
 bool parse_fabric_args(int argc, const char* const* argv, FabricCli* out, std::string* error);

@@ -35,6 +35,8 @@ std::string check(const FabricConfig& c) {
   if (c.failed_spine >= 0 && c.spines < 2) return "a failed spine needs another one";
   if (!(c.slow_factor > 0 && c.slow_factor <= 1)) return "slow factor must be in (0, 1]";
   if (!(c.rttcc_hop_target_us < 1e6)) return "hop target must be below 1 s";
+  if (!(c.sample_us >= 0) || (c.sample_us > 0 && c.duration_ms * 1000 / c.sample_us > 1e7))
+    return "sample interval must be >= 0 and give at most 10^7 points";
   if (c.path_cc && (c.paths < 2 || c.paths > 256 || c.spray != Spray::kOblivious || c.cc != "rttcc"))
     return "a controller per path needs --cc rttcc, --paths 2..256 and oblivious spraying";
   if (c.ecn && !(c.kmin_kb < c.kmax_kb && c.pmax > 0 && c.pmax <= 1)) return "ECN needs kmin < kmax and 0 < pmax <= 1";

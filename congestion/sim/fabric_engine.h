@@ -148,6 +148,8 @@ class Fabric {
   uint64_t delivered_ = 0, delivered_at_warmup_ = 0;
   static constexpr uint64_t kBinNs = 10'000;  // payload delivered per 10 us, for a failure's recovery
   std::vector<uint64_t> bins_;
+  uint64_t sample_ns_ = 0;  // FabricConfig::sample_us (0: no series)
+  std::vector<uint64_t> sample_bytes_, sample_queue_;
   uint32_t done_ = 0;
   uint64_t credits_ = 0;
   uint64_t data_packets_ = 0, trimmed_ = 0, retransmits_ = 0, marks_ = 0, cnps_ = 0, probes_ = 0, invalid_ = 0;

@@ -12,6 +12,8 @@ void Fabric::deliver(uint32_t p) {
   x.delivered += pk.payload;
   delivered_ += pk.payload;
   if (const size_t b = now_ / kBinNs; b < bins_.size()) bins_[b] += pk.payload;
+  if (const size_t i = sample_ns_ > 0 ? now_ / sample_ns_ : SIZE_MAX; i < sample_bytes_.size())
+    sample_bytes_[i] += pk.payload;
   if (pk.unscheduled && hosts_[x.dst].crediting) hosts_[x.dst].debt += pk.wire;
   if (finite_ && x.done_ns == kNever && x.delivered >= x.total) {
     x.done_ns = now_ + hop_ns_;
@@ -198,6 +200,10 @@ void Fabric::finish(FabricResult* r) {
   r->credits = credits_;
   for (uint32_t f = 0; f < nflows_; ++f) r->explored += flows_[f].reps.explored();
   r->invalid_decisions = invalid_;
+  for (size_t i = 0; sample_ns_ > 0 && i < sample_bytes_.size() && (i + 1) * sample_ns_ <= now_; ++i)
+    r->series.push_back({static_cast<double>((i + 1) * sample_ns_) / 1e3,
+                         8.0 * static_cast<double>(sample_bytes_[i]) / static_cast<double>(sample_ns_),
+                         static_cast<double>(sample_queue_[i]) / 1e3});
   if (cfg_.failed_spine >= 0 && !finite_)
     measure_recovery(bins_, kBinNs, warmup_ns_, us_to_ns(cfg_.fail_at_ms * 1000), now_,
                      static_cast<double>(L_) * (S_ - 1) * cfg_.spine_gbps, r);

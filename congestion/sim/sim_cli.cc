@@ -187,7 +187,9 @@ std::string fabric_usage() {
          "  --rttcc-target-us T    RTTCC's target (default max(13, 1.25 x the idle cross-leaf RTT))\n"
          "  --rttcc-hop-target-us H  added to it per switch hop past the first (default 3; 0: none)\n"
          "  --seed S               permutation, entropies, ECN (default 1)\n"
-         "  --json FILE            write the JSON summary there (default: stdout)\n";
+         "  --json FILE            write the JSON summary there (default: stdout)\n"
+         "  --csv FILE             goodput and the largest port queue over time (t_us,goodput_gbps,max_queue_kb)\n"
+         "  --sample-us T          its interval (default 50)\n";
 }
 
 bool parse_fabric_args(int argc, const char* const* argv, FabricCli* out, std::string* error) {
@@ -238,8 +240,11 @@ bool parse_fabric_args(int argc, const char* const* argv, FabricCli* out, std::s
                                            number("--rttcc-hop-target-us", &c.rttcc_hop_target_us)),
       app.add_option_function<std::string>("--seed", number("--seed", &c.seed)),
       app.add_option("--json", out->json_path),
+      app.add_option("--csv", out->csv_path),
+      app.add_option_function<std::string>("--sample-us", number("--sample-us", &c.sample_us, true)),
   };
   if (!parse_with(app, opts, argc, argv, error)) return false;
+  if (!out->csv_path.empty() && c.sample_us == 0) c.sample_us = 50;
   if (topology != "leaf-spine") {
     *error = "--topology '" + topology + "': leaf-spine is the one topology besides the single switch";
     return false;

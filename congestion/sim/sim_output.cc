@@ -137,6 +137,16 @@ std::string to_json(const Config& cfg, const Result& r, bool with_wall_time) {
   return j.dump(2) + "\n";
 }
 
+std::string series_csv(const FabricResult& r) {
+  std::string out = "t_us,goodput_gbps,max_queue_kb\n";
+  char line[96];
+  for (const FabricResult::Point& p : r.series) {
+    std::snprintf(line, sizeof line, "%.3f,%.3f,%.3f\n", p.t_us, p.goodput_gbps, p.max_queue_kb);
+    out += line;
+  }
+  return out;
+}
+
 std::string to_json(const FabricConfig& c, const FabricResult& r, bool with_wall_time) {
   Json cfg = {{"topology", "leaf-spine"},
               {"cc", c.cc},

@@ -7,6 +7,7 @@
 // sent again, so every byte still arrives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <string>
@@ -351,6 +352,35 @@ TEST(Fabric, ControllersPerPathFillEverySpineUnderALongLivedRing) {
   const FabricResult a2a_flow = simulate(c);
   EXPECT_EQ(a2a_path.completion_ms, a2a_flow.completion_ms);
   EXPECT_EQ(a2a_path.probes, a2a_flow.probes);
+}
+
+// --csv's series: one point per interval up to the end, whose goodputs add
+// up to what the run delivered, and a queue only where packets waited.
+TEST(Fabric, TheSeriesAddsUpToWhatTheRunDelivered) {
+  FabricConfig c;
+  c.cc = "rttcc";
+  c.leaves = 2;
+  c.spines = 2;
+  c.hosts_per_leaf = 2;
+  c.pattern = Pattern::kRing;
+  c.paths = 8;
+  c.duration_ms = 1;
+  c.warmup_ms = 0;
+  c.sample_us = 50;
+  const FabricResult r = simulate(c);
+  ASSERT_EQ(r.series.size(), 20u);
+  EXPECT_DOUBLE_EQ(r.series.back().t_us, 1000);
+  double sum = 0, peak = 0;
+  for (const FabricResult::Point& p : r.series) {
+    sum += p.goodput_gbps;
+    peak = std::max(peak, p.max_queue_kb);
+  }
+  EXPECT_NEAR(sum / 20, r.goodput_gbps, 0.01 * r.goodput_gbps);
+  EXPECT_GT(peak, 0);
+  EXPECT_LE(peak, c.buffer_kb);
+  EXPECT_NE(series_csv(r).find("t_us,goodput_gbps,max_queue_kb\n50.000,"), std::string::npos);
+  c.sample_us = 0;
+  EXPECT_TRUE(simulate(c).series.empty());
 }
 
 // 15 senders into one host. Uncontrolled, they fill its port's buffer and
