@@ -42,6 +42,10 @@ class Fabric {
   bool per_path(const FFlow& x) const { return x.paths != nullptr; }
   // What paced a packet of entropy `e` (with kOwnPace: the flow's own).
   FPace& pace(FFlow& x, uint32_t e) { return per_path(x) && (e & kOwnPace) == 0 ? x.paths[e] : x.own; }
+  // The flow's own pace after its paths' controllers took over: its
+  // controller's feedback is dropped, and its eligible time is the flow's
+  // pace at the paths' summed rates (send()).
+  bool retired(const FFlow& x, const FPace& pc) const { return per_path(x) && &pc == &x.own; }
   // path_cc: the flow's controller met congestion (a sample past its target,
   // a NACK, a CNP): its paths' controllers take over.
   void hand_over(FFlow& x);

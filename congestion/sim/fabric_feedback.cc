@@ -40,6 +40,10 @@ void Fabric::on_ack(uint32_t f, uint32_t probe_seq, uint32_t payload_ce, uint32_
   }
   FPace& pc = pace(x, entropy);
   pc.inflight -= std::min<uint64_t>(pc.inflight, payload);
+  if (retired(x, pc)) {  // sent before the hand-over: its controller no longer paces anything
+    schedule_wake(x.src, now_);
+    return;
+  }
   if (probe_seq != UINT32_MAX && pc.probes.on_reply(probe_seq)) {
     cc::RttSample s;
     s.now_ns = now_;
@@ -65,8 +69,10 @@ void Fabric::on_nack(uint32_t f, uint32_t payload, uint32_t entropy) {
   pc.inflight -= std::min<uint64_t>(pc.inflight, payload);
   x.retx += payload;
   if (&pc == &x.own) x.own_nacked = true;
-  pc.ctl->on_nack(now_);
-  refresh(pc);
+  if (!retired(x, pc)) {
+    pc.ctl->on_nack(now_);
+    refresh(pc);
+  }
   schedule_wake(x.src, now_);
 }
 
@@ -80,8 +86,10 @@ void Fabric::dispatch(const FEvent& e) {
     case Fv::kCnp: {
       ++cnps_;
       FPace& pc = pace(flows_[e.a], e.b);
-      pc.ctl->on_cnp(now_);
-      refresh(pc);
+      if (!retired(flows_[e.a], pc)) {
+        pc.ctl->on_cnp(now_);
+        refresh(pc);
+      }
       schedule_wake(flows_[e.a].src, now_);
       break;
     }
