@@ -26,5 +26,22 @@ struct Harness {
   void rtt(uint64_t now, uint64_t rtt_ns, double util = -1) { flow->on_rtt_sample({now, rtt_ns, util}); }
 };
 
+// RTTCC's rules one at a time: no slow start (start_window_packets 0 starts a
+// flow at its start rate), and rare samplers on the cut, hold and projection
+// rules rather than the linear one.
+inline Options rate_rules() {
+  Options o;
+  o.rttcc.start_window_packets = 0;
+  o.rttcc.linear_gain = 0;
+  return o;
+}
+
+// ... and without flow scaling: the exact steps against the plain 13 us target.
+inline Options no_flow_scaling() {
+  Options o = rate_rules();
+  o.rttcc.fs_range_ns = 0;
+  return o;
+}
+
 }  // namespace
 }  // namespace grex::cc
