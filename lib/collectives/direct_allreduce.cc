@@ -44,10 +44,6 @@ constexpr uint16_t kInPlace = 2;  // sendbuf == recvbuf
 static_assert(sizeof(Descriptor) == 96, "Descriptor is a wire format");
 
 constexpr size_t kSlots = 2;  // landing areas: block b+1 arrives while b is reduced
-// From this size on, the result is unlikely to be in cache when the caller
-// reads it, so it is written with streaming stores (glibc's memcpy switches
-// at a similar size, three quarters of the last-level cache).
-constexpr size_t kStreamOutMinBytes = 8u << 20;
 
 }  // namespace
 
@@ -144,7 +140,7 @@ Result<void> direct_allreduce(Context& c, const Group& g, const CollArgs& a) {
   auto* out = static_cast<uint8_t*>(recvbuf) + first * es;
   auto* land = static_cast<uint8_t*>(scratch->addr()) + land_base;
   const bool in_place = sendbuf == recvbuf;
-  const bool stream_out = count * es >= kStreamOutMinBytes;
+  const bool stream_out = count * es >= kStreamOutputMinBytes;
 
   // Peers in the order their blocks are folded in: r+1, r+2, ... (own input first).
   auto peer_at = [&](size_t k) { return static_cast<int>((static_cast<size_t>(r) + 1 + k) % static_cast<size_t>(n)); };

@@ -51,8 +51,6 @@ constexpr size_t kSlotBudget = 2u << 20;   // ... and at most this over the numb
                                            // big (9 MiB per rank at 8 ranks, 8 MiB at 64)
 constexpr size_t kMinBlock = 16u << 10;
 constexpr size_t kLine = 64;
-// Outputs from this size on are written with streaming stores (as direct).
-constexpr size_t kStreamOutMinBytes = 8u << 20;
 // "auto" stages vectors from these sizes on (grex-perf allreduce with
 // GREX_ALGO=direct, GREX_STAGE_SENDS=never against always, docs/benchmarks.md),
 // out of place, and where any rank runs in place. Below them the vector
@@ -196,7 +194,7 @@ Result<void> staged_allreduce(Context& c, const Group& g, const CollArgs& a) {
   // In place, each output line was read moments ago (published or reduced):
   // plain stores hit the cache and write back later; out of place, large
   // outputs go out with streaming stores, unread.
-  const bool stream_out = sendbuf != recvbuf && count * es >= kStreamOutMinBytes;
+  const bool stream_out = sendbuf != recvbuf && count * es >= kStreamOutputMinBytes;
   const auto* in = static_cast<const uint8_t*>(sendbuf);
 
   // Out of place: the own result of the block reduced last, still to be
@@ -309,7 +307,7 @@ Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArg
     const size_t seg = seg_cnt[static_cast<size_t>(j)] * es, off = std::min<size_t>(b * block, seg);
     return {seg_off[static_cast<size_t>(j)] * es + off, std::min(block, seg - off)};
   };
-  const bool stream_out = a.send != a.recv && count * es >= kStreamOutMinBytes;
+  const bool stream_out = a.send != a.recv && count * es >= kStreamOutputMinBytes;
   const auto* in = static_cast<const uint8_t*>(a.send);
   auto* out = static_cast<uint8_t*>(a.recv);
 

@@ -115,9 +115,7 @@ void topk_sum_pairs(float* out, size_t count, const TopkPair* all, const uint32_
     return;
   }
   constexpr size_t kBlock = 16384;  // floats (64 KiB, within L2), a multiple of every vector width
-  // Streaming from 8 MiB, as the staged allreduce writes its outputs (a
-  // smaller output likely stays in cache for the caller).
-  const bool streaming = count * sizeof(float) >= (8u << 20);
+  const bool streaming = count * sizeof(float) >= kStreamOutputMinBytes;
   std::vector<float> buf(std::min(count, kBlock));  // zero, and zero again after each block
   std::vector<size_t> next(2 * n, 0);               // per rank: its first pair of the block, and past it
   for (size_t b = 0; b < count; b += kBlock) {

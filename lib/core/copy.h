@@ -33,4 +33,12 @@ void copy_together(const CopyJob* jobs, size_t count) noexcept;
 /// destination is likely to be read from cache soon and memcpy is better.
 inline constexpr size_t kStreamingCopyMinBytes = 64 * 1024;
 
+/// A collective's output from this size on is unlikely to be in cache when
+/// the caller reads it, so the steps that write it last (and read it no
+/// more) use streaming stores: the direct and staged allreduces, the top-k
+/// sum. (glibc's memcpy switches at three
+/// quarters of this core's share of the last-level cache; the reduction
+/// kernels follow that, reduce_streaming_min_bytes().)
+inline constexpr size_t kStreamOutputMinBytes = size_t{8} << 20;
+
 }  // namespace grex::detail
