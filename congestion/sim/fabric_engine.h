@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ccsim's leaf-spine fabric, its engine: the event loop and what each event
-// does. fabric.cc holds the hosts and the switches, fabric_feedback.cc the
+// does. fabric_engine.cc holds the hosts and the switches, fabric_feedback.cc the
 // receivers (ACKs, NACKs, CNPs, credits) and the results (fabric.h has the
 // model, fabric_internal.h the state).
 #pragma once
