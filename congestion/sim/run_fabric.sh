@@ -13,16 +13,17 @@
 # (2 MB each) and the alltoall, against the controllers alone. Last, a spine failing at 2 ms under
 # the long-lived ring: how long until the delivered rate is back to 0.9 of what it was (or of what
 # three spines carry, if less).
-# Usage: BUILD_DIR=build congestion/sim/run_fabric.sh     (env FLOW_KB=16000, PATHS=64)
+# Usage: BUILD_DIR=build congestion/sim/run_fabric.sh     (env FLOW_KB=16000, PATHS=64, GBPS=100:
+#        the links of the 4 x 4 x 4 tables but the long-lived ones; the others stay at 100)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD_DIR=${BUILD_DIR:-build}
 [[ $BUILD_DIR = /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
 SIM=$BUILD_DIR/congestion/sim/grex-ccsim
-FLOW_KB=${FLOW_KB:-16000} PATHS=${PATHS:-64}
+FLOW_KB=${FLOW_KB:-16000} PATHS=${PATHS:-64} GBPS=${GBPS:-100}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fabric=(--topology leaf-spine --leaves 4 --spines 4 --hosts-per-leaf 4 --host-gbps 100 --spine-gbps 100
+fabric=(--topology leaf-spine --leaves 4 --spines 4 --hosts-per-leaf 4 --host-gbps "$GBPS" --spine-gbps "$GBPS"
   --duration-ms 100)
 echo "| pattern | spine failed | cc | paths | completion (ms) | goodput (Gbit/s) | slowest flow (Gbit/s) | queue delay p99 (us) | trimmed |"
 echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
@@ -112,11 +113,11 @@ done
 echo
 echo "| RTTCC, sprayed over $PATHS entropies (4 x 4 x 4 unless shown) | controller | completion (ms) | goodput (Gbit/s) | of capacity | queue delay p99 (us) | trimmed |"
 echo "|---|---|---:|---:|---:|---:|---:|"
-scen=("ring, 16 MB a flow|${fabric[*]} --pattern ring --flow-kb $FLOW_KB|1575"
-  "ring, 16 MB a flow, spine 1 fails at 0.1 ms|${fabric[*]} --pattern ring --flow-kb $FLOW_KB --fail-spine 1 --fail-at-ms 0.1|1181"
+scen=("ring, 16 MB a flow|${fabric[*]} --pattern ring --flow-kb $FLOW_KB|$((1575 * GBPS / 100))"
+  "ring, 16 MB a flow, spine 1 fails at 0.1 ms|${fabric[*]} --pattern ring --flow-kb $FLOW_KB --fail-spine 1 --fail-at-ms 0.1|$((1181 * GBPS / 100))"
   "ring, long-lived, 20 ms|--topology leaf-spine --leaves 4 --spines 4 --hosts-per-leaf 4 --pattern ring --duration-ms 20|1575"
-  "alltoall, 1 MB a pair|${fabric[*]} --pattern alltoall --flow-kb $((FLOW_KB / 16))|1575"
-  "incast, 15 x 2 MB into one host|${fabric[*]} --pattern incast --flow-kb 2000|98.5"
+  "alltoall, 1 MB a pair|${fabric[*]} --pattern alltoall --flow-kb $((FLOW_KB / 16))|$((1575 * GBPS / 100))"
+  "incast, 15 x 2 MB into one host|${fabric[*]} --pattern incast --flow-kb 2000|$(awk -v g="$GBPS" 'BEGIN { print 98.5 * g / 100 }')"
   "ring, 2 x 4 x 4, spine 0 at 25 of 100 Gbit/s, 10 ms|--topology leaf-spine --leaves 2 --spines 4 --hosts-per-leaf 4 --pattern ring --slow-spine 0 --slow-factor 0.25 --duration-ms 10|640")
 for s in "${scen[@]}"; do
   IFS='|' read -r name args cap <<< "$s"
