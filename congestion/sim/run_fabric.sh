@@ -10,9 +10,10 @@
 # Then a slow spine: 2 leaves x 4 spines x 4 hosts, spine 0 at 25 Gbit/s, the ring long-lived
 # for 10 ms, with ECN: oblivious spraying (64 entropies) against REPS (--spray reps).
 # Last, receiver credits (--credits) on 4 x 4 x 4, sprayed: an incast of 15 hosts into one
-# (2 MB each) and the alltoall, against the controllers alone. Last, a spine failing at 2 ms under
+# (2 MB each) and the alltoall, against the controllers alone. Then a spine failing at 2 ms under
 # the long-lived ring: how long until the delivered rate is back to 0.9 of what it was (or of what
-# three spines carry, if less).
+# three spines carry, if less). Last, sprayed RTTCC with one controller per flow against one per
+# path (--path-cc) on each of those patterns, and the spine failure under both.
 # Usage: BUILD_DIR=build congestion/sim/run_fabric.sh     (env FLOW_KB=16000, PATHS=64, GBPS=100:
 #        the links of the 4 x 4 x 4 tables but the long-lived ones; the others stay at 100)
 set -euo pipefail
