@@ -58,6 +58,10 @@ struct RttSample {
   uint32_t hops = 0;
 };
 
+/// The most hops a controller counts from RttSample::hops (a larger count
+/// is taken as this many).
+inline constexpr uint32_t kMaxSampleHops = 16;
+
 // ---------------------------------------------------------------- parameters
 
 /// The RTTCC parameter sets.

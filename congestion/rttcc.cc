@@ -79,7 +79,7 @@ class Rttcc final : public Controller {
     // nothing certain about the path: the controller waits for the next one
     // (its state, the pending NACK and CNP included, stays as it was). A
     // host that stopped reading while it computed is not a queue to cut for.
-    if (sample.hops > 0) hops_ = std::min<uint32_t>(sample.hops, kMaxHops);
+    if (sample.hops > 0) hops_ = std::min(sample.hops, kMaxSampleHops);
     const uint64_t target = template_ ? p_.target_delay_ns : ztr_target();
     const uint64_t gap = std::min(sample.host_gap_ns, sample.rtt_ns);
     if (sample.rtt_ns > target && sample.rtt_ns - gap <= target) return;
@@ -343,7 +343,6 @@ class Rttcc final : public Controller {
   uint64_t min_rtt_ns_ = 0;  // ztr: the smallest RTT seen (the path's unloaded RTT, at best)
   uint64_t prev_rtt_ns_ = 0;  // ztr: the previous sample's RTT
   uint64_t target_ns_ = 0;    // ztr: the target of the latest sample (0: none yet)
-  static constexpr uint32_t kMaxHops = 16;
   uint32_t hops_ = 1;         // switch hops of the latest sample that knew them
   uint64_t last_calm_ns_;
   uint64_t last_hyper_ns_;

@@ -33,7 +33,7 @@ class Swift final : public Controller {
   void on_rtt_sample(const RttSample& s) noexcept override {
     const double rtt = static_cast<double>(std::max<uint64_t>(s.rtt_ns, 1));
     srtt_ns_ = 0.875 * srtt_ns_ + 0.125 * rtt;
-    if (s.hops > 0) hops_ = std::min<uint32_t>(s.hops, 16);
+    if (s.hops > 0) hops_ = std::min(s.hops, kMaxSampleHops);
     const double target = static_cast<double>(p_.base_target_ns + hops_ * p_.hop_target_ns) +
                           std::clamp(fs_a_ / std::sqrt(cwnd_) + fs_b_, 0.0, p_.fs_range_ns);
     if (rtt < target) {
