@@ -239,6 +239,10 @@ void reduce_at(SimdLevel level, void* dst, const void* a, const void* b, size_t 
   run_kernel(stream ? k.reduce_streaming : k.reduce, dst, a, b, count, type, op);
 }
 
+void reduce_streaming(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op) noexcept {
+  reduce_streaming_at(simd_level(), dst, a, b, count, type, op);
+}
+
 void reduce_streaming_at(SimdLevel level, void* dst, const void* a, const void* b, size_t count, DataType type,
                          ReduceOp op) noexcept {
   run_kernel(kernels(level).reduce_streaming, dst, a, b, count, type, op);

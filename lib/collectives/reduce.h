@@ -34,6 +34,9 @@ namespace grex::detail {
 /// least reduce_streaming_min_bytes() apart from a and b is written with
 /// streaming stores, as memcpy writes one that large.
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op) noexcept;
+/// reduce() with streaming stores for dst whatever count is (dst apart from
+/// a and b): for a result nobody reads again before it would leave the cache.
+void reduce_streaming(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op) noexcept;
 /// 3/4 of this core's share of the last-level cache (glibc's memcpy
 /// threshold for non-temporal stores), at least 8 MiB.
 size_t reduce_streaming_min_bytes() noexcept;

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "../shm/collective_check.h"
+#include "collectives/reduce.h"
 #include "../shm/compressed_check.h"
 #include "../shm/deadline_check.h"
 
@@ -150,6 +151,23 @@ TEST(HostsIssue29, CompressedAndDeadlineAllreduce) {
     RANK_CHECK(check_bounds(r, Compression::kBf16, ReduceOp::kSum, false, across_hosts(r, "AABB", "auto", "c29a")) == 0);
     RANK_CHECK(check_topk_exact(r, across_hosts(r, "AABB", "auto", "c29b")) == 0);
     return deadline_rank(r, across_hosts(r, "AABB", "auto", "d29"), 100'003);
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// 2 hosts x 2 ranks, a vector whose input and output outgrow this core's
+// share of the last-level cache: the reduction inside each host writes its
+// segment with streaming stores (staged_allreduce.cc), and the sums stay
+// exact, in place and out of place.
+TEST(HostsLarge, AVectorPastTheCacheSumsExactly) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  const size_t count = detail::reduce_streaming_min_bytes() / (2 * sizeof(float)) + 4099;
+  auto res = run_ranks(4, [&](Rank& r) -> int {
+    auto c = make_comm(r, across_hosts(r, "AABB", "hierarchical", "large"));
+    RANK_CHECK(c != nullptr);
+    RANK_CHECK(check_allreduce<float>(*c, count, DataType::kFloat32, ReduceOp::kSum, false) == 0);
+    RANK_CHECK(check_allreduce<float>(*c, count, DataType::kFloat32, ReduceOp::kAvg, true) == 0);
+    return 0;
   }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();
 }
