@@ -294,7 +294,8 @@ bool staged_segments_fit(const Context& c, const Group& g, size_t bytes) noexcep
 // last-level cache, the reduction writes the own segment with streaming
 // stores: `between` reads it back only after the whole segment, by when a
 // cached write would have been evicted, so its read-for-ownership was
-// traffic for nothing (2 ranks a host, 64 and 256 MiB: 10 % faster).
+// traffic for nothing (2 hosts x 2 ranks over af_packet, 64 and 256 MiB:
+// 2-10 % faster, docs/benchmarks.md).
 Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArgs& a, std::span<const size_t> seg_off,
                                        std::span<const size_t> seg_cnt, int avg_divisor, const RingBetween& between) {
   const DataType type = a.type;
