@@ -23,6 +23,9 @@
 # COMPRESS=bf16|fp16|int8 instead compares grex hier with itself compressed
 # (grex-perf --compress: float32 sums inside a host, the format between hosts);
 # no peers run then.
+# AGAINST=DIR instead compares grex hier with itself on the libgrex.so.0 in DIR
+# (an older build's, by LD_LIBRARY_PATH under the same binaries), alternating
+# round by round; no peers run then.
 # Needs root, iproute2, a build with DPDK and bench/gloo_allreduce, mpicc and mpirun.
 set -uo pipefail
 
@@ -91,8 +94,9 @@ grex() {
   token="bench-$$-$RANDOM"
   hosts_start_store "$STORE" "$token" "$tmp/store.log" 600 >&2 || { echo "nan nan"; return; }
   port=$store_port
-  local backend=auto extra=()
+  local backend=auto extra=() libenv=()
   [[ $variant == flat ]] && backend=dpdk
+  [[ $variant == against ]] && libenv=("LD_LIBRARY_PATH=$AGAINST")
   [[ $variant == hier-* ]] && extra=(--compress "${variant#hier-}")
   for ((h = 0; h < 2; ++h)); do
     for ((i = 0; i < 2; ++i, ++r)); do
@@ -101,7 +105,7 @@ grex() {
         GREX_HOST_ID="$([[ $variant == flat ]] && echo "flat-rank-$r")" \
         GREX_DPDK_PORT="net_af_packet$i,iface=d$i,$framing" \
         GREX_DPDK_IP="10.97.$h.$((i + 1))" GREX_DPDK_MTU=$MTU GREX_DPDK_LCORE=$((r % ncpu)) \
-        timeout 300 ip netns exec "$(host_ns "$h")" "$PERF" allreduce -b "$size" -e "$size" -n "$n" -w "$w" -c 0 \
+        env "${libenv[@]}" timeout 300 ip netns exec "$(host_ns "$h")" "$PERF" allreduce -b "$size" -e "$size" -n "$n" -w "$w" -c 0 \
         --inplace 0 "${extra[@]}" --json "$tmp/grex.r$r.json" >"$tmp/grex.r$r.log" 2>&1 &
       pids+=($!)
     done
@@ -186,6 +190,25 @@ if [[ -n ${COMPRESS:-} ]]; then
       "${bh[0]}" "${bc[0]}"
   done
   echo "# columns: size | grex hier float32 | grex hier $COMPRESS | $COMPRESS/float32 | bytes across hosts per call, rank 0: float32 / $COMPRESS"
+  exit 0
+fi
+if [[ -n ${AGAINST:-} ]]; then
+  [[ -e $AGAINST/libgrex.so.0 ]] || die "AGAINST=$AGAINST holds no libgrex.so.0"
+  echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; grex hier, this build's library vs $AGAINST's; median of $ROUNDS alternating rounds (min-max), us"
+  for size in $SIZES; do
+    declare -a tt=() ta=()
+    for ((k = 0; k < ROUNDS; ++k)); do
+      read -r t _ <<<"$(grex against "$size")"
+      ta+=("$t")
+      read -r t _ <<<"$(grex hier "$size")"
+      tt+=("$t")
+    done
+    mt=$(printf '%s\n' "${tt[@]}" | median)
+    ma=$(printf '%s\n' "${ta[@]}" | median)
+    printf '| %s | %s (%s) | %s (%s) | %.2f |\n' "$size" "$(fmt "$ma")" "$(printf '%s\n' "${ta[@]}" | span)" \
+      "$(fmt "$mt")" "$(printf '%s\n' "${tt[@]}" | span)" "$(awk -v a="$mt" -v b="$ma" 'BEGIN { print a / b }')"
+  done
+  echo "# columns: size | grex hier, AGAINST's library | grex hier, this build's | this/AGAINST"
   exit 0
 fi
 echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; median of $ROUNDS alternating rounds (min-max), us"
