@@ -294,8 +294,9 @@ bool staged_segments_fit(const Context& c, const Group& g, size_t bytes) noexcep
 // last-level cache, the reduction writes the own segment with streaming
 // stores: `between` reads it back only after the whole segment, by when a
 // cached write would have been evicted, so its read-for-ownership was
-// traffic for nothing (2 hosts x 2 ranks over af_packet, 64 and 256 MiB:
-// 2-10 % faster, docs/benchmarks.md).
+// traffic for nothing (2 hosts x 2 ranks over af_packet: 64 MiB 0-6 %,
+// 256 MiB 11-12 % faster, docs/benchmarks.md). Two members only: with more,
+// the next member's sum reads the first one's result straight back.
 Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArgs& a, std::span<const size_t> seg_off,
                                        std::span<const size_t> seg_cnt, int avg_divisor, const RingBetween& between) {
   const DataType type = a.type;
@@ -314,7 +315,7 @@ Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArg
     return {seg_off[static_cast<size_t>(j)] * es + off, std::min(block, seg - off)};
   };
   const bool stream_out = a.send != a.recv && count * es >= kStreamOutputMinBytes;
-  const bool stream_own = a.send != a.recv && 2 * count * es >= reduce_streaming_min_bytes();
+  const bool stream_own = n == 2 && a.send != a.recv && 2 * count * es >= reduce_streaming_min_bytes();
   const auto* in = static_cast<const uint8_t*>(a.send);
   auto* out = static_cast<uint8_t*>(a.recv);
 
@@ -341,9 +342,7 @@ Result<void> staged_allreduce_segments(Context& c, const Group& g, const CollArg
       if (p == r) continue;
       GREX_TRY(st.wait(p, pub_line(r, q), q, q));
       if (auto m = st.disagrees(p, q)) return std::move(*m);
-      // Streaming only where this reduction's result is final (the first
-      // of two members): a third member's sum would read it straight back.
-      if (bytes > 0 && stream_own && first != acc && n == 2)
+      if (bytes > 0 && stream_own)
         reduce_streaming(acc, first, st.in_slot(p, r, q), bytes / es, type, op);
       else if (bytes > 0)
         detail::reduce(acc, first, st.in_slot(p, r, q), bytes / es, type, op);
