@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -57,12 +58,11 @@ def run(example, opts, ranks, backend, launcher="torchrun"):
 def launch(example, opts, ranks, backend, launcher, steps=STEPS, want="losses"):
     script = os.path.join(EXAMPLES, example + ".py")
     args = [script, "--backend", backend, "--steps", str(steps), "--hidden", "512", "--json"] + opts
-    env = dict(os.environ, OMP_NUM_THREADS="1")
     if launcher == "torchrun":
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"] + args
     else:
         cmd = [os.environ["GREX_RUN"], "-n", str(ranks), "--", sys.executable] + args
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    p = run_in_tmpdir(cmd, 240)
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}:\n{out[-4000:]}"
     lines = [line for line in p.stdout.splitlines() if line.lstrip("[0] ").startswith('{"losses"')]
@@ -70,6 +70,15 @@ def launch(example, opts, ranks, backend, launcher, steps=STEPS, want="losses"):
     report = json.loads(lines[-1][lines[-1].index("{"):])
     assert len(report["losses"]) == steps
     return report[want]
+
+
+def run_in_tmpdir(cmd, timeout):
+    """Runs cmd with OMP_NUM_THREADS=1 and a TMPDIR of its own, removed after:
+    torchrun's agent leaves a torchelastic_* directory in the temporary
+    directory at every launch."""
+    with tempfile.TemporaryDirectory(prefix="grex-torch-") as tmp:
+        env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=tmp)
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def compare(got, ref, ranks, what):
@@ -89,8 +98,8 @@ def gloo_averages():
     that way, has no gloo reference there."""
     if not _gloo_avg:
         probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gloo_avg_probe.py")
-        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", probe],
-                           env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=120)
+        p = run_in_tmpdir([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", probe],
+                          120)
         got = [line.split()[-1] for line in p.stdout.splitlines() if "gloo-avg" in line]
         assert got, f"the gloo AVG probe printed nothing:\n{(p.stdout + p.stderr)[-2000:]}"
         _gloo_avg.append(float(got[0]) == 1.5)

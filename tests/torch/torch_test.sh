@@ -45,7 +45,8 @@ case $CASE in
     "$GREX_RUN" -n 4 --no-tag-output -- "$PY" "$CHECK" ddp 20 >"$TMP/out" 2>&1 || fail "exit $?"
     expect "PASS ddp on 4 ranks" ;;
   torchrun)
-    (cd "$TMP" && timeout 300 "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1 \
+    # TMPDIR: the agent leaves a torchelastic_* directory there at every launch.
+    (cd "$TMP" && TMPDIR="$TMP" timeout 300 "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1 \
       "$CHECK" collectives) >"$TMP/out" 2>&1 || fail "exit $?"
     expect "PASS collectives on 2 ranks" ;;
   mpirun)
