@@ -17,6 +17,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 CHECK=$HERE/backend_check.py
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/grex-torch-test.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
+# What torch leaves in the temporary directory (torchrun's torchelastic_*,
+# the inductor's cache) goes with $TMP.
+mkdir "$TMP/tmp" && export TMPDIR=$TMP/tmp
 fail() { echo "FAIL [$CASE]: $*" >&2; cat "$TMP"/* >&2 2>/dev/null; exit 1; }
 port() { echo $((30000 + RANDOM % 20000)); }
 expect() { grep -q -- "$1" "$TMP/out" || fail "no '$1' in the output"; }
@@ -45,8 +48,7 @@ case $CASE in
     "$GREX_RUN" -n 4 --no-tag-output -- "$PY" "$CHECK" ddp 20 >"$TMP/out" 2>&1 || fail "exit $?"
     expect "PASS ddp on 4 ranks" ;;
   torchrun)
-    # TMPDIR: the agent leaves a torchelastic_* directory there at every launch.
-    (cd "$TMP" && TMPDIR="$TMP" timeout 300 "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1 \
+    (cd "$TMP" && timeout 300 "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1 \
       "$CHECK" collectives) >"$TMP/out" 2>&1 || fail "exit $?"
     expect "PASS collectives on 2 ranks" ;;
   mpirun)
