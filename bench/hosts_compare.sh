@@ -173,42 +173,36 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f-%.0f", lo, hi }'; }
 fmt() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
 
+# alternate A B: grex variant A against variant B, no peers, A then B in each
+# round; per size the medians (min-max), B/A, and the bytes across hosts.
+alternate() {
+  local a=$1 b=$2 size k t bytes ma mb
+  for size in $SIZES; do
+    declare -a ta=() tb=() ba=() bb=()
+    for ((k = 0; k < ROUNDS; ++k)); do
+      read -r t bytes <<<"$(grex "$a" "$size")"
+      ta+=("$t") ba+=("$bytes")
+      read -r t bytes <<<"$(grex "$b" "$size")"
+      tb+=("$t") bb+=("$bytes")
+    done
+    ma=$(printf '%s\n' "${ta[@]}" | median)
+    mb=$(printf '%s\n' "${tb[@]}" | median)
+    printf '| %s | %s (%s) | %s (%s) | %.2f | %s / %s |\n' "$size" "$(fmt "$ma")" "$(printf '%s\n' "${ta[@]}" | span)" \
+      "$(fmt "$mb")" "$(printf '%s\n' "${tb[@]}" | span)" "$(awk -v x="$mb" -v y="$ma" 'BEGIN { print x / y }')" \
+      "${ba[0]}" "${bb[0]}"
+  done
+}
 if [[ -n ${COMPRESS:-} ]]; then
   echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; grex hier float32 vs $COMPRESS between hosts; median of $ROUNDS alternating rounds (min-max), us"
-  for size in $SIZES; do
-    declare -a th=() tc=() bh=() bc=()
-    for ((k = 0; k < ROUNDS; ++k)); do
-      read -r t b <<<"$(grex hier "$size")"
-      th+=("$t") bh+=("$b")
-      read -r t b <<<"$(grex "hier-$COMPRESS" "$size")"
-      tc+=("$t") bc+=("$b")
-    done
-    mh=$(printf '%s\n' "${th[@]}" | median)
-    mc=$(printf '%s\n' "${tc[@]}" | median)
-    printf '| %s | %s (%s) | %s (%s) | %.2f | %s / %s |\n' "$size" "$(fmt "$mh")" "$(printf '%s\n' "${th[@]}" | span)" \
-      "$(fmt "$mc")" "$(printf '%s\n' "${tc[@]}" | span)" "$(awk -v a="$mc" -v b="$mh" 'BEGIN { print a / b }')" \
-      "${bh[0]}" "${bc[0]}"
-  done
+  alternate hier "hier-$COMPRESS"
   echo "# columns: size | grex hier float32 | grex hier $COMPRESS | $COMPRESS/float32 | bytes across hosts per call, rank 0: float32 / $COMPRESS"
   exit 0
 fi
 if [[ -n ${AGAINST:-} ]]; then
   [[ -e $AGAINST/libgrex.so.0 ]] || die "AGAINST=$AGAINST holds no libgrex.so.0"
   echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; grex hier, this build's library vs $AGAINST's; median of $ROUNDS alternating rounds (min-max), us"
-  for size in $SIZES; do
-    declare -a tt=() ta=()
-    for ((k = 0; k < ROUNDS; ++k)); do
-      read -r t _ <<<"$(grex against "$size")"
-      ta+=("$t")
-      read -r t _ <<<"$(grex hier "$size")"
-      tt+=("$t")
-    done
-    mt=$(printf '%s\n' "${tt[@]}" | median)
-    ma=$(printf '%s\n' "${ta[@]}" | median)
-    printf '| %s | %s (%s) | %s (%s) | %.2f |\n' "$size" "$(fmt "$ma")" "$(printf '%s\n' "${ta[@]}" | span)" \
-      "$(fmt "$mt")" "$(printf '%s\n' "${tt[@]}" | span)" "$(awk -v a="$mt" -v b="$ma" 'BEGIN { print a / b }')"
-  done
-  echo "# columns: size | grex hier, AGAINST's library | grex hier, this build's | this/AGAINST"
+  alternate against hier
+  echo "# columns: size | grex hier, AGAINST's library | grex hier, this build's | this/AGAINST | bytes across hosts per call, rank 0: AGAINST's / this build's"
   exit 0
 fi
 echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; median of $ROUNDS alternating rounds (min-max), us"
