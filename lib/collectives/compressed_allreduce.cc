@@ -17,6 +17,15 @@
 // this rank's input. Each rounding error is kept by exactly one rank, so over
 // calls the results add up to the inputs' sum, off by the last residuals
 // only (in sum units; an average's owner scales its error back up by n).
+//
+// The output is written with streaming stores where it is written last (out
+// of place, from kStreamOutputMinBytes): the last reduce-scatter step sums,
+// averages and rounds kStreamPiece values at a time in a buffer that stays
+// in L1, and the allgather widens into it; each piece is then streamed out.
+// The same kernels on the same values as writing the output directly, so
+// the same bits; the output's lines are no longer read for ownership before
+// they are written (64 MiB, 2 ranks: int8 12 %, bf16 9 % faster where the
+// memory, not the link, is the limit; docs/benchmarks.md).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -27,9 +36,14 @@
 #include "collectives/reduce.h"
 #include "collectives/stream.h"
 #include "collectives/compress_kernels.h"
+#include "core/copy.h"
 
 namespace grex::detail {
 namespace {
+
+// Values per streamed piece: 16 KiB of float32 (L1), whole int8 blocks.
+constexpr size_t kStreamPiece = 4096;
+static_assert(kStreamPiece % kInt8Block == 0);
 
 // How a format lays values on the wire: blocks of `elems` values in `bytes`
 // bytes (a last, shorter block: its header and the values it holds).
@@ -114,6 +128,30 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
   // feedback plus the residual (summed a chunk at a time into a buffer of
   // the worker's thread).
   static thread_local std::vector<float> contribution;
+  const bool stream_out = a.send != a.recv && count * sizeof(float) >= kStreamOutputMinBytes;
+  static thread_local std::vector<float> piece;
+  if (stream_out) piece.resize(kStreamPiece);
+  // m values of segment element e from wire bytes `data` (i values in: whole blocks, wire_bytes(i) bytes).
+  auto finish_streaming = [&](const uint8_t* data, size_t m, size_t e, float* res, uint8_t* mine) {
+    for (size_t i = 0; i < m; i += kStreamPiece) {
+      const size_t q = std::min(kStreamPiece, m - i), wb = fmt.wire_bytes(i);
+      float* rr = res != nullptr ? res + i : nullptr;
+      fmt.widen_add(data + wb, q, in + e + i, rr, piece.data());
+      if (rr != nullptr) std::memset(rr, 0, q * sizeof(float));  // added in
+      if (avg) scale_avg(piece.data(), q, DataType::kFloat32, n);
+      fmt.narrow(piece.data(), q, mine + wb, rr, avg ? static_cast<float>(n) : 1.0f, piece.data());
+      copy_streaming_unfenced(out + e + i, piece.data(), q * sizeof(float));
+    }
+    streaming_fence();
+  };
+  auto widen_streaming = [&](const uint8_t* data, size_t m, size_t e) {
+    for (size_t i = 0; i < m; i += kStreamPiece) {
+      const size_t q = std::min(kStreamPiece, m - i);
+      fmt.widen(data + fmt.wire_bytes(i), q, piece.data());
+      copy_streaming_unfenced(out + e + i, piece.data(), q * sizeof(float));
+    }
+    streaming_fence();
+  };
   for (int k = 0; k < n - 1; ++k) {
     const size_t ss = mod(r - k), rs = mod(r - k - 1);
     const bool last = k == n - 2;  // rs is the segment this rank finishes (r + 1)
@@ -138,6 +176,7 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     auto on_chunk = [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
       const auto [e, m] = span_of(rs, o);
       float* res = residual != nullptr ? residual + e : nullptr;
+      if (last && stream_out) return finish_streaming(data, m, e, res, w + wo[rs] + o);
       fmt.widen_add(data, m, in + e, res, out + e);
       if (res != nullptr) std::memset(res, 0, m * sizeof(float));  // added in
       if (last) {
@@ -160,6 +199,7 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     GREX_TRY(stream(c, g, snd, rcv, chunk, a.tag | (1ull << 16) | static_cast<uint64_t>(k),
                     [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
                       const auto [e, m] = span_of(rs, o);
+                      if (stream_out) return widen_streaming(data, m, e);
                       fmt.widen(data, m, out + e);
                     }));
   }

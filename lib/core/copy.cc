@@ -18,6 +18,17 @@
 namespace grex::detail {
 
 void copy_streaming(void* dst, const void* src, size_t n) noexcept {
+  copy_streaming_unfenced(dst, src, n);
+  streaming_fence();
+}
+
+void streaming_fence() noexcept {
+#if defined(__SSE2__)
+  _mm_sfence();  // streaming stores are weakly ordered: publish them before any flag
+#endif
+}
+
+void copy_streaming_unfenced(void* dst, const void* src, size_t n) noexcept {
 #if !defined(__SSE2__)
   std::memcpy(dst, src, n);
 #else
@@ -47,7 +58,6 @@ void copy_streaming(void* dst, const void* src, size_t n) noexcept {
   }
   n -= lines * 64;
   std::memcpy(d, s, n);
-  _mm_sfence();  // streaming stores are weakly ordered: publish them before any flag
 #endif
 }
 

@@ -12,6 +12,11 @@ namespace grex::detail {
 /// next (a peer's buffer, a result the caller consumes later); about a third
 /// less memory traffic than memcpy's ordinary stores. Ends with a store fence.
 void copy_streaming(void* dst, const void* src, size_t n) noexcept;
+/// copy_streaming() without its fence, for many pieces in a row (a fence
+/// after each drains the stores before the next piece's loads can start):
+/// streaming_fence() once after the last, before anything that publishes them.
+void copy_streaming_unfenced(void* dst, const void* src, size_t n) noexcept;
+void streaming_fence() noexcept;
 
 /// One copy of a copy_together() call.
 struct CopyJob {

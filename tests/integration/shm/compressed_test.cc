@@ -3,7 +3,8 @@
 // int8 results within their rounding bounds of the exact sum and the same bits on
 // every rank, in and out of place, sum and avg; error feedback keeps the
 // running sum of many calls within a bound where the plain compressed call
-// drifts away; arguments it cannot take, and ranks that disagree on it.
+// drifts away; a streamed output (large, out of place) with the bits of a
+// direct one; arguments it cannot take, and ranks that disagree on it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -152,6 +153,46 @@ TEST(Compressed, TopKExactWhenAllIsSentAndBoundedWithFeedback) {
       o.topk_fraction = 0;
       auto bad = c->allreduce(in.data(), out.data(), n, DataType::kFloat32, ReduceOp::kSum, o);
       RANK_CHECK(!bad.ok() && bad.error().code() == Errc::kInvalidArgument);
+      return 0;
+    });
+    EXPECT_TRUE(res.all_ok()) << ranks << " ranks: " << res.describe();
+  }
+}
+
+// Past kStreamOutputMinBytes (8 MiB of output), out of place, the output is
+// written with streaming stores through a buffer in L1; in place it is
+// written directly. Both must give the same bits, and leave the same
+// residuals behind: two calls each (the second adds the first's residual),
+// with pieces, int8 blocks and segments that end in tails.
+TEST(Compressed, StreamedOutputHasTheBitsOfTheDirectOne) {
+  for (int ranks : {2, 3}) {
+    auto res = run_ranks(ranks, [](Rank& r) -> int {
+      auto c = make_comm(r);
+      RANK_CHECK(c != nullptr);
+      const size_t n = 2'100'003;  // 8.01 MiB of float32
+      const std::vector<float> in = random_input(r.rank, n);
+      std::vector<float> out(n), direct(n);
+      for (Compression kind : {Compression::kBf16, Compression::kFp16, Compression::kInt8})
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
+          for (bool feedback : {false, true}) {
+            AllreduceOptions o;
+            o.compression = kind;
+            o.error_feedback = feedback;
+            for (int call = 0; call < 2; ++call) {
+              RANK_OK(c->allreduce(in.data(), out.data(), n, DataType::kFloat32, op, o));
+              direct = in;
+              RANK_OK(c->allreduce(direct.data(), direct.data(), n, DataType::kFloat32, op, o));
+              size_t first = n;
+              for (size_t i = 0; i < n && first == n; ++i)
+                if (std::memcmp(&out[i], &direct[i], sizeof(float)) != 0) first = i;
+              if (first != n)
+                std::fprintf(stderr, "format %d op %d feedback %d call %d: element %zu %a streamed, %a direct\n",
+                             static_cast<int>(kind), static_cast<int>(op), feedback, call, first, out[first],
+                             direct[first]);
+              RANK_CHECK(first == n);
+            }
+            RANK_OK(c->clear_feedback());
+          }
       return 0;
     });
     EXPECT_TRUE(res.all_ok()) << ranks << " ranks: " << res.describe();
