@@ -128,13 +128,16 @@ void topk_sum_pairs(float* out, size_t count, const TopkPair* all, const uint32_
     }
     if (n_avg > 0) scale_avg(buf.data(), len, DataType::kFloat32, n_avg);
     if (streaming)
-      copy_streaming(out + b, buf.data(), len * sizeof(float));
+      copy_streaming_unfenced(out + b, buf.data(), len * sizeof(float));
     else
       std::memcpy(out + b, buf.data(), len * sizeof(float));
     // Zero again where the pairs wrote (a hundredth of the block at 1 %).
     for (size_t r = 0; r < n; ++r)
       for (size_t j = next[2 * r]; j < next[2 * r + 1]; ++j) buf[all[r * most + j].index - b] = 0.f;
   }
+  // One fence for every block: a fence a block drained each block's stores
+  // before the next block's sums could start.
+  if (streaming) streaming_fence();
 }
 
 Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, size_t count, ReduceOp op,
