@@ -11,6 +11,9 @@
 # (int8 and topk unchecked, -c 0: grex-perf's exact pattern is not exact in
 # int8, and top-k 1 % sends a hundredth of it; the tests bound their error)
 # Usage: bench/compressed.sh   (env: BUILD=build, REPEAT=3, RANKS="2 4", SIZE=64M, MBPS=10000)
+# AGAINST=DIR also runs every case on the libgrex.so.0 in DIR (an older
+# build's, by LD_LIBRARY_PATH under the same binaries) right before this
+# build's: a table for each library, then this build's medians over AGAINST's.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -19,16 +22,44 @@ REPEAT=${REPEAT:-3} RANKS=${RANKS:-"2 4"} SIZE=${SIZE:-64M} MBPS=${MBPS:-10000}
 export GREX_LOG_LEVEL=error GREX_DPDK_BOTTLENECK_MBPS=$MBPS
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-formats=(none bf16 fp16 int8 topk)
+read -r -a formats <<<"${FORMATS:-none bf16 fp16 int8 topk}"
+libs=(this)
+if [[ -n ${AGAINST:-} ]]; then
+  [[ -e $AGAINST/libgrex.so.0 ]] || { echo "compressed.sh: AGAINST=$AGAINST holds no libgrex.so.0" >&2; exit 1; }
+  libs=(against this)
+fi
 for ((round = 1; round <= REPEAT; round++)); do
   for n in $RANKS; do
     for f in "${formats[@]}"; do
-      "$BUILD/apps/grex-run/grex-run" -n "$n" --backend dpdk --no-tag-output -- "$BUILD/apps/grex-perf/grex-perf" \
-        allreduce -b "$SIZE" -e "$SIZE" -n 3 -w 1 --inplace 0 --compress "$f" -c "$([[ $f == int8 || $f == topk ]] && echo 0 || echo 1)" |
-        awk -v n="$n" -v f="$f" '$1 ~ /^[0-9]+$/ && NF >= 8 { if ($8 != "0" && $8 != "N/A") { print "wrong elements" > "/dev/stderr"; exit 1 } print n, f, $5 }' >> "$tmp/runs"
+      for lib in "${libs[@]}"; do
+        libenv=()
+        [[ $lib == against ]] && libenv=("LD_LIBRARY_PATH=$AGAINST")
+        env "${libenv[@]}" "$BUILD/apps/grex-run/grex-run" -n "$n" --backend dpdk --no-tag-output -- "$BUILD/apps/grex-perf/grex-perf" \
+          allreduce -b "$SIZE" -e "$SIZE" -n 3 -w 1 --inplace 0 --compress "$f" -c "$([[ $f == int8 || $f == topk ]] && echo 0 || echo 1)" |
+          awk -v n="$n" -v f="$f" '$1 ~ /^[0-9]+$/ && NF >= 8 { if ($8 != "0" && $8 != "N/A") { print "wrong elements" > "/dev/stderr"; exit 1 } print n, f, $5 }' >> "$tmp/runs.$lib"
+      done
     done
   done
   echo "compressed: round $round/$REPEAT done" >&2
 done
 source "$ROOT/bench/compressed_table.sh"
-compressed_table "$tmp/runs" "$RANKS" uncompressed
+if [[ -z ${AGAINST:-} ]]; then
+  compressed_table "$tmp/runs.this" "$RANKS" uncompressed
+  exit 0
+fi
+echo "AGAINST's library ($AGAINST):"
+compressed_table "$tmp/runs.against" "$RANKS" uncompressed
+echo
+echo "this build's library:"
+compressed_table "$tmp/runs.this" "$RANKS" uncompressed
+echo
+echo "this build's median / AGAINST's, per format:"
+for n in $RANKS; do
+  line="| $n ranks |"
+  for f in "${formats[@]}"; do
+    a=$(awk -v n="$n" -v f="$f" '$1 == n && $2 == f { print $3 }' "$tmp/runs.against" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    b=$(awk -v n="$n" -v f="$f" '$1 == n && $2 == f { print $3 }' "$tmp/runs.this" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    line+=" $f $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }') |"
+  done
+  echo "$line"
+done

@@ -10,6 +10,8 @@
 # Usage: bench/compressed_netns.sh   (env: BUILD=build, REPEAT=3, RANKS="2 4", SIZE=64M,
 #        FORMATS="none bf16 fp16 int8 topk", STATS_DIR: where set, the runs print --stats
 #        and every rank's log is kept there as N-FORMAT-ROUND.rR.log)
+# AGAINST=DIR also runs every case on the libgrex.so.0 in DIR (an older build's, by
+# LD_LIBRARY_PATH under the same binaries) right before this build's; a table for each.
 # Needs root, iproute2 and a build with DPDK.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,7 +39,8 @@ ncpu=$(nproc)
 
 # one N FORMAT: the slowest rank's time per call (us), as rank 0 prints it.
 one() {
-  local n=$1 f=$2 token r pids=() ok=1
+  local n=$1 f=$2 lib=${3:-this} token r pids=() ok=1 libenv=()
+  [[ $lib == against ]] && libenv=("LD_LIBRARY_PATH=$AGAINST")
   token="bench-$$-$RANDOM"
   hosts_start_store "$STORE" "$token" "$tmp/store.log" 600 >&2 || { echo nan; return; }
   for ((r = 0; r < n; ++r)); do
@@ -45,7 +48,7 @@ one() {
       GREX_STORE_EXTERNAL=1 GREX_BACKEND=dpdk GREX_DPDK_MODE=port \
       GREX_DPDK_PORT="net_af_packet0,iface=d0,framesz=10240,blocksz=20480,framecnt=512" \
       GREX_DPDK_IP="10.97.$r.1" GREX_DPDK_MTU=9000 GREX_DPDK_LCORE=$((r % ncpu)) \
-      timeout 300 ip netns exec "$(host_ns "$r")" "$PERF" allreduce -b "$SIZE" -e "$SIZE" -n 3 -w 1 -c 0 \
+      env "${libenv[@]}" timeout 300 ip netns exec "$(host_ns "$r")" "$PERF" allreduce -b "$SIZE" -e "$SIZE" -n 3 -w 1 -c 0 \
       --inplace 0 --compress "$f" ${STATS_DIR:+--stats} >"$tmp/r$r.log" 2>&1 &
     pids+=($!)
   done
@@ -66,6 +69,11 @@ one() {
 }
 
 read -r -a formats <<<"${FORMATS:-none bf16 fp16 int8 topk}"
+libs=(this)
+if [[ -n ${AGAINST:-} ]]; then
+  [[ -e $AGAINST/libgrex.so.0 ]] || die "AGAINST=$AGAINST holds no libgrex.so.0"
+  libs=(against this)
+fi
 for ((round = 1; round <= REPEAT; round++)); do
   for n in $RANKS; do
     order=("${formats[@]}")
@@ -73,9 +81,19 @@ for ((round = 1; round <= REPEAT; round++)); do
       order=()
       for ((i = ${#formats[@]} - 1; i >= 0; i--)); do order+=("${formats[i]}"); done
     fi
-    for f in "${order[@]}"; do echo "$n $f $(one "$n" "$f")" >> "$tmp/runs"; done
+    for f in "${order[@]}"; do
+      for lib in "${libs[@]}"; do echo "$n $f $(one "$n" "$f" "$lib")" >> "$tmp/runs.$lib"; done
+    done
   done
   echo "compressed_netns: round $round/$REPEAT done" >&2
 done
 source "$ROOT/bench/compressed_table.sh"
-compressed_table "$tmp/runs" "$RANKS" float32
+if [[ -z ${AGAINST:-} ]]; then
+  compressed_table "$tmp/runs.this" "$RANKS" float32
+  exit 0
+fi
+echo "AGAINST's library ($AGAINST):"
+compressed_table "$tmp/runs.against" "$RANKS" float32
+echo
+echo "this build's library:"
+compressed_table "$tmp/runs.this" "$RANKS" float32

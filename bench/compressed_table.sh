@@ -4,19 +4,20 @@
 # bench/compressed_netns.sh over af_packet): sourced, then
 #   compressed_table RUNS "RANKS..." BASE_LABEL
 # with RUNS holding lines "ranks format microseconds" (formats none, bf16,
-# fp16, int8, topk): each format's median (min-max) and its ratio to none's.
+# fp16, int8, topk): each format's median (min-max) and its ratio to none's
+# ("-" for a format not run).
 compressed_table() {
   local runs=$1 ranks=$2 label=$3 n base
   med() { awk -v n="$1" -v f="$2" '$1 == n && $2 == f { print $3 }' "$runs" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
   stat() {
     awk -v n="$1" -v f="$2" '$1 == n && $2 == f { print $3 }' "$runs" | sort -g |
-      awk '{ a[NR] = $1 } END { printf "%.0f (%.0f–%.0f)", a[int((NR + 1) / 2)], a[1], a[NR] }'
+      awk '{ a[NR] = $1 } END { if (NR) printf "%.0f (%.0f–%.0f)", a[int((NR + 1) / 2)], a[1], a[NR]; else printf "-" }'
   }
   echo "| ranks | $label (us) | bf16 (us) | fp16 (us) | int8 (us) | top-k 1 % (us) | bf16 / $label (goal <= 0.55) | fp16 / $label | int8 / $label (goal <= 0.3) | top-k / $label (goal <= 0.1) |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for n in $ranks; do
     base=$(med "$n" none)
-    ratio() { awk -v a="$(med "$n" "$1")" -v b="$base" 'BEGIN { printf "%.2f", a / b }'; }
+    ratio() { awk -v a="$(med "$n" "$1")" -v b="$base" 'BEGIN { if (a == "" || b == "") printf "-"; else printf "%.2f", a / b }'; }
     echo "| $n | $(stat "$n" none) | $(stat "$n" bf16) | $(stat "$n" fp16) | $(stat "$n" int8) | $(stat "$n" topk) | $(ratio bf16) | $(ratio fp16) | $(ratio int8) | $(ratio topk) |"
   done
 }
