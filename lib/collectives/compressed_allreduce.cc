@@ -18,14 +18,18 @@
 // calls the results add up to the inputs' sum, off by the last residuals
 // only (in sum units; an average's owner scales its error back up by n).
 //
-// The output is written with streaming stores where it is written last (out
-// of place, from kStreamOutputMinBytes): the last reduce-scatter step sums,
-// averages and rounds kStreamPiece values at a time in a buffer that stays
-// in L1, and the allgather widens into it; each piece is then streamed out.
-// The same kernels on the same values as writing the output directly, so
-// the same bits; the output's lines are no longer read for ownership before
-// they are written (64 MiB, 2 ranks: int8 12 %, bf16 9 % faster where the
-// memory, not the link, is the limit; docs/benchmarks.md).
+// Out of place, from kStreamOutputMinBytes, the output is written once, in
+// the allgather, with streaming stores: the owner's last reduce-scatter step
+// sums, averages and rounds kStreamPiece values at a time in a buffer that
+// stays in L1 and keeps only the rounded values on the wire; the allgather
+// widens each chunk it receives, and each chunk of the owner's own segment
+// as it is posted, into that buffer and streams it out. The output's lines
+// are then never read for ownership (64 MiB, 2 ranks, no link to wait on:
+// int8 12 %, fp16 14 % faster), and the reduce-scatter, which waits on the
+// CPU, leaves the owner's share of the writes to the allgather, which waits
+// on the link (behind 10 Gbit/s: bf16 8 %, int8 6 % faster; docs/benchmarks.md).
+// The same kernels on the same values as writing the output directly (what
+// narrow keeps is what the wire widens to), so the same bits.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -131,18 +135,18 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
   const bool stream_out = a.send != a.recv && count * sizeof(float) >= kStreamOutputMinBytes;
   static thread_local std::vector<float> piece;
   if (stream_out) piece.resize(kStreamPiece);
-  // m values of segment element e from wire bytes `data` (i values in: whole blocks, wire_bytes(i) bytes).
-  auto finish_streaming = [&](const uint8_t* data, size_t m, size_t e, float* res, uint8_t* mine) {
+  // The owner's last step for m values at segment element e, from wire bytes
+  // `data` (i values in: whole blocks, wire_bytes(i) bytes), into `mine`
+  // only: the allgather writes the output.
+  auto finish_on_wire = [&](const uint8_t* data, size_t m, size_t e, float* res, uint8_t* mine) {
     for (size_t i = 0; i < m; i += kStreamPiece) {
       const size_t q = std::min(kStreamPiece, m - i), wb = fmt.wire_bytes(i);
       float* rr = res != nullptr ? res + i : nullptr;
       fmt.widen_add(data + wb, q, in + e + i, rr, piece.data());
       if (rr != nullptr) std::memset(rr, 0, q * sizeof(float));  // added in
       if (avg) scale_avg(piece.data(), q, DataType::kFloat32, n);
-      fmt.narrow(piece.data(), q, mine + wb, rr, avg ? static_cast<float>(n) : 1.0f, piece.data());
-      copy_streaming_unfenced(out + e + i, piece.data(), q * sizeof(float));
+      fmt.narrow(piece.data(), q, mine + wb, rr, avg ? static_cast<float>(n) : 1.0f);
     }
-    streaming_fence();
   };
   auto widen_streaming = [&](const uint8_t* data, size_t m, size_t e) {
     for (size_t i = 0; i < m; i += kStreamPiece) {
@@ -176,7 +180,7 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     auto on_chunk = [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
       const auto [e, m] = span_of(rs, o);
       float* res = residual != nullptr ? residual + e : nullptr;
-      if (last && stream_out) return finish_streaming(data, m, e, res, w + wo[rs] + o);
+      if (last && stream_out) return finish_on_wire(data, m, e, res, w + wo[rs] + o);
       fmt.widen_add(data, m, in + e, res, out + e);
       if (res != nullptr) std::memset(res, 0, m * sizeof(float));  // added in
       if (last) {
@@ -196,12 +200,18 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     const size_t ss = mod(r + 1 - k), rs = mod(r - k);
     StreamSide snd{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]};
     StreamSide rcv{prev, wreg.get(), woff + wo[rs], wo[rs + 1] - wo[rs]};
-    GREX_TRY(stream(c, g, snd, rcv, chunk, a.tag | (1ull << 16) | static_cast<uint64_t>(k),
-                    [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
-                      const auto [e, m] = span_of(rs, o);
-                      if (stream_out) return widen_streaming(data, m, e);
-                      fmt.widen(data, m, out + e);
-                    }));
+    GREX_TRY(stream(
+        c, g, snd, rcv, chunk, a.tag | (1ull << 16) | static_cast<uint64_t>(k),
+        [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
+          const auto [e, m] = span_of(rs, o);
+          if (stream_out) return widen_streaming(data, m, e);
+          fmt.widen(data, m, out + e);
+        },
+        [&](uint64_t o, uint64_t) {  // step 0 sends the own segment: its output too, while the link works
+          if (!stream_out || k != 0) return;
+          const auto [e, m] = span_of(ss, o);
+          widen_streaming(w + wo[ss] + o, m, e);
+        }));
   }
   return ok();
 }
