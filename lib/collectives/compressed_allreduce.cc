@@ -136,16 +136,19 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
   static thread_local std::vector<float> piece;
   if (stream_out) piece.resize(kStreamPiece);
   // The owner's last step for m values at segment element e, from wire bytes
-  // `data` (i values in: whole blocks, wire_bytes(i) bytes), into `mine`
-  // only: the allgather writes the output.
-  auto finish_on_wire = [&](const uint8_t* data, size_t m, size_t e, float* res, uint8_t* mine) {
+  // `data` (i values in: whole blocks, wire_bytes(i) bytes): sum, average
+  // and round into `mine`. The sums go to the output, which keeps the
+  // rounded values, or with the output streamed to the L1 piece, and the
+  // allgather writes the output.
+  auto finish = [&](const uint8_t* data, size_t m, size_t e, float* res, uint8_t* mine) {
     for (size_t i = 0; i < m; i += kStreamPiece) {
       const size_t q = std::min(kStreamPiece, m - i), wb = fmt.wire_bytes(i);
       float* rr = res != nullptr ? res + i : nullptr;
-      fmt.widen_add(data + wb, q, in + e + i, rr, piece.data());
+      float* sum = stream_out ? piece.data() : out + e + i;
+      fmt.widen_add(data + wb, q, in + e + i, rr, sum);
       if (rr != nullptr) std::memset(rr, 0, q * sizeof(float));  // added in
-      if (avg) scale_avg(piece.data(), q, DataType::kFloat32, n);
-      fmt.narrow(piece.data(), q, mine + wb, rr, avg ? static_cast<float>(n) : 1.0f);
+      if (avg) scale_avg(sum, q, DataType::kFloat32, n);
+      fmt.narrow(sum, q, mine + wb, rr, avg ? static_cast<float>(n) : 1.0f, stream_out ? nullptr : sum);
     }
   };
   auto widen_streaming = [&](const uint8_t* data, size_t m, size_t e) {
@@ -176,18 +179,13 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     };
     // The last step finishes this rank's segment a chunk at a time: average
     // it, round it once for everyone (its rounding error, in sum units, is
-    // this rank's to carry) and keep the rounded value (in the same pass).
+    // this rank's to carry) and keep the rounded value (finish()).
     auto on_chunk = [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
       const auto [e, m] = span_of(rs, o);
       float* res = residual != nullptr ? residual + e : nullptr;
-      if (last && stream_out) return finish_on_wire(data, m, e, res, w + wo[rs] + o);
+      if (last) return finish(data, m, e, res, w + wo[rs] + o);
       fmt.widen_add(data, m, in + e, res, out + e);
       if (res != nullptr) std::memset(res, 0, m * sizeof(float));  // added in
-      if (last) {
-        if (avg) scale_avg(out + e, m, DataType::kFloat32, n);
-        uint8_t* mine = w + wo[rs] + o;
-        fmt.narrow(out + e, m, mine, res, avg ? static_cast<float>(n) : 1.0f, out + e);
-      }
     };
     StreamSide snd{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]};
     StreamSide rcv{prev, nullptr, 0, wo[rs + 1] - wo[rs]};
