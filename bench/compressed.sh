@@ -53,13 +53,4 @@ echo
 echo "this build's library:"
 compressed_table "$tmp/runs.this" "$RANKS" uncompressed
 echo
-echo "this build's median / AGAINST's, per format:"
-for n in $RANKS; do
-  line="| $n ranks |"
-  for f in "${formats[@]}"; do
-    a=$(awk -v n="$n" -v f="$f" '$1 == n && $2 == f { print $3 }' "$tmp/runs.against" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-    b=$(awk -v n="$n" -v f="$f" '$1 == n && $2 == f { print $3 }' "$tmp/runs.this" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-    line+=" $f $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }') |"
-  done
-  echo "$line"
-done
+compressed_against "$tmp/runs.against" "$tmp/runs.this" "$RANKS" "${formats[@]}"

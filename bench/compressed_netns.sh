@@ -11,7 +11,8 @@
 #        FORMATS="none bf16 fp16 int8 topk", STATS_DIR: where set, the runs print --stats
 #        and every rank's log is kept there as N-FORMAT-ROUND.rR.log)
 # AGAINST=DIR also runs every case on the libgrex.so.0 in DIR (an older build's, by
-# LD_LIBRARY_PATH under the same binaries) right before this build's; a table for each.
+# LD_LIBRARY_PATH under the same binaries) right before this build's; a table for each,
+# then this build's medians over AGAINST's.
 # Needs root, iproute2 and a build with DPDK.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -97,3 +98,5 @@ compressed_table "$tmp/runs.against" "$RANKS" float32
 echo
 echo "this build's library:"
 compressed_table "$tmp/runs.this" "$RANKS" float32
+echo
+compressed_against "$tmp/runs.against" "$tmp/runs.this" "$RANKS" "${formats[@]}"

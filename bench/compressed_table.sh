@@ -3,12 +3,32 @@
 # The compressed allreduce's table (bench/compressed.sh over memif,
 # bench/compressed_netns.sh over af_packet): sourced, then
 #   compressed_table RUNS "RANKS..." BASE_LABEL
+# (and compressed_against for AGAINST=DIR runs)
 # with RUNS holding lines "ranks format microseconds" (formats none, bf16,
 # fp16, int8, topk): each format's median (min-max) and its ratio to none's
 # ("-" for a format not run).
+# compressed_median RUNS N FORMAT: the median time of N ranks in FORMAT ("" where none ran).
+compressed_median() {
+  awk -v n="$2" -v f="$3" '$1 == n && $2 == f { print $3 }' "$1" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+# compressed_against RUNS_AGAINST RUNS_THIS "RANKS..." FORMAT...: per rank count,
+# this build's median over AGAINST's for each format (AGAINST=DIR runs).
+compressed_against() {
+  local against=$1 this=$2 ranks=$3 n f line
+  shift 3
+  echo "this build's median / AGAINST's, per format:"
+  for n in $ranks; do
+    line="| $n ranks |"
+    for f in "$@"; do
+      line+=" $f $(awk -v a="$(compressed_median "$against" "$n" "$f")" -v b="$(compressed_median "$this" "$n" "$f")" \
+        'BEGIN { if (a == "" || b == "") printf "-"; else printf "%.2f", b / a }') |"
+    done
+    echo "$line"
+  done
+}
 compressed_table() {
   local runs=$1 ranks=$2 label=$3 n base
-  med() { awk -v n="$1" -v f="$2" '$1 == n && $2 == f { print $3 }' "$runs" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+  med() { compressed_median "$runs" "$1" "$2"; }
   stat() {
     awk -v n="$1" -v f="$2" '$1 == n && $2 == f { print $3 }' "$runs" | sort -g |
       awk '{ a[NR] = $1 } END { if (NR) printf "%.0f (%.0f–%.0f)", a[int((NR + 1) / 2)], a[1], a[NR]; else printf "-" }'
