@@ -30,6 +30,11 @@
 // on the link (behind 10 Gbit/s: bf16 8 %, int8 6 % faster; docs/benchmarks.md).
 // The same kernels on the same values as writing the output directly (what
 // narrow keeps is what the wire widens to), so the same bits.
+//
+// The 2(n-1) steps run as one pipeline, a chunk going on as soon as the step
+// before has made it, and the reduce-scatter's partial sums stay in L1
+// between the chunk received and the chunk sent (64 MiB, 4 ranks behind 10
+// Gbit/s: int8 20 %, bf16 6 % faster; docs/benchmarks.md).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -125,30 +130,39 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     return std::pair<size_t, size_t>{off[s] + e, std::min(chunk_elems, cnt[s] - e)};
   };
 
-  // Reduce-scatter: at step k send segment r-k, each chunk rounded just
-  // before it is posted (earlier chunks are on the wire meanwhile); receive
-  // segment r-k-1 and add this rank's contribution to the widened partial
-  // sum. Step 0 sends this rank's own contribution: its input, with
-  // feedback plus the residual (summed a chunk at a time into a buffer of
-  // the worker's thread).
+  // The ring runs as one pipeline (stream_steps): reduce-scatter step k
+  // sends segment r-k and receives segment r-k-1, allgather step k sends
+  // segment r+1-k and receives segment r-k, and each step's chunk j goes
+  // out as soon as the step before has made it from its received chunk j,
+  // not after the step's end. Step 0 sends this rank's own contribution,
+  // each chunk rounded just before it is posted: its input, with feedback
+  // plus the residual (summed a chunk at a time into a buffer of the
+  // worker's thread). Every later reduce-scatter step adds this rank's
+  // contribution to the widened partial sum of a received chunk in an L1
+  // piece and rounds it into the wire buffer, which the next step sends:
+  // the partial sums never reach memory.
   static thread_local std::vector<float> contribution;
-  const bool stream_out = a.send != a.recv && count * sizeof(float) >= kStreamOutputMinBytes;
   static thread_local std::vector<float> piece;
-  if (stream_out) piece.resize(kStreamPiece);
-  // The owner's last step for m values at segment element e, from wire bytes
-  // `data` (i values in: whole blocks, wire_bytes(i) bytes): sum, average
-  // and round into `mine`. The sums go to the output, which keeps the
-  // rounded values, or with the output streamed to the L1 piece, and the
-  // allgather writes the output.
-  auto finish = [&](const uint8_t* data, size_t m, size_t e, float* res, uint8_t* mine) {
+  piece.resize(kStreamPiece);
+  const bool stream_out = a.send != a.recv && count * sizeof(float) >= kStreamOutputMinBytes;
+  // m values at segment element e, from wire bytes `data` (i values in:
+  // whole blocks, wire_bytes(i) bytes): add this rank's contribution, and
+  // round into `dst`. The owner's last step (`last`) also averages and
+  // rounds once for everyone (its rounding error, in sum units, is this
+  // rank's to carry); its sums go to the output, which keeps the rounded
+  // values, or with the output streamed to the L1 piece, and the allgather
+  // writes the output.
+  auto sum_round = [&](const uint8_t* data, size_t m, size_t e, float* res, uint8_t* dst, bool last) {
+    const bool direct = last && !stream_out;
+    const bool scaled = last && avg;
     for (size_t i = 0; i < m; i += kStreamPiece) {
       const size_t q = std::min(kStreamPiece, m - i), wb = fmt.wire_bytes(i);
       float* rr = res != nullptr ? res + i : nullptr;
-      float* sum = stream_out ? piece.data() : out + e + i;
+      float* sum = direct ? out + e + i : piece.data();
       fmt.widen_add(data + wb, q, in + e + i, rr, sum);
       if (rr != nullptr) std::memset(rr, 0, q * sizeof(float));  // added in
-      if (avg) scale_avg(sum, q, DataType::kFloat32, n);
-      fmt.narrow(sum, q, mine + wb, rr, avg ? static_cast<float>(n) : 1.0f, stream_out ? nullptr : sum);
+      if (scaled) scale_avg(sum, q, DataType::kFloat32, n);
+      fmt.narrow(sum, q, dst + wb, rr, scaled ? static_cast<float>(n) : 1.0f, direct ? sum : nullptr);
     }
   };
   auto widen_streaming = [&](const uint8_t* data, size_t m, size_t e) {
@@ -159,58 +173,53 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     }
     streaming_fence();
   };
+  const size_t nsteps = 2 * static_cast<size_t>(n - 1);
+  std::vector<StreamStep> steps(nsteps);
   for (int k = 0; k < n - 1; ++k) {
-    const size_t ss = mod(r - k), rs = mod(r - k - 1);
-    const bool last = k == n - 2;  // rs is the segment this rank finishes (r + 1)
-    auto before_send = [&](uint64_t o, uint64_t) {
-      const auto [e, m] = span_of(ss, o);
-      uint8_t* dst = w + wo[ss] + o;
-      float* res = residual != nullptr ? residual + e : nullptr;
-      if (k > 0) {
-        fmt.narrow(out + e, m, dst, res, 1.0f);
-      } else if (res == nullptr) {
-        fmt.narrow(in + e, m, dst, nullptr, 1.0f);
-      } else {
+    const size_t ss = mod(r - k), rs = mod(r - k - 1);  // reduce-scatter: received into the scratch ring
+    steps[static_cast<size_t>(k)] = StreamStep{StreamSide{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]},
+                                               StreamSide{prev, nullptr, 0, wo[rs + 1] - wo[rs]},
+                                               a.tag | static_cast<uint64_t>(k)};
+    const size_t as = mod(r + 1 - k), ar = mod(r - k);  // allgather: into the wire buffer, forwarded from there
+    steps[static_cast<size_t>(n - 1 + k)] =
+        StreamStep{StreamSide{next, wreg.get(), woff + wo[as], wo[as + 1] - wo[as]},
+                   StreamSide{prev, wreg.get(), woff + wo[ar], wo[ar + 1] - wo[ar]},
+                   a.tag | (1ull << 16) | static_cast<uint64_t>(k)};
+  }
+  // Step i's chunk j for the callbacks: the segment it holds and where on the wire.
+  auto send_seg = [&](size_t i) { return i < static_cast<size_t>(n - 1) ? mod(r - static_cast<int>(i)) : mod(r + n - static_cast<int>(i)); };
+  auto recv_seg = [&](size_t i) { return i < static_cast<size_t>(n - 1) ? mod(r - static_cast<int>(i) - 1) : mod(r + n - 1 - static_cast<int>(i)); };
+  const size_t rs_last = static_cast<size_t>(n - 2), ag_first = static_cast<size_t>(n - 1);
+  // At 2 ranks the allgather receives where the reduce-scatter sends from:
+  // each receive waits for that chunk's send.
+  GREX_TRY(stream_steps(
+      c, g, steps, chunk, StreamChain{true, n == 2},
+      [&](size_t i, size_t, const uint8_t* data, uint64_t o, uint64_t) {
+        const size_t seg = recv_seg(i);
+        const auto [e, m] = span_of(seg, o);
+        if (i >= ag_first) {
+          if (stream_out) return widen_streaming(data, m, e);
+          return fmt.widen(data, m, out + e);
+        }
+        // Reduce-scatter: into the wire buffer, what step i + 1 sends.
+        sum_round(data, m, e, residual != nullptr ? residual + e : nullptr, w + wo[seg] + o, i == rs_last);
+      },
+      [&](size_t i, uint64_t o, uint64_t) {
+        const size_t seg = send_seg(i);
+        const auto [e, m] = span_of(seg, o);
+        if (i == ag_first) {  // the own segment, sent: its output too, while the link works
+          if (stream_out) widen_streaming(w + wo[seg] + o, m, e);
+          return;
+        }
+        if (i != 0) return;  // rounded as the step before received it
+        uint8_t* dst = w + wo[seg] + o;
+        float* res = residual != nullptr ? residual + e : nullptr;
+        if (res == nullptr) return fmt.narrow(in + e, m, dst, nullptr, 1.0f);
         contribution.resize(m);
-        for (size_t i = 0; i < m; ++i) contribution[i] = in[e + i] + res[i];
+        for (size_t v = 0; v < m; ++v) contribution[v] = in[e + v] + res[v];
         std::memset(res, 0, m * sizeof(float));
         fmt.narrow(contribution.data(), m, dst, res, 1.0f);
-      }
-    };
-    // The last step finishes this rank's segment a chunk at a time: average
-    // it, round it once for everyone (its rounding error, in sum units, is
-    // this rank's to carry) and keep the rounded value (finish()).
-    auto on_chunk = [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
-      const auto [e, m] = span_of(rs, o);
-      float* res = residual != nullptr ? residual + e : nullptr;
-      if (last) return finish(data, m, e, res, w + wo[rs] + o);
-      fmt.widen_add(data, m, in + e, res, out + e);
-      if (res != nullptr) std::memset(res, 0, m * sizeof(float));  // added in
-    };
-    StreamSide snd{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]};
-    StreamSide rcv{prev, nullptr, 0, wo[rs + 1] - wo[rs]};
-    GREX_TRY(stream(c, g, snd, rcv, chunk, a.tag | static_cast<uint64_t>(k), on_chunk, before_send));
-  }
-
-  // Allgather: the 16-bit values go around as they are, received into the
-  // wire buffer (forwarded from there) and widened into the output.
-  for (int k = 0; k < n - 1; ++k) {
-    const size_t ss = mod(r + 1 - k), rs = mod(r - k);
-    StreamSide snd{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]};
-    StreamSide rcv{prev, wreg.get(), woff + wo[rs], wo[rs + 1] - wo[rs]};
-    GREX_TRY(stream(
-        c, g, snd, rcv, chunk, a.tag | (1ull << 16) | static_cast<uint64_t>(k),
-        [&](size_t, const uint8_t* data, uint64_t o, uint64_t) {
-          const auto [e, m] = span_of(rs, o);
-          if (stream_out) return widen_streaming(data, m, e);
-          fmt.widen(data, m, out + e);
-        },
-        [&](uint64_t o, uint64_t) {  // step 0 sends the own segment: its output too, while the link works
-          if (!stream_out || k != 0) return;
-          const auto [e, m] = span_of(ss, o);
-          widen_streaming(w + wo[ss] + o, m, e);
-        }));
-  }
+      }));
   return ok();
 }
 
