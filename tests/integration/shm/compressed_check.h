@@ -33,10 +33,10 @@ inline uint64_t fnv(const void* p, size_t bytes) {
 // Every rank's result within n roundings (2^-8 relative for bf16, 2^-11 for
 // fp16, of at most the sum of magnitudes each) of the exact sum, and the
 // same bits on every rank.
-inline int check_bounds(Rank& r, Compression kind, ReduceOp op, bool in_place, CommOptions opts = {}) {
+inline int check_bounds(Rank& r, Compression kind, ReduceOp op, bool in_place, CommOptions opts = {},
+                        size_t n = 100'003) {
   auto c = make_comm(r, opts);
   RANK_CHECK(c != nullptr);
-  const size_t n = 100'003;
   const int size = r.size;
   std::vector<double> exact(n, 0.0), mag(n, 0.0);
   for (int q = 0; q < size; ++q) {
@@ -76,10 +76,9 @@ inline int check_bounds(Rank& r, Compression kind, ReduceOp op, bool in_place, C
   RANK_OK(c->broadcast(&first, 1, DataType::kInt64, 0));
   RANK_CHECK(h == first);  // the same bits everywhere
   if (r.rank == 0)
-    std::printf("  %s %s %d ranks%s: worst error %.2e of the magnitudes' sum (bound %.2e)\n",
+    std::printf("  %s %s %d ranks%s, %zu values: worst error %.2e of the magnitudes' sum (bound %.2e)\n",
                 kind == Compression::kBf16 ? "bf16" : kind == Compression::kFp16 ? "fp16" : "int8",
-                std::string(reduce_op_name(op)).c_str(), size,
-                in_place ? " in place" : "", worst, size * unit);
+                std::string(reduce_op_name(op)).c_str(), size, in_place ? " in place" : "", n, worst, size * unit);
   return 0;
 }
 

@@ -27,6 +27,25 @@ TEST(Compressed, EachFormatWithinItsRoundingOnEveryRank) {
         }
 }
 
+// The ring's steps run as one pipeline, each chunk posted once the step
+// before has made it: counts that leave some segments empty or end in a
+// short block, and chunks of 4 KiB, so that every step holds many chunks
+// and the window of chunks in flight spans steps.
+TEST(Compressed, OddCountsAndManyChunksPerStep) {
+  CommOptions small;
+  small.chunk_bytes = 4096;
+  for (int ranks : {3, 4})
+    for (Compression kind : {Compression::kBf16, Compression::kInt8})
+      for (size_t n : {size_t{1}, size_t{3}, size_t{257}, size_t{3 * 256 + 5}, size_t{100'003}}) {
+        auto res = run_ranks(ranks, [&](Rank& r) {
+          return check_bounds(r, kind, ReduceOp::kAvg, false, n == 100'003 ? small : CommOptions{}, n);
+        });
+        EXPECT_TRUE(res.all_ok()) << ranks << " ranks, " << n << " values: " << res.describe();
+      }
+  auto res = run_ranks(2, [&](Rank& r) { return check_bounds(r, Compression::kInt8, ReduceOp::kSum, true, small); });
+  EXPECT_TRUE(res.all_ok()) << "2 ranks in place: " << res.describe();
+}
+
 // 1000 calls of one input that bf16 cannot hold (1 + 2^-10 rounds to 1):
 // with error feedback the running sum of the results stays within a few
 // roundings of the exact running sum; without, it falls behind by 2^-10 per
