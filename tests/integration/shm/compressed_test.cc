@@ -51,81 +51,85 @@ TEST(Compressed, OddCountsAndManyChunksPerStep) {
 // roundings of the exact running sum; without, it falls behind by 2^-10 per
 // rank per call.
 TEST(Compressed, ErrorFeedbackKeepsTheRunningSumBounded) {
-  auto res = run_ranks(3, [](Rank& r) -> int {
-    auto c = make_comm(r);
-    RANK_CHECK(c != nullptr);
-    const size_t n = 257;
-    const float x = 1.0f + std::ldexp(1.0f, -10) * static_cast<float>(r.rank + 1);
-    double exact_step = 0;
-    for (int q = 0; q < r.size; ++q) exact_step += 1.0 + std::ldexp(1.0, -10) * (q + 1);
-    std::vector<float> in(n, x), out(n);
-    double worst[2] = {0, 0}, final_drift[2] = {0, 0};
-    for (int fb = 0; fb < 2; ++fb) {
-      AllreduceOptions o;
-      o.compression = Compression::kBf16;
-      o.error_feedback = fb == 1;
-      std::vector<double> running(n, 0.0);
-      for (int t = 1; t <= 1000; ++t) {
-        RANK_OK(c->allreduce(in.data(), out.data(), n, DataType::kFloat32, ReduceOp::kSum, o));
-        for (size_t i = 0; i < n; ++i) {
-          running[i] += out[i];
-          const double drift = std::fabs(running[i] - exact_step * t);
-          worst[fb] = std::max(worst[fb], drift);
-          if (t == 1000) final_drift[fb] = std::max(final_drift[fb], drift);
+  for (int ranks : {2, 3}) {  // 2: the pair exchange, 3: the ring
+    auto res = run_ranks(ranks, [](Rank& r) -> int {
+      auto c = make_comm(r);
+      RANK_CHECK(c != nullptr);
+      const size_t n = 257;
+      const float x = 1.0f + std::ldexp(1.0f, -10) * static_cast<float>(r.rank + 1);
+      double exact_step = 0;
+      for (int q = 0; q < r.size; ++q) exact_step += 1.0 + std::ldexp(1.0, -10) * (q + 1);
+      std::vector<float> in(n, x), out(n);
+      double worst[2] = {0, 0}, final_drift[2] = {0, 0};
+      for (int fb = 0; fb < 2; ++fb) {
+        AllreduceOptions o;
+        o.compression = Compression::kBf16;
+        o.error_feedback = fb == 1;
+        std::vector<double> running(n, 0.0);
+        for (int t = 1; t <= 1000; ++t) {
+          RANK_OK(c->allreduce(in.data(), out.data(), n, DataType::kFloat32, ReduceOp::kSum, o));
+          for (size_t i = 0; i < n; ++i) {
+            running[i] += out[i];
+            const double drift = std::fabs(running[i] - exact_step * t);
+            worst[fb] = std::max(worst[fb], drift);
+            if (t == 1000) final_drift[fb] = std::max(final_drift[fb], drift);
+          }
         }
       }
-    }
-    // A few roundings of a value near 3 (bf16's step there is 2^-6).
-    const double bound = r.size * 2 * std::ldexp(1.0, -6);
-    if (r.rank == 0)
-      std::printf("  running sum after 1000 calls: drift %.4f with feedback (worst %.4f, bound %.4f), %.4f without\n",
-                  final_drift[1], worst[1], bound, final_drift[0]);
-    RANK_CHECK(worst[1] <= bound);
-    RANK_CHECK(final_drift[0] > 10 * bound);  // the feedback is what keeps it
-    // The residual is per key: clearing it starts afresh.
-    RANK_OK(c->clear_feedback(out.data()));
-    RANK_OK(c->clear_feedback());
-    return 0;
-  });
-  EXPECT_TRUE(res.all_ok()) << res.describe();
+      // A few roundings of a value near 3 (bf16's step there is 2^-6).
+      const double bound = r.size * 2 * std::ldexp(1.0, -6);
+      if (r.rank == 0)
+        std::printf("  running sum after 1000 calls: drift %.4f with feedback (worst %.4f, bound %.4f), %.4f without\n",
+                    final_drift[1], worst[1], bound, final_drift[0]);
+      RANK_CHECK(worst[1] <= bound);
+      RANK_CHECK(final_drift[0] > 10 * bound);  // the feedback is what keeps it
+      // The residual is per key: clearing it starts afresh.
+      RANK_OK(c->clear_feedback(out.data()));
+      RANK_OK(c->clear_feedback());
+      return 0;
+    });
+    EXPECT_TRUE(res.all_ok()) << ranks << " ranks: " << res.describe();
+  }
 }
 
 // int8 with the same input every call (a gradient that repeats): each call
 // rounds it the same way, so without feedback the error piles up call after
 // call; with it the running sum of 1000 calls stays within a few steps.
 TEST(Compressed, Int8ErrorFeedbackKeepsTheRunningSumBounded) {
-  auto res = run_ranks(3, [](Rank& r) -> int {
-    auto c = make_comm(r);
-    RANK_CHECK(c != nullptr);
-    const size_t n = 1000;
-    std::vector<double> exact(n, 0.0);
-    for (int q = 0; q < r.size; ++q) {
-      auto v = random_input(q, n);
-      for (size_t i = 0; i < n; ++i) exact[i] += v[i];
-    }
-    std::vector<float> in = random_input(r.rank, n), out(n);
-    double drift[2] = {0, 0};
-    for (int fb = 0; fb < 2; ++fb) {
-      AllreduceOptions o;
-      o.compression = Compression::kInt8;
-      o.error_feedback = fb == 1;
-      std::vector<double> running(n, 0.0);
-      for (int t = 1; t <= 1000; ++t) {
-        RANK_OK(c->allreduce(in.data(), out.data(), n, DataType::kFloat32, ReduceOp::kSum, o));
-        for (size_t i = 0; i < n; ++i) running[i] += out[i];
+  for (int ranks : {2, 3}) {  // 2: the pair exchange, 3: the ring
+    auto res = run_ranks(ranks, [](Rank& r) -> int {
+      auto c = make_comm(r);
+      RANK_CHECK(c != nullptr);
+      const size_t n = 1000;
+      std::vector<double> exact(n, 0.0);
+      for (int q = 0; q < r.size; ++q) {
+        auto v = random_input(q, n);
+        for (size_t i = 0; i < n; ++i) exact[i] += v[i];
       }
-      for (size_t i = 0; i < n; ++i) drift[fb] = std::max(drift[fb], std::fabs(running[i] - exact[i] * 1000));
-    }
-    // Every rank's residual within a step of partial sums up to n in size.
-    const double bound = r.size * 2.0 * r.size / 127;
-    if (r.rank == 0)
-      std::printf("  int8 running sum after 1000 calls: drift %.4f with feedback (bound %.4f), %.4f without\n",
-                  drift[1], bound, drift[0]);
-    RANK_CHECK(drift[1] <= bound);
-    RANK_CHECK(drift[0] > 10 * bound);
-    return 0;
-  });
-  EXPECT_TRUE(res.all_ok()) << res.describe();
+      std::vector<float> in = random_input(r.rank, n), out(n);
+      double drift[2] = {0, 0};
+      for (int fb = 0; fb < 2; ++fb) {
+        AllreduceOptions o;
+        o.compression = Compression::kInt8;
+        o.error_feedback = fb == 1;
+        std::vector<double> running(n, 0.0);
+        for (int t = 1; t <= 1000; ++t) {
+          RANK_OK(c->allreduce(in.data(), out.data(), n, DataType::kFloat32, ReduceOp::kSum, o));
+          for (size_t i = 0; i < n; ++i) running[i] += out[i];
+        }
+        for (size_t i = 0; i < n; ++i) drift[fb] = std::max(drift[fb], std::fabs(running[i] - exact[i] * 1000));
+      }
+      // Every rank's residual within a step of partial sums up to n in size.
+      const double bound = r.size * 2.0 * r.size / 127;
+      if (r.rank == 0)
+        std::printf("  int8 running sum after 1000 calls: drift %.4f with feedback (bound %.4f), %.4f without\n",
+                    drift[1], bound, drift[0]);
+      RANK_CHECK(drift[1] <= bound);
+      RANK_CHECK(drift[0] > 10 * bound);
+      return 0;
+    });
+    EXPECT_TRUE(res.all_ok()) << ranks << " ranks: " << res.describe();
+  }
 }
 
 // Top-k: every value sent (fraction 1) gives the exact sum of small
