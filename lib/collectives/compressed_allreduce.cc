@@ -187,13 +187,19 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
                    a.tag | (1ull << 16) | static_cast<uint64_t>(k)};
   }
   // Step i's chunk j for the callbacks: the segment it holds and where on the wire.
-  auto send_seg = [&](size_t i) { return i < static_cast<size_t>(n - 1) ? mod(r - static_cast<int>(i)) : mod(r + n - static_cast<int>(i)); };
-  auto recv_seg = [&](size_t i) { return i < static_cast<size_t>(n - 1) ? mod(r - static_cast<int>(i) - 1) : mod(r + n - 1 - static_cast<int>(i)); };
   const size_t rs_last = static_cast<size_t>(n - 2), ag_first = static_cast<size_t>(n - 1);
+  auto send_seg = [&](size_t i) {
+    const int k = static_cast<int>(i);
+    return i < ag_first ? mod(r - k) : mod(r + n - k);
+  };
+  auto recv_seg = [&](size_t i) {
+    const int k = static_cast<int>(i);
+    return i < ag_first ? mod(r - k - 1) : mod(r + n - 1 - k);
+  };
   // At 2 ranks the allgather receives where the reduce-scatter sends from:
   // each receive waits for that chunk's send.
   GREX_TRY(stream_steps(
-      c, g, steps, chunk, StreamChain{true, n == 2},
+      c, g, steps, chunk, StreamChain{n == 2},
       [&](size_t i, size_t, const uint8_t* data, uint64_t o, uint64_t) {
         const size_t seg = recv_seg(i);
         const auto [e, m] = span_of(seg, o);

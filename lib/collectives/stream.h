@@ -35,13 +35,9 @@ struct StreamStep {
   uint64_t tag = 0;
 };
 
-/// How each step after the first waits on the one before, chunk j against
-/// chunk j (the two steps' ranges then hold chunks of the same sizes).
+/// What else a step after the first waits for, chunk j against chunk j of
+/// the step before (the two ranges then hold chunks of the same sizes).
 struct StreamChain {
-  /// Send chunk j of step i is what on_chunk made of receive chunk j of step
-  /// i - 1: it is posted only after that chunk was handed over (a ring's
-  /// chunks then go around without waiting for a step's end, as NCCL's do).
-  bool send_after_recv = false;
   /// Receive chunk j of step i lands where send chunk j of step i - 1 is
   /// read from: it is posted only after that send completed.
   bool recv_after_send = false;
@@ -58,7 +54,10 @@ struct Cursor {
 
 /// Runs `steps` in order on each side, as one pipeline: a side's chunks are
 /// step 0's, then step 1's, ..., with one window of each side in flight
-/// across them. `on_chunk(step, index, data, offset_in_range, length)` is
+/// across them. Send chunk j of step i is what on_chunk made of receive chunk
+/// j of step i - 1: it is posted only after that chunk was handed over, so a
+/// ring's chunks go around without waiting for a step's end, as NCCL's do.
+/// `on_chunk(step, index, data, offset_in_range, length)` is
 /// called in that order as each received chunk lands (data points at it);
 /// `before_send(step, offset_in_range, length)` just before each send chunk
 /// is posted (to fill it: the compressed allreduce rounds a chunk while
@@ -129,7 +128,7 @@ Result<void> stream_steps(Context& c, const Group& g, std::span<const StreamStep
       for (; ps < ns && ps - ds < kStreamWindow; ++ps, ++k, advance(cps, sends)) {
         const StreamStep& st = steps[cps.step];
         if (st.send.peer != peer) break;
-        if (cps.step > 0 && chain.send_after_recv && !cdr.past(cps.step - 1, cps.j)) break;
+        if (cps.step > 0 && !cdr.past(cps.step - 1, cps.j)) break;  // not made yet
         uint64_t off = cps.j * chunk;
         uint64_t len = std::min<uint64_t>(chunk, st.send.length - off);
         before_send(cps.step, off, len);
