@@ -11,6 +11,9 @@
 # (int8 and topk unchecked, -c 0: grex-perf's exact pattern is not exact in
 # int8, and top-k 1 % sends a hundredth of it; the tests bound their error)
 # Usage: bench/compressed.sh   (env: BUILD=build, REPEAT=3, RANKS="2 4", SIZE=64M, MBPS=10000)
+# Each round also measures the memory floor with bench/membw (-t min(R, cores) -s SIZE):
+# every rank reads its SIZE of input and writes SIZE of output, so no format
+# can beat R copies of SIZE on this machine's cores (the table's last lines).
 # AGAINST=DIR also runs every case on the libgrex.so.0 in DIR (an older
 # build's, by LD_LIBRARY_PATH under the same binaries) right before this
 # build's: a table for each library, then this build's medians over AGAINST's.
@@ -28,8 +31,12 @@ if [[ -n ${AGAINST:-} ]]; then
   [[ -e $AGAINST/libgrex.so.0 ]] || { echo "compressed.sh: AGAINST=$AGAINST holds no libgrex.so.0" >&2; exit 1; }
   libs=(against this)
 fi
+cores=$(getconf _NPROCESSORS_ONLN)
 for ((round = 1; round <= REPEAT; round++)); do
   for n in $RANKS; do
+    # The floor: the faster of memcpy and streaming stores, per thread, min(n, cores) threads at once.
+    "$BUILD/bench/membw" -t $((n < cores ? n : cores)) -s "$SIZE" -r 3 |
+      awk -v n="$n" '$1 == "memcpy_GBps" || $1 == "ntcopy_GBps" { if ($2 > b) b = $2 } END { print n, b }' >> "$tmp/membw"
     for f in "${formats[@]}"; do
       for lib in "${libs[@]}"; do
         libenv=()
@@ -45,6 +52,8 @@ done
 source "$ROOT/bench/compressed_table.sh"
 if [[ -z ${AGAINST:-} ]]; then
   compressed_table "$tmp/runs.this" "$RANKS" uncompressed
+  echo
+  compressed_floor "$tmp/runs.this" "$tmp/membw" "$RANKS" "$SIZE" "$cores"
   exit 0
 fi
 echo "AGAINST's library ($AGAINST):"
@@ -52,5 +61,7 @@ compressed_table "$tmp/runs.against" "$RANKS" uncompressed
 echo
 echo "this build's library:"
 compressed_table "$tmp/runs.this" "$RANKS" uncompressed
+echo
+compressed_floor "$tmp/runs.this" "$tmp/membw" "$RANKS" "$SIZE" "$cores"
 echo
 compressed_against "$tmp/runs.against" "$tmp/runs.this" "$RANKS" "${formats[@]}"
