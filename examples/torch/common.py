@@ -28,6 +28,9 @@ def parse(description, **extra):
     ap.add_argument("--batch", type=int, default=32, help="samples per rank and step")
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--lr", type=float, default=0.2, help="SGD learning rate (momentum 0.9)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="the run's seed: the model's initial weights and every rank's batches "
+                         "(a loss compared across variants is worth averaging over a few)")
     ap.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line: losses and step times")
     for flag, (kind, default, text) in extra.items():
         if kind is bool:
@@ -60,7 +63,7 @@ def mlp(hidden, seed=0):
         torch.nn.Linear(hidden, CLASSES))
 
 
-EVAL_SEED = 999_983  # batch(EVAL_SEED, 0, ...): held out from training (ranks train on seeds 0..world-1)
+EVAL_SEED = 999_983  # batch(EVAL_SEED, 0, ...): held out from training (train()'s seeds are far below it)
 
 
 def batch(seed, step, size):
@@ -101,12 +104,13 @@ class Report:
 
 
 def train(model, args, rank, world, name, batch_seed, comm_ms=None, delay_ms=0):
-    """SGD with momentum on `model` for args.steps steps of batch(batch_seed, step),
+    """SGD with momentum on `model` for args.steps steps of batch(batch_seed + 100 * args.seed, step),
     reporting as Report does; comm_ms() gives a step's communication time where
     the example measures it; the last rank sleeps delay_ms in every step (a
     straggler). Ends the process group."""
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=MOMENTUM)
     report = Report(rank, world, name, args)
+    batch_seed += 100 * args.seed  # ranks train on seeds 100 s .. 100 s + world - 1
     for step in range(args.steps):
         x, y = batch(batch_seed, step, args.batch)
         t0 = time.perf_counter()

@@ -70,7 +70,7 @@ def main():
     # bucket keeps the order the same everywhere.
     # A deadline is waited for per bucket: one bucket waits once a step.
     bucket_mb = 1024 if a.hook == "powersgd" or a.deadline_ms > 0 else 25
-    model = DDP(common.mlp(a.hidden), bucket_cap_mb=bucket_mb)
+    model = DDP(common.mlp(a.hidden, a.seed), bucket_cap_mb=bucket_mb)
     timer = None
     if a.hook == "bf16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks

@@ -23,7 +23,7 @@ def main():
     a = common.parse(__doc__)
     rank, world = common.init(a.backend)
     mesh = init_device_mesh("cpu", (world,))
-    model = common.mlp(a.hidden)
+    model = common.mlp(a.hidden, a.seed)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer, mesh=mesh)

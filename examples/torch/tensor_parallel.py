@@ -20,7 +20,7 @@ def main():
     if a.hidden % world:
         raise SystemExit(f"--hidden {a.hidden} must split evenly over {world} ranks")
     mesh = init_device_mesh("cpu", (world,))
-    model = parallelize_module(common.mlp(a.hidden), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    model = parallelize_module(common.mlp(a.hidden, a.seed), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
     common.train(model, a, rank, world, "tensor parallel (DTensor)", batch_seed=0)  # the same batch on every rank
 
 

@@ -123,6 +123,17 @@ def test_ddp_under_grex_run():
     compare(got, ref, 2, "DDP under grex-run")
 
 
+def test_seed_reaches_the_weights_and_the_batches():
+    """--seed S starts another run (the model's initial weights and every
+    rank's batches): its losses differ from seed 0's from the first step, and
+    gloo under the same seed gives grex's losses exactly (2 ranks)."""
+    ref = run("ddp", ["--seed", "3"], 2, "gloo")
+    got = run("ddp", ["--seed", "3"], 2, "grex")
+    compare(got, ref, 2, "DDP at --seed 3")
+    first = run("ddp", [], 2, "grex")
+    assert got[0] != first[0], f"--seed 3 began where seed 0 did: {got[0]}"
+
+
 def test_ddp_with_grex_compression_trains_as_uncompressed_gloo():
     """Issue 29: DDP with grex's in-ring bf16 hook (error feedback on) reaches
     gloo's uncompressed losses within 2 % at every step, and does differ
