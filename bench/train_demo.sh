@@ -9,7 +9,8 @@
 #     allreduce (DEADLINE ms, late gradients dropped), and undelayed with it.
 #  3. (PARTS=ddp) the PyTorch DDP example with grex's compressing comm hooks
 #     (bf16, int8, top-k 1 %, error feedback on) against none: the eval loss
-#     after 300 steps at lr 0.02, at RANKS ranks. Round i runs --seed i (its
+#     after DDP_STEPS (300) steps at lr 0.02, at RANKS ranks, for the hooks in
+#     DDP_HOOKS (default all four). Round i runs --seed i (its
 #     model's initial weights and batches): a run is deterministic, but one
 #     seed's final loss moves by up to 15 % between variants that learn alike,
 #     so the table gives the mean over the REPEAT seeds.
@@ -20,16 +21,19 @@
 #   grex-run -n R -- $BUILD/examples/train/train --steps 300 --log-every 1000 [--compress C]
 #   grex-run -n R -- $BUILD/examples/train/train --steps 30 --hidden 4096 --batch 1024 --lr 0.02 \
 #       --log-every 1000 [--delay-ms 50] [--deadline-ms 5]
-#   grex-run -n R -- $PY examples/torch/ddp.py --steps 300 --lr 0.02 --json --seed i [--hook grex-bf16|grex-int8|grex-topk]
+#   grex-run -n R -- $PY examples/torch/ddp.py --steps DDP_STEPS --lr 0.02 --json --seed i [--hook grex-bf16|grex-int8|grex-topk]
 #   grex-run -n R -- $PY examples/torch/ddp.py --steps 60 --hidden 2048 --batch 256 --lr 0.02 --json \
 #       [--delay-ms 50] [--deadline-ms 5]
-# Usage: bench/train_demo.sh   (env: BUILD, PY, REPEAT=3, RANKS=2, DELAY=50, DEADLINE=5,
+# Usage: bench/train_demo.sh   (env: BUILD, PY, REPEAT=3, RANKS=2, DELAY=50, DEADLINE=5, DDP_STEPS=300,
+#                               DDP_HOOKS="none grex-bf16 grex-int8 grex-topk" (none always runs),
 #                               PARTS="compress straggler ddp"; ddpstraggler on demand)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
-REPEAT=${REPEAT:-3} RANKS=${RANKS:-2} DELAY=${DELAY:-50} DEADLINE=${DEADLINE:-5}
+REPEAT=${REPEAT:-3} RANKS=${RANKS:-2} DELAY=${DELAY:-50} DEADLINE=${DEADLINE:-5} DDP_STEPS=${DDP_STEPS:-300}
+read -r -a ddp_hooks <<<"${DDP_HOOKS:-none grex-bf16 grex-int8 grex-topk}"
+[[ " ${ddp_hooks[*]} " == *" none "* ]] || ddp_hooks=(none "${ddp_hooks[@]}")  # the reference
 PARTS=${PARTS:-"compress straggler ddp"}
 PY=${PY:-$ROOT/.venv/bin/python}
 export PYTHONPATH=$ROOT/python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -67,8 +71,8 @@ for ((i = 0; i < REPEAT; i++)); do
     done
   fi
   if [[ " $PARTS " == *" ddp "* ]]; then
-    for h in none grex-bf16 grex-int8 grex-topk; do
-      l=$($RUN "$PY" "$ROOT/examples/torch/ddp.py" --steps 300 --lr 0.02 --json --seed "$i" --hook "$h" |
+    for h in "${ddp_hooks[@]}"; do
+      l=$($RUN "$PY" "$ROOT/examples/torch/ddp.py" --steps "$DDP_STEPS" --lr 0.02 --json --seed "$i" --hook "$h" |
         grep '^{"losses"' | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["eval_loss"])')
       echo "$h $l" >> "$tmp/ddp"
     done
@@ -119,9 +123,9 @@ if [[ -s "$tmp/ddp" ]]; then
     END { if (NR) printf "%.4f %s %s", s / NR, lo, hi }'; }
   read -r base _ _ <<< "$(awk '$1 == "none" {print $2}' "$tmp/ddp" | mean)"
   echo
-  echo "| DDP hook | eval loss after 300 steps (mean of $REPEAT seeds, min-max) | vs none | goal |"
+  echo "| DDP hook | eval loss after $DDP_STEPS steps (mean of $REPEAT seeds, min-max) | vs none | goal |"
   echo "|---|---:|---:|---|"
-  for h in none grex-bf16 grex-int8 grex-topk; do
+  for h in "${ddp_hooks[@]}"; do
     read -r l ll lh <<< "$(awk -v h="$h" '$1 == h {print $2}' "$tmp/ddp" | mean)"
     goal="within 2 %"
     [[ $h == grex-topk ]] && goal="within 5 %"
