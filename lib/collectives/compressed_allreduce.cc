@@ -173,20 +173,11 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     }
     streaming_fence();
   };
+  // Step i (reduce-scatter k = i, then allgather k = i - (n - 1)): the
+  // segment it sends and the one it receives. The reduce-scatter receives
+  // into the scratch ring; the allgather into the wire buffer, and forwards
+  // from there.
   const size_t nsteps = 2 * static_cast<size_t>(n - 1);
-  std::vector<StreamStep> steps(nsteps);
-  for (int k = 0; k < n - 1; ++k) {
-    const size_t ss = mod(r - k), rs = mod(r - k - 1);  // reduce-scatter: received into the scratch ring
-    steps[static_cast<size_t>(k)] = StreamStep{StreamSide{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]},
-                                               StreamSide{prev, nullptr, 0, wo[rs + 1] - wo[rs]},
-                                               a.tag | static_cast<uint64_t>(k)};
-    const size_t as = mod(r + 1 - k), ar = mod(r - k);  // allgather: into the wire buffer, forwarded from there
-    steps[static_cast<size_t>(n - 1 + k)] =
-        StreamStep{StreamSide{next, wreg.get(), woff + wo[as], wo[as + 1] - wo[as]},
-                   StreamSide{prev, wreg.get(), woff + wo[ar], wo[ar + 1] - wo[ar]},
-                   a.tag | (1ull << 16) | static_cast<uint64_t>(k)};
-  }
-  // Step i's chunk j for the callbacks: the segment it holds and where on the wire.
   const size_t rs_last = static_cast<size_t>(n - 2), ag_first = static_cast<size_t>(n - 1);
   auto send_seg = [&](size_t i) {
     const int k = static_cast<int>(i);
@@ -196,6 +187,15 @@ Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArg
     const int k = static_cast<int>(i);
     return i < ag_first ? mod(r - k - 1) : mod(r + n - 1 - k);
   };
+  std::vector<StreamStep> steps(nsteps);
+  for (size_t i = 0; i < nsteps; ++i) {
+    const size_t ss = send_seg(i), rs = recv_seg(i);
+    const bool ag = i >= ag_first;
+    const uint64_t tag = a.tag | (ag ? (1ull << 16) | (i - ag_first) : i);
+    steps[i] = StreamStep{StreamSide{next, wreg.get(), woff + wo[ss], wo[ss + 1] - wo[ss]},
+                          StreamSide{prev, ag ? wreg.get() : nullptr, ag ? woff + wo[rs] : 0, wo[rs + 1] - wo[rs]},
+                          tag};
+  }
   // At 2 ranks the allgather receives where the reduce-scatter sends from:
   // each receive waits for that chunk's send.
   GREX_TRY(stream_steps(

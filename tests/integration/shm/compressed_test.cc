@@ -51,7 +51,7 @@ TEST(Compressed, OddCountsAndManyChunksPerStep) {
 // roundings of the exact running sum; without, it falls behind by 2^-10 per
 // rank per call.
 TEST(Compressed, ErrorFeedbackKeepsTheRunningSumBounded) {
-  for (int ranks : {2, 3}) {  // 2: the pair exchange, 3: the ring
+  for (int ranks : {2, 3}) {  // 2: no middle step of the ring, 3: one
     auto res = run_ranks(ranks, [](Rank& r) -> int {
       auto c = make_comm(r);
       RANK_CHECK(c != nullptr);
@@ -96,7 +96,7 @@ TEST(Compressed, ErrorFeedbackKeepsTheRunningSumBounded) {
 // rounds it the same way, so without feedback the error piles up call after
 // call; with it the running sum of 1000 calls stays within a few steps.
 TEST(Compressed, Int8ErrorFeedbackKeepsTheRunningSumBounded) {
-  for (int ranks : {2, 3}) {  // 2: the pair exchange, 3: the ring
+  for (int ranks : {2, 3}) {  // 2: no middle step of the ring, 3: one
     auto res = run_ranks(ranks, [](Rank& r) -> int {
       auto c = make_comm(r);
       RANK_CHECK(c != nullptr);
