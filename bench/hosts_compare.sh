@@ -20,12 +20,14 @@
 #
 # Usage: bench/hosts_compare.sh      (env: BUILD=build, ROUNDS=3, SIZES="1M 4M 16M 64M 256M",
 #                                   MTU=9000 or 64000 for every link)
-# COMPRESS=bf16|fp16|int8 instead compares grex hier with itself compressed
+# COMPRESS=bf16|fp16|int8|topk instead compares grex hier with itself compressed
 # (grex-perf --compress: float32 sums inside a host, the format between hosts);
 # no peers run then.
 # AGAINST=DIR instead compares grex hier with itself on the libgrex.so.0 in DIR
 # (an older build's, by LD_LIBRARY_PATH under the same binaries), alternating
-# round by round; no peers run then.
+# round by round; no peers run then. With COMPRESS too, both run compressed.
+# COMPRESS=topk TOPK_FORMS=1 instead compares the top-k's two forms across
+# hosts (GREX_TOPK=flat and hierarchical).
 # Needs root, iproute2, a build with DPDK and bench/gloo_allreduce, mpicc and mpirun.
 set -uo pipefail
 
@@ -96,8 +98,10 @@ grex() {
   port=$store_port
   local backend=auto extra=() libenv=()
   [[ $variant == flat ]] && backend=dpdk
-  [[ $variant == against ]] && libenv=("LD_LIBRARY_PATH=$AGAINST")
-  [[ $variant == hier-* ]] && extra=(--compress "${variant#hier-}")
+  [[ $variant == against* ]] && libenv=("LD_LIBRARY_PATH=$AGAINST")
+  [[ $variant == rankpairs-* ]] && libenv=(GREX_TOPK=flat)
+  [[ $variant == hostsum-* ]] && libenv=(GREX_TOPK=hierarchical)
+  [[ $variant == *-* ]] && extra=(--compress "${variant#*-}")
   for ((h = 0; h < 2; ++h)); do
     for ((i = 0; i < 2; ++i, ++r)); do
       GREX_RANK=$r GREX_WORLD_SIZE=$ranks GREX_JOB_TOKEN=$token GREX_STORE_ADDR=10.96.0.1:$port \
@@ -192,6 +196,19 @@ alternate() {
       "${ba[0]}" "${bb[0]}"
   done
 }
+if [[ ${COMPRESS:-} == topk && -n ${TOPK_FORMS:-} ]]; then
+  echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; grex --compress topk, GREX_TOPK=flat vs hierarchical; median of $ROUNDS alternating rounds (min-max), us"
+  alternate rankpairs-topk hostsum-topk
+  echo "# columns: size | GREX_TOPK=flat | GREX_TOPK=hierarchical | hierarchical/flat | bytes across hosts per call, rank 0: flat / hierarchical"
+  exit 0
+fi
+if [[ -n ${COMPRESS:-} && -n ${AGAINST:-} ]]; then
+  [[ -e $AGAINST/libgrex.so.0 ]] || die "AGAINST=$AGAINST holds no libgrex.so.0"
+  echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; grex --compress $COMPRESS, this build's library vs $AGAINST's; median of $ROUNDS alternating rounds (min-max), us"
+  alternate "against-$COMPRESS" "hier-$COMPRESS"
+  echo "# columns: size | AGAINST's library | this build's | this/AGAINST | bytes across hosts per call, rank 0: AGAINST's / this build's"
+  exit 0
+fi
 if [[ -n ${COMPRESS:-} ]]; then
   echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; grex hier float32 vs $COMPRESS between hosts; median of $ROUNDS alternating rounds (min-max), us"
   alternate hier "hier-$COMPRESS"

@@ -53,6 +53,10 @@ Result<void> ring_allreduce(Context& c, const Group& g, const CollArgs& a);
 /// is the error feedback; `wire` the compressed copy's buffer, kept by the caller.
 Result<void> compressed_ring_allreduce(Context& c, const Group& g, const CollArgs& a, Compression kind,
                                        float* residual, std::vector<uint8_t>* wire);
+/// The top-k allreduce's steps on group g alone (topk_allreduce.cc): a.send's
+/// float32 values (+ residual) selected, summed over g's members into a.recv
+/// (may be a.send); a.op is a sum. The hierarchical allreduce's rail form.
+Result<void> topk_rail_allreduce(Context& c, const Group& g, const CollArgs& a, double fraction, float* residual);
 /// What runs between the ring's reduce-scatter and allgather, on this
 /// member's reduced segment (its first element and count).
 using RingBetween = std::function<Result<void>(size_t first, size_t count)>;
@@ -91,6 +95,12 @@ Result<void> hierarchical_allgather(Context& c, const Group& g, const CollArgs& 
 Result<void> hierarchical_broadcast(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_reduce(Context& c, const Group& g, const CollArgs& a);
 Result<void> hierarchical_alltoall(Context& c, const Group& g, const CollArgs& a);
+/// Whether the model predicts the hierarchical top-k allreduce of `bytes`
+/// (float32) sending `fraction` of the values no slower than the flat one:
+/// the exact allreduce inside the widest host plus each rail's allgather of
+/// its shard's pairs, against every rank's pairs allgathered (the faster of
+/// the flat ring and the hierarchical allgather).
+bool hierarchical_topk_wins(const Context& c, double bytes, double fraction) noexcept;
 /// Whether the model predicts the alltoallv through each host's rank 0 no
 /// slower than the pairwise one, for pieces of `block_bytes`.
 bool hierarchical_alltoallv_wins(const Context& c, const Group& g, double block_bytes) noexcept;

@@ -53,23 +53,33 @@ Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, vo
       if (v.size() != count) v.assign(count, 0.0f);
       residual = v.data();
     }
-    if (kind == Compression::kTopK)
-      return c.finish(detail::topk_allreduce(c, static_cast<const float*>(sendbuf), static_cast<float*>(recvbuf), count,
-                                             op, fraction, residual),
-                      what);
     const detail::CollArgs a{sendbuf, recvbuf, count, type, op, 0, c.next_tag_base()};
     // Across hosts, where the model takes the hierarchical allreduce for this
     // size: exact float32 sums inside each host, the shards compressed between
-    // hosts only (each rank's residual kept for its own shard's elements).
-    if (c.ctx.hier != nullptr && detail::hierarchical_usable(c.ctx, *c.world, a) &&
-        c.select.allreduce_memo(c.ctx, *c.world, count * dtype_size(type)) == detail::Algo::kHierarchical)
+    // hosts only (each rank's residual kept for its own shard's elements). Top-k
+    // there selects from its shard of the host's sum, where GREX_TOPK or the
+    // two-level model says so: the exact sum inside a host costs a dense
+    // allreduce there, which the flat top-k's few pairs may not.
+    const double bytes = static_cast<double>(count * dtype_size(type));
+    const bool hier = c.ctx.hier != nullptr && detail::hierarchical_usable(c.ctx, *c.world, a) &&
+                      (kind != Compression::kTopK
+                           ? c.select.allreduce_memo(c.ctx, *c.world, count * dtype_size(type)) == detail::Algo::kHierarchical
+                           : c.opts.topk == "hierarchical" ||
+                                 (c.opts.topk == "auto" && detail::hierarchical_topk_wins(c.ctx, bytes, fraction)));
+    if (hier)
       return c.finish(detail::hierarchical_allreduce_via(
                           c.ctx, a,
                           [&](detail::Level& rail, const detail::CollArgs& ra, size_t first) {
-                            return detail::compressed_ring_allreduce(rail.ctx, *rail.group, ra, kind,
-                                                                     residual != nullptr ? residual + first : nullptr,
+                            float* res = residual != nullptr ? residual + first : nullptr;
+                            if (kind == Compression::kTopK)
+                              return detail::topk_rail_allreduce(rail.ctx, *rail.group, ra, fraction, res);
+                            return detail::compressed_ring_allreduce(rail.ctx, *rail.group, ra, kind, res,
                                                                      &c.compress_wire);
                           }),
+                      what);
+    if (kind == Compression::kTopK)
+      return c.finish(detail::topk_allreduce(c, static_cast<const float*>(sendbuf), static_cast<float*>(recvbuf), count,
+                                             op, fraction, residual),
                       what);
     return c.finish(detail::compressed_ring_allreduce(c.ctx, *c.world, a, kind, residual, &c.compress_wire), what);
   });

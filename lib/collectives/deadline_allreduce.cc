@@ -13,7 +13,8 @@
 // rank whose add returns bit 62 knows it is late; one that sees every bit
 // without bit 62 knows every rank is in time (a closer then finds the same).
 //
-// The contributors reduce among themselves (a ring on their group view). The
+// The contributors reduce among themselves (a ring on their group view; the
+// hierarchical allreduce across hosts when every rank is in time). The
 // lowest one then posts the result to each late rank as a background send
 // from a copy, and goes on: a late rank receives it whenever it enters. The
 // communicator's background poll (WorkQueue::kick) drives those sends
@@ -244,9 +245,15 @@ Result<detail::JobFn> deadline_allreduce_job(Communicator::Impl& c, const void* 
           } else if (sendbuf != recvbuf) {
             std::memmove(recvbuf, sendbuf, bytes);
           }
-          if (in.size() > 1) {
+          const CollArgs a{recvbuf, recvbuf, count, type, op, 0, tag};
+          if (static_cast<int>(in.size()) == c.size && c.ctx.hier != nullptr &&
+              detail::hierarchical_usable(c.ctx, *c.world, a) &&
+              c.select.allreduce_memo(c.ctx, *c.world, bytes) == detail::Algo::kHierarchical) {
+            // Everyone in time, across hosts: the hierarchical allreduce where
+            // the model takes it (its levels are the whole world's).
+            GREX_TRY(detail::hierarchical_allreduce(c.ctx, *c.world, a));
+          } else if (in.size() > 1) {
             const detail::Group g = c.world->sub(in);
-            const CollArgs a{recvbuf, recvbuf, count, type, op, 0, tag};
             GREX_TRY(detail::allreduce_algorithm(detail::Algo::kRing).run(c.ctx, g, a));
           }
           if (c.rank != in.front() || static_cast<int>(in.size()) == c.size) return ok();

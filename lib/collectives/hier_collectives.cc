@@ -114,6 +114,22 @@ bool hierarchical_alltoallv_wins(const Context& c, const Group& g, double block_
   return via_leads_alltoall_s(h, n, block_bytes) <= flat;
 }
 
+bool hierarchical_topk_wins(const Context& c, double bytes, double fraction) noexcept {
+  const Hierarchy& h = *c.hier;
+  const double H = h.host_count(), n = static_cast<double>(h.host_of.size()), L = h.rails;
+  int widest = 1;
+  for (const auto& hs : h.hosts) widest = std::max(widest, static_cast<int>(hs.size()));
+  const CostModel& lo = h.local.select.cost;
+  const CostModel& net = h.rail.select.cost;
+  const double pairs = 2 * fraction * bytes;  // 8 bytes a value sent, 4 a value
+  const double hier = lo.allreduce_s(Algo::kRing, widest, bytes) + (H - 1) * (net.alpha_s + pairs / L * net.beta_s_per_byte);
+  // The flat top-k's allgather of every rank's pairs takes the faster form.
+  const double ring = (n - 1) * (h.world_cost.alpha_s + pairs * h.world_cost.beta_s_per_byte);
+  const double two_level = (widest - 1) * (lo.alpha_s + H * pairs * lo.beta_s_per_byte) +
+                           (H - 1) * (net.alpha_s + pairs * net.beta_s_per_byte);
+  return hier <= std::min(ring, two_level);
+}
+
 bool hierarchical_wins(const Context& c, const Group& g, Coll coll, double block_bytes, int root) noexcept {
   const Hierarchy& h = *c.hier;
   const double world_cost_alpha = h.world_cost.alpha_s, world_cost_beta = h.world_cost.beta_s_per_byte;

@@ -9,11 +9,18 @@
 // join the next call's input; the values sent leave none. fraction 1 sends
 // every value: the exact sum (added in rank order). At most 2^32 - 1 values
 // (32-bit indices; compressed_api.cc checks).
+//
+// Across hosts (topk_rail_allreduce), the hierarchical allreduce runs the
+// same steps on each rail, on its shard of the host's exact float32 sum:
+// each host selects from what its ranks sent together, so a value two of its
+// ranks cancel is never sent, and each rank's pairs cross only to its rail.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
+#include "collectives/algorithm.h"
 #include "collectives/comm_impl.h"
 #include "collectives/reduce.h"
 #include "collectives/reduce_simd.h"
@@ -140,9 +147,17 @@ void topk_sum_pairs(float* out, size_t count, const TopkPair* all, const uint32_
   if (streaming) streaming_fence();
 }
 
-Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, size_t count, ReduceOp op,
-                            double fraction, float* residual) {
-  const auto n = static_cast<size_t>(c.size);
+namespace {
+
+// An allgather of `bytes` from each of the n members: kth call of the
+// top-k (0: the counts, 1: the pairs).
+using PairsAllgather = std::function<Result<void>(int kth, const void* send, void* recv, size_t bytes)>;
+
+// The top-k sum over n members of in[0..count) (+ residual) into out (which
+// may be in): select, allgather the counts and the pairs, add them in
+// member order. n_avg > 0 divides by it (ReduceOp::kAvg).
+Result<void> topk_sum(size_t n, const float* in, float* out, size_t count, double fraction, float* residual,
+                      int n_avg, const PairsAllgather& allgather) {
   auto value = [&](size_t i) { return residual != nullptr ? in[i] + residual[i] : in[i]; };
   // The threshold: the (1 - fraction) quantile of the magnitudes of a
   // sample, about 65536 values in runs of 16 (a cache line each), the runs
@@ -178,15 +193,34 @@ Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, 
   // Every rank's count, then every rank's pairs padded to the largest.
   std::vector<uint32_t> counts(n);
   uint32_t my_count = static_cast<uint32_t>(mine.size());
-  GREX_TRY(c.run_first(Coll::kAllgather, CollArgs{&my_count, counts.data(), sizeof(uint32_t), DataType::kUint8}));
+  GREX_TRY(allgather(0, &my_count, counts.data(), sizeof(uint32_t)));
   const size_t most = *std::max_element(counts.begin(), counts.end());
   mine.resize(most, Pair{UINT32_MAX, 0.f});
   everyone.resize(most * n);
-  if (most > 0)
-    GREX_TRY(c.run_first(Coll::kAllgather,
-                         CollArgs{mine.data(), everyone.data(), most * sizeof(Pair), DataType::kUint8}));
-  topk_sum_pairs(out, count, everyone.data(), counts.data(), most, n, op == ReduceOp::kAvg ? c.size : 0);
+  if (most > 0) GREX_TRY(allgather(1, mine.data(), everyone.data(), most * sizeof(Pair)));
+  topk_sum_pairs(out, count, everyone.data(), counts.data(), most, n, n_avg);
   return ok();
+}
+
+}  // namespace
+
+Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, size_t count, ReduceOp op,
+                            double fraction, float* residual) {
+  return topk_sum(static_cast<size_t>(c.size), in, out, count, fraction, residual,
+                  op == ReduceOp::kAvg ? c.size : 0, [&c](int, const void* send, void* recv, size_t bytes) {
+                    return c.run_first(Coll::kAllgather, CollArgs{send, recv, bytes, DataType::kUint8});
+                  });
+}
+
+Result<void> topk_rail_allreduce(Context& c, const Group& g, const CollArgs& a, double fraction, float* residual) {
+  // The rail's two allgathers share the call's tag base: the pairs' steps
+  // above the counts' (a ring's step k adds k; fewer than 2^16 hosts).
+  return topk_sum(static_cast<size_t>(g.size()), static_cast<const float*>(a.send), static_cast<float*>(a.recv),
+                  a.count, fraction, residual, 0, [&](int kth, const void* send, void* recv, size_t bytes) {
+                    const CollArgs ga{send, recv, bytes, DataType::kUint8, ReduceOp::kSum, 0,
+                                      a.tag | (static_cast<uint64_t>(kth) << 16)};
+                    return ring_allgather(c, g, ga);
+                  });
 }
 
 }  // namespace grex::detail

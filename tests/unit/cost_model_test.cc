@@ -120,6 +120,13 @@ TEST(CostModel, HierarchicalCollectivesWhereTheTwoLevelModelSaysSo) {
   for (detail::Coll k : {detail::Coll::kReduceScatter, detail::Coll::kAllgather, detail::Coll::kAlltoall,
                          detail::Coll::kBroadcast, detail::Coll::kReduce})
     for (double b : {8.0, 65536.0, 64e6}) EXPECT_TRUE(detail::hierarchical_wins(c, world, k, b)) << b;
+  // Top-k 1 %: the exact sum inside a host costs more than the flat form's
+  // pairs save on a network 10 x slower than shm; on one 400 x slower, less.
+  EXPECT_FALSE(detail::hierarchical_topk_wins(c, 64e6, 0.01));
+  h.rail.select.cost = h.world_cost = *CostModel::parse("20,0.05,5");
+  EXPECT_TRUE(detail::hierarchical_topk_wins(c, 64e6, 0.01));
+  EXPECT_FALSE(detail::hierarchical_topk_wins(c, 64e6, 0.001));
+  h.rail.select.cost = h.world_cost = *CostModel::parse("20,2,5");
   h.local.select.cost = *CostModel::parse("100,0.1,5");  // an inside slower than the network
   EXPECT_FALSE(detail::hierarchical_wins(c, world, detail::Coll::kAllgather, 64e6));
   EXPECT_FALSE(detail::hierarchical_wins(c, world, detail::Coll::kBroadcast, 64e6));

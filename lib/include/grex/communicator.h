@@ -79,7 +79,9 @@ struct AllreduceOptions {
   /// when it enters, from the lowest contributor, which sends it without
   /// waiting. Ranks agree through the bootstrap store: each call costs a few
   /// store round trips, so use it for vectors whose reduction takes
-  /// milliseconds. The contributors' reduction is a ring.
+  /// milliseconds. The contributors' reduction is a ring, or the
+  /// hierarchical allreduce across hosts when every rank is in time and the
+  /// model takes it for the size.
   int64_t deadline_ms = 0;
   /// What a late rank does with its vector (deadline_ms > 0).
   LateInput late = LateInput::kDrop;
@@ -155,6 +157,12 @@ struct CommOptions {
   /// per call), "pairwise" or "hierarchical" (where the ranks span hosts with
   /// several on one; else pairwise). Every rank must agree [GREX_ALLTOALLV].
   std::string alltoallv = "auto";
+  /// Top-k allreduce across hosts: "flat" (every rank's pairs to every rank),
+  /// "hierarchical" (each host's exact sum inside, then top-k of each shard
+  /// along its rail: fewer bytes across hosts, a selection from the host's
+  /// sum; where the ranks span hosts) or "auto" (the two-level model's pick
+  /// per call). Every rank must agree [GREX_TOPK].
+  std::string topk = "auto";
   /// Cost-model constants: "measure" (a short calibration at creation; the
   /// values are logged in this same format so a job can pin them), or
   /// "ALPHA_US,BETA_GBPS,GAMMA_GBPS" [GREX_COST]. Across hosts, "INTRA;INTER"

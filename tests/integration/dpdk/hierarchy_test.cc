@@ -143,8 +143,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Hosts, ::testing::Values("AABB", "ABAB", "AAB"
                          [](const auto& info) { return std::string(info.param); });
 
 // Issue 29 on the two-level communicator (2 hosts x 2 ranks): the compressed
-// and deadline allreduces run their flat forms (a ring over every rank, shm
-// and memif links alike) and give what they give on one backend.
+// and deadline allreduces give what they give on one backend (hierarchical
+// where the model takes it; a deadline call with late ranks runs a ring among
+// the contributors, shm and memif links alike).
 TEST(HostsIssue29, CompressedAndDeadlineAllreduce) {
   if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
   auto res = run_ranks(4, [](Rank& r) -> int {
@@ -153,6 +154,82 @@ TEST(HostsIssue29, CompressedAndDeadlineAllreduce) {
     return deadline_rank(r, across_hosts(r, "AABB", "auto", "d29"), 100'003);
   }, 300);
   EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Top-k across hosts (GREX_TOPK=hierarchical) selects from each host's exact
+// sum, shard by shard (each rail its own): at every 64th element the host's
+// two ranks send halves of a value that grows along the vector (100 and up),
+// and at every 64th from 32 a value of 1000 that they cancel. A rank's own
+// top 1/64 is the cancelled values; the host's is the halves' sums, which are
+// exactly what arrives, with no residual and only the rail's pairs crossing
+// hosts (the count, then 32 pairs of 8 bytes each way). The flat form sends
+// the cancelled values, which sum to zero everywhere: at these costs (a
+// network 10 x slower than shm) the model picks it ("auto").
+TEST(HostsIssue29, TopkSelectsFromEachHostsSum) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  auto res = run_ranks(4, [](Rank& r) -> int {
+    CommOptions opts = across_hosts(r, "AABB", "auto", "topk-hosts");
+    opts.topk = "hierarchical";
+    auto c = make_comm(r, opts);
+    RANK_CHECK(c != nullptr);
+    constexpr size_t kCount = 4096;  // two shards of 2048, 32 of the grown values in each
+    const int host = r.rank / 2, local = r.rank % 2;
+    auto grown = [](size_t i, int h) { return 100.0f + static_cast<float>(i / 64) + static_cast<float>(h); };
+    std::vector<float> in(kCount), out(kCount, -1.0f);
+    for (size_t i = 0; i < kCount; ++i) {
+      float v = local == 0 ? 0.25f * static_cast<float>(static_cast<int>(i % 7) - 3) : 0.0f;  // below every pick
+      if (i % 64 == 0) v = grown(i, host) / 2;
+      if (i % 64 == 32) v = local == 0 ? 1000.0f : -1000.0f;
+      in[i] = v;
+    }
+    AllreduceOptions o;
+    o.compression = Compression::kTopK;
+    o.topk_fraction = 1.0 / 64;
+    o.error_feedback = false;
+    RANK_CHECK(c->allreduce_algorithm(kCount * sizeof(float)) == "hierarchical");
+    const uint64_t before = c->stats().bytes_inter_host;
+    RANK_OK(c->allreduce(in.data(), out.data(), kCount, DataType::kFloat32, ReduceOp::kSum, o));
+    const uint64_t crossed = c->stats().bytes_inter_host - before;
+    for (size_t i = 0; i < kCount; ++i) {
+      const float want = i % 64 == 0 ? grown(i, 0) + grown(i, 1) : 0.0f;
+      if (out[i] != want) {
+        std::fprintf(stderr, "rank %d: out[%zu] = %g, want %g\n", r.rank, i, static_cast<double>(out[i]),
+                     static_cast<double>(want));
+        return 1;
+      }
+    }
+    if (crossed != sizeof(uint32_t) + 32 * 8) {
+      std::fprintf(stderr, "rank %d: %llu bytes crossed hosts, want %zu\n", r.rank,
+                   static_cast<unsigned long long>(crossed), sizeof(uint32_t) + 32 * 8);
+      return 1;
+    }
+    auto flat = make_comm(r, across_hosts(r, "AABB", "auto", "topk-hosts-auto"));
+    RANK_CHECK(flat != nullptr);
+    RANK_OK(flat->allreduce(in.data(), out.data(), kCount, DataType::kFloat32, ReduceOp::kSum, o));
+    RANK_CHECK(std::all_of(out.begin(), out.end(), [](float v) { return v == 0.0f; }));
+    return 0;
+  }, 300);
+  EXPECT_TRUE(res.all_ok()) << res.describe();
+}
+
+// Top-k across hosts, hierarchical, on even and uneven hosts: every value sent is the exact sum, and error
+// feedback on the hosts' sums keeps the running sum bounded.
+TEST(HostsIssue29, TopkExactAndBoundedWithFeedbackAcrossHosts) {
+  if (!have_dpdk()) GTEST_SKIP() << "libgrex was built without DPDK (install libdpdk-dev and reconfigure)";
+  for (const std::string layout : {"AABB", "AAB"}) {
+    auto res = run_ranks(static_cast<int>(layout.size()), [&](Rank& r) -> int {
+      CommOptions exact = across_hosts(r, layout, "auto", "topk-exact"), feedback = exact;
+      exact.topk = feedback.topk = "hierarchical";
+      feedback.name = "topk-feedback";
+      RANK_CHECK(check_topk_exact(r, exact) == 0);
+      RANK_CHECK(check_topk_feedback(r, feedback) == 0);
+      CommOptions bad = exact;
+      bad.topk = "sideways";
+      RANK_CHECK(!Communicator::create(r.bootstrap, bad));  // a mode nobody knows is refused
+      return 0;
+    }, 300);
+    EXPECT_TRUE(res.all_ok()) << layout << ": " << res.describe();
+  }
 }
 
 // 2 hosts x 2 ranks, a vector whose input and output outgrow this core's
@@ -216,6 +293,24 @@ TEST(HostsCounters, BytesCrossingHostsAsTheorySays) {
       if (crossed != kBytes / 4) {
         std::fprintf(stderr, "rank %d bf16: %llu bytes crossed hosts, want %llu\n", r.rank,
                      static_cast<unsigned long long>(crossed), static_cast<unsigned long long>(kBytes / 4));
+        return 1;
+      }
+    }
+    {  // a deadline allreduce that every rank makes: the hierarchical allreduce's bytes
+      auto c = make_comm(r, across_hosts(r, layout, "auto", "bytes-deadline"));
+      RANK_CHECK(c != nullptr);
+      std::vector<float> v(kCount, 2.0f);
+      std::vector<int> in;
+      AllreduceOptions o;
+      o.deadline_ms = 60'000;
+      o.contributors = &in;
+      const uint64_t before = c->stats().bytes_inter_host;
+      RANK_OK(c->allreduce(v.data(), v.data(), kCount, DataType::kFloat32, ReduceOp::kSum, o));
+      RANK_CHECK(in.size() == 4 && v[0] == 8.0f && v[kCount - 1] == 8.0f);
+      const uint64_t crossed = c->stats().bytes_inter_host - before;
+      if (crossed != kBytes / 2) {
+        std::fprintf(stderr, "rank %d deadline: %llu bytes crossed hosts, want %llu\n", r.rank,
+                     static_cast<unsigned long long>(crossed), static_cast<unsigned long long>(kBytes / 2));
         return 1;
       }
     }
