@@ -122,7 +122,8 @@ bool hierarchical_topk_wins(const Context& c, double bytes, double fraction) noe
   const CostModel& lo = h.local.select.cost;
   const CostModel& net = h.rail.select.cost;
   const double pairs = 2 * fraction * bytes;  // 8 bytes a value sent, 4 a value
-  const double hier = lo.allreduce_s(Algo::kRing, widest, bytes) + (H - 1) * (net.alpha_s + pairs / L * net.beta_s_per_byte);
+  const double hier =
+      lo.allreduce_s(Algo::kRing, widest, bytes) + (H - 1) * (net.alpha_s + pairs / L * net.beta_s_per_byte);
   // The flat top-k's allgather of every rank's pairs takes the faster form.
   const double ring = (n - 1) * (h.world_cost.alpha_s + pairs * h.world_cost.beta_s_per_byte);
   const double two_level = (widest - 1) * (lo.alpha_s + H * pairs * lo.beta_s_per_byte) +
