@@ -26,8 +26,9 @@
 # AGAINST=DIR instead compares grex hier with itself on the libgrex.so.0 in DIR
 # (an older build's, by LD_LIBRARY_PATH under the same binaries), alternating
 # round by round; no peers run then. With COMPRESS too, both run compressed.
-# COMPRESS=topk TOPK_FORMS=1 instead compares the top-k's two forms across
-# hosts (GREX_TOPK=flat and hierarchical).
+# ENV_A="VAR=V ..." ENV_B="..." instead compares grex hier under two sets of
+# environment variables, each run with grex-perf's extra options PERF_EXTRA
+# (e.g. "--compress topk" with GREX_TOPK=flat and =hierarchical).
 # Needs root, iproute2, a build with DPDK and bench/gloo_allreduce, mpicc and mpirun.
 set -uo pipefail
 
@@ -99,9 +100,12 @@ grex() {
   local backend=auto extra=() libenv=()
   [[ $variant == flat ]] && backend=dpdk
   [[ $variant == against* ]] && libenv=("LD_LIBRARY_PATH=$AGAINST")
-  [[ $variant == rankpairs-* ]] && libenv=(GREX_TOPK=flat)
-  [[ $variant == hostsum-* ]] && libenv=(GREX_TOPK=hierarchical)
   [[ $variant == *-* ]] && extra=(--compress "${variant#*-}")
+  if [[ $variant == env[AB] ]]; then  # ENV_A / ENV_B mode (below)
+    local e=ENV_${variant#env}
+    read -r -a libenv <<<"${!e}"
+    read -r -a extra <<<"${PERF_EXTRA:-}"
+  fi
   for ((h = 0; h < 2; ++h)); do
     for ((i = 0; i < 2; ++i, ++r)); do
       GREX_RANK=$r GREX_WORLD_SIZE=$ranks GREX_JOB_TOKEN=$token GREX_STORE_ADDR=10.96.0.1:$port \
@@ -196,10 +200,10 @@ alternate() {
       "${ba[0]}" "${bb[0]}"
   done
 }
-if [[ ${COMPRESS:-} == topk && -n ${TOPK_FORMS:-} ]]; then
-  echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; grex --compress topk, GREX_TOPK=flat vs hierarchical; median of $ROUNDS alternating rounds (min-max), us"
-  alternate rankpairs-topk hostsum-topk
-  echo "# columns: size | GREX_TOPK=flat | GREX_TOPK=hierarchical | hierarchical/flat | bytes across hosts per call, rank 0: flat / hierarchical"
+if [[ -n ${ENV_A+x} || -n ${ENV_B+x} ]]; then
+  echo "# allreduce f32 sum, 2 hosts (network namespaces on a bridge) x 2 ranks, $(nproc) cores; grex hier with '${ENV_A:-}' vs '${ENV_B:-}', grex-perf ${PERF_EXTRA:-}; median of $ROUNDS alternating rounds (min-max), us"
+  alternate envA envB
+  echo "# columns: size | ENV_A | ENV_B | B/A | bytes across hosts per call, rank 0: A / B"
   exit 0
 fi
 if [[ -n ${COMPRESS:-} && -n ${AGAINST:-} ]]; then

@@ -57,6 +57,7 @@ constexpr std::array kOptions = {
     OptionSpec{"--alloc", "--alloc", false, kAny},
     OptionSpec{"--use_cuda", "--use_cuda", false, kColl},
     OptionSpec{"--compress", "--compress", true, bit(Mode::kAllreduce)},
+    OptionSpec{"--deadline", "--deadline", true, bit(Mode::kAllreduce)},
     OptionSpec{"--stats", "--stats", false, kAny},
     OptionSpec{"--backend", "--backend", true, kAny},
     OptionSpec{"--cc", "--cc", true, kAny},
@@ -184,6 +185,8 @@ Result<void> apply(PerfArgs& a, Seen& seen, const OptionSpec& o, std::string_vie
     const auto k = compression_from_name(v);
     if (!k) return bad("option --compress takes bf16, fp16, int8, topk or none, got '" + std::string(v) + "'");
     a.compression = *k;
+  } else if (o.spelled == "--deadline") {
+    a.deadline_ms = GREX_TRY(parse_int(v, o, 1, 3'600'000));
   } else if (o.spelled == "--stats") {
     a.stats = true;
   } else if (o.spelled == "--backend") {
@@ -206,6 +209,9 @@ Result<void> validate(const PerfArgs& a, const Seen& seen) {
   if (is_collective(a.mode)) {
     if (a.use_cuda && a.shared_buffers)
       return bad("--use_cuda and --alloc exclude each other (GPU memory, or the device's host allocator)");
+    if (a.deadline_ms > 0 && a.compression != Compression::kNone)
+      return bad("--deadline and --compress exclude each other (a deadline allreduce is not compressed)");
+    if (a.deadline_ms > 0 && a.use_cuda) return bad("--deadline takes host buffers");
     if (a.compression != Compression::kNone) {
       if (a.use_cuda) return bad("--compress takes host buffers (the compressed ring runs on the CPU)");
       for (DataType t : a.types)
@@ -454,6 +460,8 @@ std::string_view usage() noexcept {
          "  --use_cuda              collectives: buffers in GPU 0's memory, grex's stream-ordered calls\n"
          "  --compress bf16|fp16|int8|topk  allreduce: float32 travels compressed (AllreduceOptions; topk: 1 %)\n"
          "                          (timed until the last call's result is in place; checked on the host)\n"
+         "  --deadline MS           allreduce: a deadline allreduce (AllreduceOptions::deadline_ms; late input\n"
+         "                          dropped)\n"
          "  --stats                 every rank (every flow with -q) prints its transport counters at the end\n"
          "  --backend NAME          backend (shm, dpdk, verbs); wins over GREX_BACKEND\n"
          "  --cc NAME               congestion control per flow, over GREX_CC: rttcc, rttcc-template, dcqcn,\n"

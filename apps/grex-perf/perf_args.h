@@ -82,6 +82,7 @@ struct PerfArgs {
   bool shared_buffers = false;   ///< --alloc: Communicator::alloc instead of malloc
   bool use_cuda = false;         ///< --use_cuda: collective buffers in GPU 0's memory, stream-ordered calls
   Compression compression = Compression::kNone;  ///< --compress bf16|fp16: allreduce's compressed ring
+  int64_t deadline_ms = 0;       ///< --deadline: allreduce as a deadline allreduce (AllreduceOptions)
   std::string backend;           ///< --backend: wins over GREX_BACKEND (comm_options())
   std::string cc;                ///< --cc: congestion control per flow; wins over GREX_CC
   std::string json_path;         ///< --json: rows as JSON (rank 0 writes)

@@ -102,12 +102,13 @@ Result<WorkPtr> call_stream(Communicator& comm, Mode mode, const CallBuffers& b,
 }
 
 Result<void> call(Communicator& comm, Mode mode, const CallBuffers& b, size_t count, DataType type, ReduceOp op,
-                  int root, Compression compression) {
+                  int root, const PerfArgs& args) {
   switch (mode) {
     case Mode::kAllreduce:
-      if (compression != Compression::kNone) {
+      if (args.compression != Compression::kNone || args.deadline_ms > 0) {
         AllreduceOptions o;
-        o.compression = compression;
+        o.compression = args.compression;
+        o.deadline_ms = args.deadline_ms;
         return comm.allreduce(b.send, b.recv, count, type, op, o);
       }
       return comm.allreduce(b.send, b.recv, count, type, op);
@@ -199,12 +200,12 @@ Result<CollectiveResult> measure(const Sweep& s, size_t count, DataType type, Re
   size_t in_elems = collective_input_elems(mode, count, n, rank, root);
   size_t out_elems = collective_output_elems(mode, count, n, rank, root);
   pattern.fill_input(b.input, in_elems);
-  for (int i = 0; i < s.args.effective_warmup(); ++i) GREX_TRY(call(comm, mode, b, count, type, op, root, s.args.compression));
+  for (int i = 0; i < s.args.effective_warmup(); ++i) GREX_TRY(call(comm, mode, b, count, type, op, root, s.args));
 
   int iters = s.args.effective_iters();
   GREX_TRY(comm.barrier());
   uint64_t t0 = now_ns();
-  for (int i = 0; i < iters; ++i) GREX_TRY(call(comm, mode, b, count, type, op, root, s.args.compression));
+  for (int i = 0; i < iters; ++i) GREX_TRY(call(comm, mode, b, count, type, op, root, s.args));
   double time_us = static_cast<double>(now_ns() - t0) / 1e3 / iters;
   GREX_TRY(comm.allreduce(&time_us, 1, DataType::kFloat64, ReduceOp::kMax));  // the slowest rank's average
 
@@ -214,7 +215,7 @@ Result<CollectiveResult> measure(const Sweep& s, size_t count, DataType type, Re
     // poisoned output, so that a call that writes nothing is counted wrong.
     poison(b.output, out_elems, type);
     pattern.fill_input(b.input, in_elems);
-    GREX_TRY(call(comm, mode, b, count, type, op, root, s.args.compression));
+    GREX_TRY(call(comm, mode, b, count, type, op, root, s.args));
     if (rank == s.corrupt_rank && out_elems > 0)  // self-test of -c: one element made wrong on purpose
       static_cast<unsigned char*>(b.output)[dtype_size(type) - 1] ^= 0x40;
     auto wrong = static_cast<int64_t>(count_wrong_output(mode, pattern, b.output, count, root));

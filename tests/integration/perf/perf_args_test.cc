@@ -49,6 +49,10 @@ TEST(PerfArgs, AllreduceNcclTestsFlags) {
   ASSERT_EQ(a->ops.size(), 1u);
   EXPECT_EQ(a->ops[0], ReduceOp::kMax);
   EXPECT_EQ(a->placement, Placement::kBoth);
+  EXPECT_EQ(a->deadline_ms, 0);
+  a = parse({"allreduce", "--deadline", "250"});
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_EQ(a->deadline_ms, 250);
 }
 
 TEST(PerfArgs, DefaultsInlineValuesAndLongNames) {
@@ -239,6 +243,9 @@ TEST(PerfArgs, ErrorsNameTheOption) {
       {{"write_bw", "--memcpy-ref"}, "--memcpy-ref does not apply to write_bw"},
       {{"write_bw", "-p", "70000"}, "-p needs an integer from 1 to 65535"},
       {{"allreduce", "--plot"}, "--plot needs a value"},
+      {{"allreduce", "--deadline", "0"}, "--deadline needs an integer from 1"},
+      {{"allreduce", "--deadline", "5", "--compress", "bf16"}, "exclude each other"},
+      {{"broadcast", "--deadline", "5"}, "--deadline does not apply to broadcast"},
   };
   for (const auto& c : cases) {
     auto r = parse(c.args);
