@@ -104,6 +104,18 @@ case_allreduce_unchecked() {
   rows | awk '$8 != "N/A" { bad = 1 } END { exit bad }' || fail "#wrong should be N/A with -c 0"
 }
 
+# allreduce with AllreduceOptions: a deadline every rank makes is the exact
+# sum (checked); compressed calls run unchecked (bf16 is not exact).
+case_allreduce_options() {
+  perf 3 allreduce -b 4K -e 64K -f 16 -n 2 -w 1 -c 1 --deadline 60000
+  expect_rc 0
+  expect_rows 2
+  rows | awk '$8 != "0" || $12 != "0" { bad = 1 } END { exit bad }' || fail "a deadline row has #wrong != 0"
+  perf 2 allreduce -b 64K -e 64K -n 2 -w 1 -c 0 --compress bf16
+  expect_rc 0
+  expect_rows 1
+}
+
 # Every type and operator on 3 ranks; 3 ranks do not divide most sizes.
 case_reduce_scatter() {
   perf 3 reduce_scatter -b 12 -e 3K -f 16 -n 3 -w 1 -c 1 -d all -o all
