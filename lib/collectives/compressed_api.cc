@@ -61,13 +61,13 @@ Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, vo
     // two-level model says so: the exact sum inside a host costs a dense
     // allreduce there, which the flat top-k's few pairs may not.
     const size_t bytes = count * dtype_size(type);
-    const bool topk_hier = c.opts.topk == "hierarchical" ||
-                           (c.opts.topk == "auto" && c.ctx.hier != nullptr &&
-                            detail::hierarchical_topk_wins(c.ctx, static_cast<double>(bytes), fraction));
-    const bool hier = c.ctx.hier != nullptr && detail::hierarchical_usable(c.ctx, *c.world, a) &&
-                      (kind == Compression::kTopK
-                           ? topk_hier
-                           : c.select.allreduce_memo(c.ctx, *c.world, bytes) == detail::Algo::kHierarchical);
+    auto wins = [&]() {
+      if (kind != Compression::kTopK)
+        return c.select.allreduce_memo(c.ctx, *c.world, bytes) == detail::Algo::kHierarchical;
+      return c.opts.topk == "hierarchical" ||
+             (c.opts.topk == "auto" && detail::hierarchical_topk_wins(c.ctx, static_cast<double>(bytes), fraction));
+    };
+    const bool hier = c.ctx.hier != nullptr && detail::hierarchical_usable(c.ctx, *c.world, a) && wins();
     if (hier)
       return c.finish(detail::hierarchical_allreduce_via(
                           c.ctx, a,
