@@ -16,8 +16,10 @@
 // and losses drive its own rate, token bucket and window, and its losses a
 // cap on its packets in flight (counted until the cumulative ACK covers
 // them): a packet takes the path chosen above while that path has room, else
-// the next healthy path with room, and the flow is paced at the paths' summed
-// windows and rates (rate(); reliable::Flow::pace_at). A path behind a queue,
+// the next healthy path with room (a path marked slow yields to a healthy
+// one as ready as itself, and is reprobed as under REPS), and the flow is
+// paced at the paths' summed windows and rates (rate();
+// reliable::Flow::pace_at). A path behind a queue,
 // or one that drops, is then cut alone, where one controller for the flow
 // cut every path for it, or none.
 #pragma once
@@ -125,7 +127,8 @@ class PathChooser {
     uint32_t path = reps_ ? recycler_.next() % paths_ : rr_++ % paths_;
     // A path abandoned as slow gets one packet in kReprobeEvery: its echo
     // says whether the queue there has drained.
-    if (reps_ && ++since_reprobe_ >= kReprobeEvery) {
+    bool reprobe = false;
+    if ((reps_ || cc_ != nullptr) && ++since_reprobe_ >= kReprobeEvery) {
       for (uint32_t i = 0; i < paths_; ++i) {
         const uint32_t q = (reprobe_next_ + i) % paths_;
         if (!slow_[q]) continue;
@@ -133,18 +136,24 @@ class PathChooser {
         reprobe_next_ = q + 1;
         since_reprobe_ = 0;
         ++reprobes_;
+        reprobe = true;
         break;
       }
     }
     if (cc_ != nullptr) {
       // The chosen path while it has room, else the next healthy one with
       // room; where none has, the first whose bucket alone is empty, and
-      // only then one whose window or loss cap is full.
-      int best = readiness(path, now_ns, payload_bytes);
+      // only then one whose window or loss cap is full. Chosen and slow (not
+      // as a reprobe), it yields to a healthy path as ready as itself: a
+      // slow path's controller alone does not hold it back where every RTT
+      // carries more host delay than the path's queue adds, and round robin
+      // would keep feeding the link most ports hash onto, holding the flow
+      // to that link's rate over its share of the ports.
+      int best = 2 * readiness(path, now_ns, payload_bytes) + (slow_[path] && !reprobe ? 1 : 0);
       for (uint32_t i = 1; i < paths_ && best > 0; ++i) {
         const uint32_t q = (path + i) % paths_;
         if (slow_[q]) continue;
-        const int r = readiness(q, now_ns, payload_bytes);
+        const int r = 2 * readiness(q, now_ns, payload_bytes);
         if (r < best) {
           best = r;
           path = q;

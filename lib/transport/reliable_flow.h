@@ -23,7 +23,8 @@
 //    The receiver suppresses duplicates by PSN and places each payload at
 //    (message, offset), so reassembly needs no ordering.
 //  - Each kAck echoes the psn and send time of the newest data packet that
-//    arrived since the previous ACK: an RTT sample per ACK, over whichever
+//    arrived since the previous ACK (or of one that arrived late, filling
+//    the hole others waited above): an RTT sample per ACK, over whichever
 //    path that packet took (the driver keeps per-path RTTs from them; the
 //    RTO takes them too, so it covers the slowest sprayed path).
 //  - Timing probes (kTimingReq/Resp) measure RTT minus the target's dwell
@@ -372,6 +373,7 @@ class Flow {
   uint64_t echo_ts_ = 0;        // the sender's send time (0: none to echo)
   uint64_t echo_rx_ns_ = 0;     // when it arrived (the ACK reports its wait since)
   uint64_t echo_gap_ns_ = 0;    // the longest receive gap over the data since the last ACK
+  bool echo_late_ = false;       // the echo is a packet that filled the cumulative hole
   // Probe replies' one-way delays (our clock less the peer's: a constant
   // offset, and drift): the smallest of the current window and of the one before.
   int64_t owd_min_ = 0, owd_min_prev_ = 0;

@@ -137,9 +137,17 @@ void Flow::on_data(const wire::Header& h, const uint8_t* payload, uint64_t now_n
     // Sent before our first grant reached the peer: what it used is granted.
     if (static_cast<int32_t>(data_rcvd_ - grant_limit_) > 0) grant_limit_ = data_rcvd_;
   }
-  echo_psn_ = h.psn;
-  echo_ts_ = h.timestamp;
-  echo_rx_ns_ = now_ns;
+  // The ACK echoes the newest packet, unless one since the last ACK filled
+  // the hole at the cumulative point while later packets waited above it:
+  // that one was overtaken, and the path that held it back (a slow link's
+  // queue) is seldom the newest, so its own RTT would hardly ever be seen.
+  const bool late = d == 0 && rx_above_ > 0;
+  if (late || !echo_late_) {
+    echo_psn_ = h.psn;
+    echo_ts_ = h.timestamp;
+    echo_rx_ns_ = now_ns;
+    echo_late_ = late;
+  }
   echo_gap_ns_ = std::max(echo_gap_ns_, rx_gap_ns_);
   // A psn beyond the highest seen opens a gap: on an in-order link (memif,
   // one queue) everything in it is lost. NACK the whole gap now, so every

@@ -70,6 +70,7 @@ void Flow::push_ack() noexcept {
     a.offset = wire::kGrantBit | grant_limit_;
     grant_told_ = grant_limit_;
   }
+  echo_late_ = false;
   echo_ts_ = 0;  // each echo once: a repeated ACK would report a stale send as slow
   push_ctrl(a);
   ++stats_.acks_sent;

@@ -22,7 +22,9 @@
 #     them 4 source ports and the other 10 (round robin with one controller
 #     for the flow: 0.25 and 0.65, 0.38-0.40 apart; per path 0.47 and 0.47
 #     in session 18, 0.06-0.27 apart in the VM's slow phase of session 20,
-#     where the link with fewer paths refills more slowly), at least 0.7 of
+#     where the link with fewer paths refills more slowly; 0.30-0.33 apart
+#     in session 25's, until a path marked slow yielded to a healthy one:
+#     0.04-0.13), at least 0.7 of
 #     the healthy links' sum (measured 0.93-0.95 in session 18, 0.72-0.90 in session 20;
 #     one controller: about 0.5), the slow link under 0.15 of the bytes. At MTU 9000 a
 #     packet holds a 300 Mbit/s link for 218 us, more than RTTCC's target, and
