@@ -17,22 +17,6 @@ using detail::bad_arg;
 using detail::Coll;
 using detail::CollArgs;
 
-// An allreduce inside a running call (jobs.h): the algorithm the selector picks for
-// this size, on the call's next tag.
-Result<void> allreduce_run(Communicator::Impl& c, const void* in, void* out, size_t count, DataType type,
-                           ReduceOp op) {
-  const detail::Group& g = *c.world;
-  detail::Algo id = c.select.allreduce_memo(c.ctx, g, count * dtype_size(type));  // flat only where it fits
-  // The small-vector path, called directly (no tag: flat sends no message).
-  if (id == detail::Algo::kFlat) return detail::flat_allreduce(c.ctx, g, CollArgs{in, out, count, type, op});
-  const CollArgs a{in, out, count, type, op, 0, c.next_tag_base()};
-  // GREX_ALGO=direct on a device without one-sided operations: ring.
-  if (id == detail::Algo::kDirect && !detail::direct_usable(c.ctx, g, a)) id = detail::Algo::kRing;
-  // GREX_ALGO=hierarchical with every rank on one host (or one per host): ring.
-  if (id == detail::Algo::kHierarchical && !detail::hierarchical_usable(c.ctx, g, a)) id = detail::Algo::kRing;
-  return detail::allreduce_algorithm(id).run(c.ctx, g, a);
-}
-
 // Each collective: argument checks on the caller's thread, then a job that
 // runs inline or on the worker (work_queue.cc); the job checks that no earlier
 // collective broke the communicator.
@@ -51,6 +35,21 @@ Result<void> check_bufs(int rank, const char* what, size_t bytes, const void* a,
   return ok();
 }
 
+// An allreduce inside a running call: the algorithm the selector picks for
+// this size, on the call's next tag.
+Result<void> allreduce_run(Communicator::Impl& c, const void* in, void* out, size_t count, DataType type,
+                           ReduceOp op) {
+  const detail::Group& g = *c.world;
+  detail::Algo id = c.select.allreduce_memo(c.ctx, g, count * dtype_size(type));  // flat only where it fits
+  // The small-vector path, called directly (no tag: flat sends no message).
+  if (id == detail::Algo::kFlat) return detail::flat_allreduce(c.ctx, g, CollArgs{in, out, count, type, op});
+  const CollArgs a{in, out, count, type, op, 0, c.next_tag_base()};
+  // GREX_ALGO=direct on a device without one-sided operations: ring.
+  if (id == detail::Algo::kDirect && !detail::direct_usable(c.ctx, g, a)) id = detail::Algo::kRing;
+  // GREX_ALGO=hierarchical with every rank on one host (or one per host): ring.
+  if (id == detail::Algo::kHierarchical && !detail::hierarchical_usable(c.ctx, g, a)) id = detail::Algo::kRing;
+  return detail::allreduce_algorithm(id).run(c.ctx, g, a);
+}
 
 // Alltoallv across hosts: aggregated per host pair (hier_alltoallv.cc) where
 // the two-level model says so for the largest vector any rank sends, which

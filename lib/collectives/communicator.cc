@@ -128,9 +128,9 @@ Result<void> apply_env(CommOptions* o) {
     return Error(Errc::kInvalidArgument, "alltoallv mode '" + o->alltoallv + "' is not one of auto, pairwise, hierarchical")
         .hint("GREX_ALLTOALLV=auto|pairwise|hierarchical");
   if (from_env(&CommOptions::topk)) GREX_TRY(config::env_string("GREX_TOPK", &o->topk));
-  if (o->topk != "auto" && o->topk != "flat" && o->topk != "hierarchical" && o->topk != "union")
-    return Error(Errc::kInvalidArgument, "top-k mode '" + o->topk + "' is not one of auto, flat, hierarchical, union")
-        .hint("GREX_TOPK=auto|flat|hierarchical|union");
+  if (o->topk != "auto" && o->topk != "flat" && o->topk != "hierarchical")
+    return Error(Errc::kInvalidArgument, "top-k mode '" + o->topk + "' is not one of auto, flat, hierarchical")
+        .hint("GREX_TOPK=auto|flat|hierarchical");
   if (o->algo != "auto" && !detail::parse_algo(o->algo))
     return Error(Errc::kInvalidArgument, "allreduce algorithm '" + o->algo + "' is unknown")
         .hint("GREX_ALGO=auto|ring|rabenseifner|recursive_doubling|tree|direct|flat|hierarchical");

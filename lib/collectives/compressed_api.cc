@@ -10,7 +10,7 @@
 namespace grex {
 namespace detail {
 Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, size_t count, ReduceOp op,
-                            double fraction, float* residual, bool union_form);  // topk_allreduce.cc
+                            double fraction, float* residual);  // topk_allreduce.cc
 }  // namespace detail
 
 using detail::bad_arg;
@@ -81,7 +81,7 @@ Result<detail::JobFn> options_job(Communicator::Impl& c, const void* sendbuf, vo
                       what);
     if (kind == Compression::kTopK)
       return c.finish(detail::topk_allreduce(c, static_cast<const float*>(sendbuf), static_cast<float*>(recvbuf), count,
-                                             op, fraction, residual, c.opts.topk == "union"),
+                                             op, fraction, residual),
                       what);
     return c.finish(detail::compressed_ring_allreduce(c.ctx, *c.world, a, kind, residual, &c.compress_wire), what);
   });

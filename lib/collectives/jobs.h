@@ -11,10 +11,6 @@ namespace grex {
 Result<detail::JobFn> barrier_job(Communicator::Impl& c);
 Result<detail::JobFn> allreduce_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
                                     DataType type, ReduceOp op);
-/// An allreduce inside a running call: the algorithm the selector picks for
-/// this size, on the call's next tag.
-Result<void> allreduce_run(Communicator::Impl& c, const void* in, void* out, size_t count, DataType type,
-                           ReduceOp op);
 Result<detail::JobFn> allgather_job(Communicator::Impl& c, const void* sendbuf, void* recvbuf, size_t count,
                                     DataType type);
 /// Point-to-point (communicator.cc): the blocking send and recv, as jobs.

@@ -10,17 +10,6 @@
 // every value: the exact sum (added in rank order). At most 2^32 - 1 values
 // (32-bit indices; compressed_api.cc checks).
 //
-// The union form (GREX_TOPK=union, one level): the ranks allgather only the
-// indices they selected, and every rank sends its own value (+ residual) at
-// every index of the union, summed by a dense allreduce of those values. A
-// coordinate one rank chose then carries every rank's value, so every
-// residual there is cleared in the same call, where the pairs' form adds only
-// the choosing ranks' values and leaves the others' to later calls. Each
-// rank's indices (4 bytes each) go to every rank, then the union's values
-// through the allreduce the model picks (a ring: about 8 bytes per index of
-// the union per rank), where the pairs' form sends 8 bytes a pair to every
-// rank.
-//
 // Across hosts (topk_rail_allreduce), the hierarchical allreduce runs the
 // same steps on each rail, on its shard of the host's exact float32 sum:
 // each host selects from what its ranks sent together, so a value two of its
@@ -29,13 +18,10 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <iterator>
-#include <string>
 #include <vector>
 
 #include "collectives/algorithm.h"
 #include "collectives/comm_impl.h"
-#include "collectives/jobs.h"
 #include "collectives/reduce.h"
 #include "collectives/reduce_simd.h"
 #include "collectives/topk_pairs.h"
@@ -96,8 +82,6 @@ GREX_TARGET_END
 // every use in the loops, 5 % of a 64 MiB call.
 struct Scratch {
   std::vector<Pair> mine, everyone;
-  std::vector<uint32_t> indices, all_indices, merged, merging;  // the union form's
-  std::vector<float> values;
 };
 [[gnu::noinline]] Scratch& thread_scratch() {
   static thread_local Scratch s;
@@ -168,60 +152,12 @@ namespace {
 // An allgather of `bytes` from each of the n members: kth call of the
 // top-k (0: the counts, 1: the pairs).
 using PairsAllgather = std::function<Result<void>(int kth, const void* send, void* recv, size_t bytes)>;
-// The union form's sum of `count` float32 values over the members, in place.
-using ValuesAllreduce = std::function<Result<void>(float* values, size_t count)>;
-
-// The union form's second half (after the counts): allgather the selected
-// indices (`mine`, every rank's `most` at most), merge them, and sum every
-// member's value at each index of the union into out.
-Result<void> topk_union(size_t n, const float* in, float* out, size_t count, float* residual, int n_avg,
-                        const std::vector<uint32_t>& counts, size_t most, std::vector<Pair>& mine,
-                        const PairsAllgather& allgather, const ValuesAllreduce& allreduce) {
-  Scratch& s = thread_scratch();
-  s.indices.assign(most, UINT32_MAX);
-  for (size_t j = 0; j < mine.size(); ++j) s.indices[j] = mine[j].index;
-  s.all_indices.resize(most * n);
-  if (most > 0) GREX_TRY(allgather(1, s.indices.data(), s.all_indices.data(), most * sizeof(uint32_t)));
-  // The union, in index order (a peer's list is checked, not trusted).
-  s.merged.clear();
-  for (size_t r = 0; r < n; ++r) {
-    const uint32_t* p = s.all_indices.data() + r * most;
-    for (size_t j = 0; j < counts[r]; ++j)
-      if (p[j] >= count || (j > 0 && p[j] <= p[j - 1]))
-        return Error(Errc::kProtocol,
-                     "top-k allreduce: rank " + std::to_string(r) + "'s indices are out of order or range");
-    s.merging.clear();
-    std::set_union(s.merged.begin(), s.merged.end(), p, p + counts[r], std::back_inserter(s.merging));
-    s.merged.swap(s.merging);
-  }
-  // This rank's value at each: the one it selected, else what it kept (the
-  // value and its residual, now sent, so the residual there is cleared).
-  const size_t u = s.merged.size();
-  s.values.resize(u);
-  for (size_t k = 0, m = 0; k < u; ++k) {
-    const uint32_t i = s.merged[k];
-    if (m < mine.size() && mine[m].index == i) {
-      s.values[k] = mine[m++].value;
-    } else if (residual != nullptr) {
-      s.values[k] = residual[i];
-      residual[i] = 0.f;
-    } else {
-      s.values[k] = in[i];
-    }
-  }
-  if (u > 0) GREX_TRY(allreduce(s.values.data(), u));  // every rank has the same union
-  mine.resize(u);
-  for (size_t k = 0; k < u; ++k) mine[k] = Pair{s.merged[k], s.values[k]};
-  const auto total = static_cast<uint32_t>(u);
-  topk_sum_pairs(out, count, mine.data(), &total, u, 1, n_avg);
-  return ok();
-}
 
 // The top-k sum over n members of in[0..count) (+ residual) into out (which
 // may be in): select, allgather the counts and the pairs, add them in
 // member order. n_avg > 0 divides by it (ReduceOp::kAvg).
 Result<void> topk_sum(size_t n, const float* in, float* out, size_t count, double fraction, float* residual,
-                      int n_avg, const PairsAllgather& allgather, const ValuesAllreduce& union_sum = nullptr) {
+                      int n_avg, const PairsAllgather& allgather) {
   auto value = [&](size_t i) { return residual != nullptr ? in[i] + residual[i] : in[i]; };
   // The threshold: the (1 - fraction) quantile of the magnitudes of a
   // sample, about 65536 values in runs of 16 (a cache line each), the runs
@@ -259,7 +195,6 @@ Result<void> topk_sum(size_t n, const float* in, float* out, size_t count, doubl
   uint32_t my_count = static_cast<uint32_t>(mine.size());
   GREX_TRY(allgather(0, &my_count, counts.data(), sizeof(uint32_t)));
   const size_t most = *std::max_element(counts.begin(), counts.end());
-  if (union_sum) return topk_union(n, in, out, count, residual, n_avg, counts, most, mine, allgather, union_sum);
   mine.resize(most, Pair{UINT32_MAX, 0.f});
   everyone.resize(most * n);
   if (most > 0) GREX_TRY(allgather(1, mine.data(), everyone.data(), most * sizeof(Pair)));
@@ -270,15 +205,11 @@ Result<void> topk_sum(size_t n, const float* in, float* out, size_t count, doubl
 }  // namespace
 
 Result<void> topk_allreduce(Communicator::Impl& c, const float* in, float* out, size_t count, ReduceOp op,
-                            double fraction, float* residual, bool union_form) {
-  ValuesAllreduce sum;
-  if (union_form)
-    sum = [&c](float* v, size_t n) { return allreduce_run(c, v, v, n, DataType::kFloat32, ReduceOp::kSum); };
-  auto gather = [&c](int, const void* send, void* recv, size_t bytes) {
-    return c.run_first(Coll::kAllgather, CollArgs{send, recv, bytes, DataType::kUint8});
-  };
-  return topk_sum(static_cast<size_t>(c.size), in, out, count, fraction, residual, op == ReduceOp::kAvg ? c.size : 0,
-                  gather, sum);
+                            double fraction, float* residual) {
+  return topk_sum(static_cast<size_t>(c.size), in, out, count, fraction, residual,
+                  op == ReduceOp::kAvg ? c.size : 0, [&c](int, const void* send, void* recv, size_t bytes) {
+                    return c.run_first(Coll::kAllgather, CollArgs{send, recv, bytes, DataType::kUint8});
+                  });
 }
 
 Result<void> topk_rail_allreduce(Context& c, const Group& g, const CollArgs& a, double fraction, float* residual) {
