@@ -185,6 +185,15 @@ TEST(PathChooser, AControllerPerPathPacesASmallLinkAloneAndTheFlowAtTheSum) {
   for (uint32_t q = 0; q < 4; ++q) EXPECT_LT(r.worst_rtt_us[q], 1000u) << "path " << q << ": a queue stood";
 }
 
+// Four round-robin paths, each with its own RTTCC (software timestamps),
+// 8 KiB packets at up to 100 Gbit/s.
+void four_paths_with_rttcc(PathChooser& pc) {
+  cc::Options o;
+  cc::use_software_timestamps(&o, 50'000);
+  pc.reset(4, false, 1024, 5);
+  pc.use_path_cc(cc::find("rttcc"), o, cc::PathInfo{100e9, 8192}, 2.0 * 8256, 10'000);
+}
+
 // Round robin with a controller per path, where the RTTs carry more host
 // delay than a queue adds, so no controller cuts (on the routed test fabric,
 // in the VM's slow phase, every path's RTT was 0.3-0.8 ms): a path whose RTT
@@ -193,11 +202,8 @@ TEST(PathChooser, AControllerPerPathPacesASmallLinkAloneAndTheFlowAtTheSum) {
 // packet in 256 still goes there, and once those come back fast the path is
 // used again.
 TEST(PathChooser, AControllerPerPathSkipsASlowPathAndComesBackToItOnceFast) {
-  cc::Options o;
-  cc::use_software_timestamps(&o, 50'000);
   PathChooser pc;
-  pc.reset(4, false, 1024, 5);
-  pc.use_path_cc(cc::find("rttcc"), o, cc::PathInfo{100e9, 8192}, 2.0 * 8256, 10'000);
+  four_paths_with_rttcc(pc);
   // One packet every 2 us (33 Gbit/s), acknowledged at once: every path has
   // room. `rtt_us` per path.
   uint32_t psn = 0;
@@ -229,11 +235,8 @@ TEST(PathChooser, AControllerPerPathSkipsASlowPathAndComesBackToItOnceFast) {
 // queue) until the cumulative ACK covers it, and a second copy declared lost
 // stops counting.
 TEST(PathChooser, ALostCopyCountsOnItsPathUntilTheAckCoversIt) {
-  cc::Options o;
-  cc::use_software_timestamps(&o, 50'000);
   PathChooser pc;
-  pc.reset(4, false, 1024, 5);
-  pc.use_path_cc(cc::find("rttcc"), o, cc::PathInfo{100e9, 8192}, 2.0 * 8256, 10'000);
+  four_paths_with_rttcc(pc);
   for (uint32_t psn = 0; psn < 4; ++psn) EXPECT_EQ(pc.choose(psn, 1000, 8256, 8192), psn);
   for (uint32_t p = 0; p < 4; ++p) EXPECT_EQ(pc.in_flight(p), 1u) << p;
   const uint32_t again = pc.choose(2, 2000, 8256, 8192);  // psn 2 resent: its first copy stays on path 2
