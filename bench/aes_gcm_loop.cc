@@ -5,7 +5,9 @@
 // same for a tag only (GREX_WIRE_AUTH=full) and a header only (control).
 // Then grex's own header tag (wire::Sealer, what control packets take), each
 // tag over the previous one's header, so one waits for the other: a seal,
-// and a seal plus its open; and grex's tag over a header and a payload (full).
+// and a seal plus its open; a header encoded and decoded with and without
+// its CRC (what a tag replaces); and grex's tag over a header and a payload
+// (full).
 // Prints one line per case: "<case> <bytes> <ns per packet> <Gbit/s of payload>".
 // Usage: aes_gcm_loop [PAYLOAD_BYTES=8832] [SECONDS=1]
 #include <openssl/evp.h>
@@ -72,6 +74,32 @@ int main(int argc, char** argv) {
     if (bad != 0) return 1;
     const double ns = std::chrono::duration<double, std::nano>(now - t0).count() / static_cast<double>(n);
     std::printf("%s 0 %.1f 0.00\n", open ? "grex-header-seal-open" : "grex-header-seal", ns);
+  }
+  // What a tag now replaces: a header's CRC written by wire::encode and
+  // checked as a receiver does (wire::crc_matches), against the same encode
+  // and decode without it; each header depends on the one before.
+  for (const bool crc : {false, true}) {
+    grex::wire::Header h;
+    h.type = grex::wire::Type::kAck;
+    uint8_t buf[grex::wire::kHeaderBytes];
+    uint64_t k = 0, bad = 0;
+    const auto c0 = std::chrono::steady_clock::now();
+    auto c1 = c0;
+    while (std::chrono::duration<double>(c1 - c0).count() < secs) {
+      for (int i = 0; i < 256; ++i, ++k) {
+        grex::wire::encode(h, buf, nullptr, crc);
+        grex::wire::Header got;
+        if (grex::wire::decode_fields(buf, sizeof buf, 0, &got) != grex::wire::Reject::kNone ||
+            (crc && !grex::wire::crc_matches(buf, got)))
+          ++bad;
+        h.psn = got.crc + got.ack + 1;  // the next header depends on this one
+        h.ack = got.psn;
+      }
+      c1 = std::chrono::steady_clock::now();
+    }
+    if (bad != 0) return 1;
+    std::printf("%s 0 %.1f 0.00\n", crc ? "grex-header-codec-crc" : "grex-header-codec",
+                std::chrono::duration<double, std::nano>(c1 - c0).count() / static_cast<double>(k));
   }
   // A data packet under GREX_WIRE_AUTH=full: header and payload tagged by
   // wire::Sealer (its 512-bit GHASH where the CPU has it, else OpenSSL's GCM128).

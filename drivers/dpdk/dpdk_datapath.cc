@@ -155,7 +155,11 @@ void DpdkDevice::handle(Port* port, uint8_t* frame, size_t len, uint64_t now) no
     return;
   }
   wire::Header h;
-  if (wire::Reject r = wire::decode(p.payload, p.payload_len, max_payload_, &h); r != wire::Reject::kNone) {
+  // A tagged packet's tag (admit()) stands in for its CRC.
+  wire::Reject r = wire::decode_fields(p.payload, p.payload_len, max_payload_, &h);
+  if (r == wire::Reject::kNone && !wire::tag_replaces_crc(h, dopts_.auth) && !wire::crc_matches(p.payload, h))
+    r = wire::Reject::kBadCrc;
+  if (r != wire::Reject::kNone) {
     stats.rx_bad_header.add();
     GREX_TRACE("dpdk", "%s: dropped a packet: %s", port->name().c_str(), wire::reject_name(r));
     return;
@@ -286,7 +290,7 @@ void DpdkDevice::send_ctrl(DpdkEndpoint* ep, wire::Header h) noexcept {
   h.seq = ep->next_seq();
   uint8_t hdr[kFrameHeaderBytes];
   frame::write_headers(hdr, ep->addr(), wire::kHeaderBytes, !port->tx_ip_cksum());
-  wire::encode(h, hdr + kHeadersBytes);
+  wire::encode(h, hdr + kHeadersBytes, nullptr, !wire::tag_replaces_crc(h, dopts_.auth));
   seal(ep, hdr + kHeadersBytes, h, nullptr, nullptr);
   rte_mbuf* m = build_packet(port->pool(), hdr, kFrameHeaderBytes, nullptr, 0, nullptr, false);
   if (m == nullptr) {
@@ -313,7 +317,7 @@ void DpdkDevice::transmit(DpdkEndpoint* ep, const reliable::TxPacket& p) noexcep
   if (h.type == wire::Type::kData && ep->paths().path_cc() && (h.psn & 7) == 0) ep->flow().pace_at(ep->paths().rate());
   a.src_port = static_cast<uint16_t>(a.src_port + path);
   frame::write_headers(hdr, a, wire::kHeaderBytes + len, !port->tx_ip_cksum());
-  wire::encode(h, hdr + kHeadersBytes, p.payload);
+  wire::encode(h, hdr + kHeadersBytes, p.payload, !wire::tag_replaces_crc(h, dopts_.auth));
   // Encrypted payloads are sealed into the mbuf's copy (below); the rest here,
   // reading the payload where it lies (zero copy stays zero copy).
   const bool encrypt = wire::payload_encrypted(h, dopts_.auth);

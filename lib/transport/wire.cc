@@ -86,7 +86,7 @@ const char* reject_name(Reject r) noexcept {
   return "?";
 }
 
-void encode(const Header& h, uint8_t* out, const uint8_t* payload) noexcept {
+void encode(const Header& h, uint8_t* out, const uint8_t* payload, bool with_crc) noexcept {
   uint8_t* p = out;
   put<uint8_t>(p, h.version);
   put<uint8_t>(p, static_cast<uint8_t>(h.type));
@@ -106,6 +106,7 @@ void encode(const Header& h, uint8_t* out, const uint8_t* payload) noexcept {
   put<uint32_t>(p, h.rx_above);
   put<uint64_t>(p, h.seq);
   std::memset(p, 0, kHeaderBytes - kTagOffset);  // the tag: the driver's, after the CRC
+  if (!with_crc) return;
   uint32_t crc = crc32c(out, kHeaderBytes);
   if (crc_covers_payload(h) && payload != nullptr) crc = crc32c(payload, h.payload_len, crc);
   uint8_t* c = out + kHeaderBytes - 32;
@@ -130,6 +131,24 @@ AdvertEntry decode_advert(const uint8_t* payload, size_t i) noexcept {
 }
 
 Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) noexcept {
+  Header x;
+  if (Reject r = decode_fields(data, len, max_payload, &x); r != Reject::kNone) return r;
+  if (!crc_matches(data, x)) return Reject::kBadCrc;
+  *h = x;
+  return Reject::kNone;
+}
+
+bool crc_matches(const uint8_t* data, const Header& x) noexcept {
+  uint8_t copy[kHeaderBytes];
+  std::memcpy(copy, data, kHeaderBytes);
+  std::memset(copy + kHeaderBytes - 32, 0, 4);  // crc
+  std::memset(copy + kTagOffset, 0, kHeaderBytes - kTagOffset);
+  uint32_t crc = crc32c(copy, kHeaderBytes);
+  if (crc_covers_payload(x)) crc = crc32c(data + kHeaderBytes, x.payload_len, crc);
+  return crc == x.crc;
+}
+
+Reject decode_fields(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) noexcept {
   if (data == nullptr || len < kHeaderBytes) return Reject::kTruncated;
   const uint8_t* p = data;
   Header x;
@@ -183,13 +202,6 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
   }
   bool carries_ack = x.type == Type::kData || x.type == Type::kAck || x.type == Type::kNack || x.type == Type::kClose;
   if (!carries_ack && x.rx_above != 0) return Reject::kBadLength;
-  uint8_t copy[kHeaderBytes];
-  std::memcpy(copy, data, kHeaderBytes);
-  std::memset(copy + kHeaderBytes - 32, 0, 4);  // crc
-  std::memset(copy + kTagOffset, 0, kHeaderBytes - kTagOffset);
-  uint32_t crc = crc32c(copy, kHeaderBytes);
-  if (crc_covers_payload(x)) crc = crc32c(data + kHeaderBytes, x.payload_len, crc);
-  if (crc != x.crc) return Reject::kBadCrc;
   *h = x;
   return Reject::kNone;
 }

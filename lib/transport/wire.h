@@ -124,12 +124,20 @@ inline bool crc_covers_payload(const Header& h) noexcept {
 
 /// Writes h into out[0..kHeaderBytes) with a zero tag, with the CRC over the
 /// header (crc and tag fields zero) and, when
-/// crc_covers_payload(h), over `payload` (h.payload_len bytes) too.
-void encode(const Header& h, uint8_t* out, const uint8_t* payload = nullptr) noexcept;
+/// crc_covers_payload(h), over `payload` (h.payload_len bytes) too. Without
+/// `crc` the field stays zero: a tag vouches for the packet instead
+/// (wire_auth.h, tag_replaces_crc).
+void encode(const Header& h, uint8_t* out, const uint8_t* payload = nullptr, bool crc = true) noexcept;
 
 /// Decodes and validates a datagram of `len` bytes. On success *h holds the
 /// header and the payload is data[kHeaderBytes .. kHeaderBytes + h->payload_len).
 /// `max_payload` bounds payload_len (the path MTU minus headers).
 Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) noexcept;
+/// decode() without the CRC: every other check, for a packet whose tag is
+/// checked instead (then crc_matches() where no tag replaces the CRC).
+Reject decode_fields(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) noexcept;
+/// Whether the CRC of the packet at `data`, whose fields decode_fields()
+/// gave as h, matches.
+bool crc_matches(const uint8_t* data, const Header& h) noexcept;
 
 }  // namespace grex::wire

@@ -274,5 +274,48 @@ TEST(WireAuth, WhichPacketsCarryATag) {
   EXPECT_TRUE(tag_covers_payload(advert, AuthMode::kControl));
 }
 
+// A tag stands in for the CRC where it covers all the CRC would: every
+// tagged header, and the payload where the CRC covers it (headers mode
+// leaves a data payload to its CRC). Such a packet goes without a CRC, and
+// every flipped bit of it is still refused, by the tag.
+TEST(WireAuth, ATagStandsInForTheCrcWhereItCoversAllTheCrcWould) {
+  Header ack, data, crc_data, advert;
+  ack.type = Type::kAck;
+  data.type = crc_data.type = advert.type = Type::kData;
+  crc_data.flags = kFlagPayloadCrc;
+  advert.flags = kFlagAdvert;
+  for (const Header* h : {&ack, &data, &crc_data, &advert}) EXPECT_FALSE(tag_replaces_crc(*h, AuthMode::kOff));
+  EXPECT_TRUE(tag_replaces_crc(ack, AuthMode::kControl));
+  EXPECT_TRUE(tag_replaces_crc(advert, AuthMode::kControl));
+  EXPECT_FALSE(tag_replaces_crc(data, AuthMode::kControl));
+  EXPECT_FALSE(tag_replaces_crc(crc_data, AuthMode::kControl));
+  EXPECT_TRUE(tag_replaces_crc(data, AuthMode::kHeaders));
+  EXPECT_FALSE(tag_replaces_crc(crc_data, AuthMode::kHeaders));
+  EXPECT_TRUE(tag_replaces_crc(advert, AuthMode::kHeaders));
+  for (const Header* h : {&ack, &data, &crc_data, &advert}) {
+    EXPECT_TRUE(tag_replaces_crc(*h, AuthMode::kFull));
+    EXPECT_TRUE(tag_replaces_crc(*h, AuthMode::kEncrypt));
+  }
+  Pair p;
+  Header h;
+  h.type = Type::kAck;
+  h.flow = p.keys.flow_id;
+  h.ack = 41;
+  h.seq = 9;
+  std::vector<uint8_t> pkt(kHeaderBytes);
+  encode(h, pkt.data(), nullptr, false);
+  ASSERT_TRUE(p.tx.seal(h.seq, pkt.data(), kTaggedHeaderBytes, nullptr, 0, nullptr, pkt.data() + kTagOffset));
+  Header got;
+  ASSERT_EQ(decode_fields(pkt.data(), pkt.size(), 0, &got), Reject::kNone);
+  EXPECT_FALSE(crc_matches(pkt.data(), got));
+  ASSERT_TRUE(p.rx.open(h.seq, pkt.data(), kTaggedHeaderBytes, nullptr, 0, nullptr, pkt.data() + kTagOffset));
+  for (size_t bit = 0; bit < 8 * kTagOffset; ++bit) {
+    auto q = pkt;
+    q[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    EXPECT_FALSE(p.rx.open(h.seq, q.data(), kTaggedHeaderBytes, nullptr, 0, nullptr, q.data() + kTagOffset))
+        << "bit " << bit;
+  }
+}
+
 }  // namespace
 }  // namespace grex::wire

@@ -3,6 +3,8 @@
 // random bytes never decode into something trusted.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <random>
 #include <vector>
 
@@ -55,6 +57,33 @@ TEST(Wire, RoundTripsEveryField) {
   EXPECT_EQ(d.timestamp, 123456789u);
   EXPECT_EQ(d.flags, kFlagPayloadCrc);
   EXPECT_EQ(d.rx_above, 37u);
+}
+
+// Without its CRC (a tag vouches for the packet instead, wire_auth.h) the
+// field stays zero: decode() refuses the packet, decode_fields() takes every
+// field as decode() does, and crc_matches() tells the two apart.
+TEST(Wire, FieldsDecodeWithoutTheCrc) {
+  std::vector<uint8_t> payload(100, 0xab);
+  Header h = data_header(100);
+  auto with = packet(h, payload);
+  std::vector<uint8_t> without(with.size());
+  std::copy(payload.begin(), payload.end(), without.begin() + kHeaderBytes);
+  encode(h, without.data(), payload.data(), false);
+  Header a, b, c;
+  ASSERT_EQ(decode(with.data(), with.size(), 9000, &a), Reject::kNone);
+  EXPECT_NE(a.crc, 0u);
+  EXPECT_EQ(decode(without.data(), without.size(), 9000, &b), Reject::kBadCrc);
+  ASSERT_EQ(decode_fields(without.data(), without.size(), 9000, &c), Reject::kNone);
+  EXPECT_EQ(c.crc, 0u);
+  EXPECT_EQ(std::memcmp(with.data(), without.data(), kHeaderBytes - 32), 0);  // all but the CRC and after
+  EXPECT_EQ(c.psn, a.psn);
+  EXPECT_EQ(c.offset, a.offset);
+  EXPECT_EQ(c.rx_above, a.rx_above);
+  EXPECT_TRUE(crc_matches(with.data(), a));
+  EXPECT_FALSE(crc_matches(without.data(), c));
+  // decode_fields still refuses what is malformed.
+  without[1] = 0;  // type 0
+  EXPECT_EQ(decode_fields(without.data(), without.size(), 9000, &c), Reject::kBadType);
 }
 
 // An advert's payload carries more receives, 24 bytes each; a payload that
