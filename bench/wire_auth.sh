@@ -46,6 +46,7 @@ for m in "${modes[@]}"; do
 done
 echo
 echo "raw OpenSSL AES-128-GCM and grex's tags (grex-*), one core, 8832-byte packets (median of $REPEAT):"
-for k in header-tag gmac aes-gcm grex-header-seal grex-header-seal-open grex-header-codec grex-header-codec-crc grex-full-seal; do
+for k in header-tag gmac aes-gcm grex-header-seal grex-header-seal-open grex-header-codec grex-header-codec-crc \
+  grex-full-seal; do
   awk -v k="$k" '$1 == k { print $3, $4 }' "$tmp/raw" | sort -g | awk -v k="$k" '{ a[NR] = $0 } END { split(a[int((NR + 1) / 2)], x, " "); printf "  %s: %s ns per packet, %s Gbit/s of payload\n", k, x[1], x[2] }'
 done

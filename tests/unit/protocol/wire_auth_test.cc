@@ -99,15 +99,21 @@ class EvpTag {
   bool ok_ = false;
 };
 
+// A header of `type` on the pair's flow, under packet counter `seq`.
+Header header_on(const Pair& p, Type type, uint64_t seq) {
+  Header h;
+  h.type = type;
+  h.flow = p.keys.flow_id;
+  h.seq = seq;
+  return h;
+}
+
 TEST(WireAuth, EveryFlippedBitOfATaggedPacketIsRefused) {
   Pair p;
-  Header h;
-  h.type = Type::kData;
-  h.flow = p.keys.flow_id;
+  Header h = header_on(p, Type::kData, 77);
   h.psn = 5;
   h.msg_len = 256;
   h.payload_len = 256;
-  h.seq = 77;
   std::vector<uint8_t> pkt(kHeaderBytes + 256);
   for (size_t i = 0; i < 256; ++i) pkt[kHeaderBytes + i] = static_cast<uint8_t>(i);
   encode(h, pkt.data(), pkt.data() + kHeaderBytes);
@@ -297,11 +303,8 @@ TEST(WireAuth, ATagStandsInForTheCrcWhereItCoversAllTheCrcWould) {
     EXPECT_TRUE(tag_replaces_crc(*h, AuthMode::kEncrypt));
   }
   Pair p;
-  Header h;
-  h.type = Type::kAck;
-  h.flow = p.keys.flow_id;
+  Header h = header_on(p, Type::kAck, 9);
   h.ack = 41;
-  h.seq = 9;
   std::vector<uint8_t> pkt(kHeaderBytes);
   encode(h, pkt.data(), nullptr, false);
   ASSERT_TRUE(p.tx.seal(h.seq, pkt.data(), kTaggedHeaderBytes, nullptr, 0, nullptr, pkt.data() + kTagOffset));
