@@ -19,9 +19,9 @@
 // the next healthy path with room (a path marked slow yields to a healthy
 // one as ready as itself, and is reprobed as under REPS), and the flow is
 // paced at the paths' summed windows and rates (rate();
-// reliable::Flow::pace_at). A path behind a queue,
-// or one that drops, is then cut alone, where one controller for the flow
-// cut every path for it, or none.
+// reliable::Flow::pace_at). A path behind a queue, or one that drops, is
+// then cut alone, where one controller for the flow cut every path for it,
+// or none.
 #pragma once
 
 #include <algorithm>

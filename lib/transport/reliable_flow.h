@@ -373,7 +373,7 @@ class Flow {
   uint64_t echo_ts_ = 0;        // the sender's send time (0: none to echo)
   uint64_t echo_rx_ns_ = 0;     // when it arrived (the ACK reports its wait since)
   uint64_t echo_gap_ns_ = 0;    // the longest receive gap over the data since the last ACK
-  bool echo_late_ = false;       // the echo is a packet that filled the cumulative hole
+  bool echo_late_ = false;      // the echo is a packet that filled the cumulative hole
   // Probe replies' one-way delays (our clock less the peer's: a constant
   // offset, and drift): the smallest of the current window and of the one before.
   int64_t owd_min_ = 0, owd_min_prev_ = 0;

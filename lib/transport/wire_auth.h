@@ -55,8 +55,8 @@ inline bool tag_covers_payload(const Header& h, AuthMode mode) noexcept {
 }
 /// Whether h's tag in `mode` vouches for all its CRC would: the header, and
 /// the payload where the CRC covers it. Such packets go without a CRC (the
-/// field zero) and are checked by their tag alone: a control packet's CRC
-/// cost as much as its tag on the 8-byte round trip (issue 28).
+/// field zero) and are checked by their tag alone: a header's CRC, written
+/// and checked, cost half what its tag does (issue 28, docs/security.md).
 inline bool tag_replaces_crc(const Header& h, AuthMode mode) noexcept {
   return packet_tagged(h, mode) && (!crc_covers_payload(h) || tag_covers_payload(h, mode));
 }
