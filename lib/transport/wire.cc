@@ -60,6 +60,28 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* d, size_t n,
   while (n-- > 0) c32 = _mm_crc32_u8(c32, *d++);
   return ~c32;
 }
+
+// A received header's CRC, its crc field (bytes 72-75) and tag (88-103)
+// taken as zero, read in place: 13 steps, where copying the header to zero
+// those fields cost as much again.
+static_assert(kHeaderBytes == 104 && kTagOffset == 88, "header_crc_hw knows the header's layout");
+__attribute__((target("sse4.2"))) uint32_t header_crc_hw(const uint8_t* d) noexcept {
+  uint64_t c = ~uint32_t{0};
+  for (size_t i = 0; i < 72; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, d + i, 8);
+    c = _mm_crc32_u64(c, v);
+  }
+  uint32_t rx_above;
+  std::memcpy(&rx_above, d + 76, 4);
+  c = _mm_crc32_u64(c, static_cast<uint64_t>(rx_above) << 32);  // the zero crc, then rx_above
+  uint64_t seq;
+  std::memcpy(&seq, d + 80, 8);
+  c = _mm_crc32_u64(c, seq);
+  c = _mm_crc32_u64(c, 0);
+  c = _mm_crc32_u64(c, 0);
+  return ~static_cast<uint32_t>(c);
+}
 #endif
 
 }  // namespace
@@ -139,6 +161,14 @@ Reject decode(const uint8_t* data, size_t len, uint32_t max_payload, Header* h) 
 }
 
 bool crc_matches(const uint8_t* data, const Header& x) noexcept {
+#if defined(__x86_64__)
+  static const bool hw = __builtin_cpu_supports("sse4.2");
+  if (hw && std::endian::native == std::endian::little) {
+    uint32_t crc = header_crc_hw(data);
+    if (crc_covers_payload(x)) crc = crc32c(data + kHeaderBytes, x.payload_len, crc);
+    return crc == x.crc;
+  }
+#endif
   uint8_t copy[kHeaderBytes];
   std::memcpy(copy, data, kHeaderBytes);
   std::memset(copy + kHeaderBytes - 32, 0, 4);  // crc
